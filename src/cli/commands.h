@@ -1,0 +1,29 @@
+// The subcommands of `cputrain-numa`. Each Add*Command registers its CLI11 subcommand and the
+// callback that runs it; callbacks throw cputrain::Error and main() maps it to the exit code
+// (0 success, 2 usage/config/input error, 1 runtime failure).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "config/config.h"
+
+namespace cputrain::cli {
+
+// The options every machine-facing command shares: --config, --set, --topology.
+struct CommonOptions {
+  std::string config_path;
+  std::vector<std::string> sets;
+  std::string topology;  // "" = from the config
+
+  void AddTo(CLI::App* cmd);
+  // Loads the config, applies --set and --topology.
+  Config Load() const;
+};
+
+void AddTopoCommand(CLI::App& app);
+void AddConfigCommand(CLI::App& app);
+
+}  // namespace cputrain::cli

@@ -1,0 +1,37 @@
+// cputrain-numa: train GPT-2 on CPU servers, one replica group per socket.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"cputrain-numa: NUMA-aware GPT-2 training on CPU servers", "cputrain-numa"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "cputrain-numa 0.1.0");
+  cputrain::cli::AddTopoCommand(app);
+  cputrain::cli::AddConfigCommand(app);
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n", e.what(), argv[0]);
+    return 2;
+  } catch (const cputrain::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

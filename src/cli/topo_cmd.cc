@@ -1,0 +1,65 @@
+// `cputrain-numa topo`: the machine and the placement plan, as text or one JSON document.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "topology/placement.h"
+#include "topology/topology.h"
+
+namespace cputrain::cli {
+
+void AddTopoCommand(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand(
+      "topo", "Show the machine (packages, NUMA nodes, cores, PUs, distances) and the placement "
+              "plan: one replica group per socket by default");
+  opts->common.AddTo(cmd);
+  cmd->add_flag("--json", opts->json, "print exactly one JSON document on stdout");
+  cmd->callback([opts] {
+    Config cfg = opts->common.Load();
+    topo::Topology t = topo::LoadTopology(cfg.topology);
+    topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
+    if (opts->json) {
+      nlohmann::json j = topo::PlanToJson(plan);
+      j["topology"] = topo::TopologyToJson(t);
+      std::printf("%s\n", j.dump(2).c_str());
+      for (const std::string& w : plan.warnings) log::Warn("{}", w);
+      return;
+    }
+    std::printf("%s%s", topo::DescribeTopology(t).c_str(), topo::DescribePlan(plan).c_str());
+  });
+}
+
+void AddConfigCommand(CLI::App& app) {
+  struct Opts {
+    CommonOptions common;
+    bool keys = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand(
+      "config", "Print the effective configuration (file + --set) as YAML, or every key");
+  opts->common.AddTo(cmd);
+  cmd->add_flag("--keys", opts->keys, "list every key with its type and default");
+  cmd->callback([opts] {
+    if (opts->keys) {
+      for (const ConfigKeyInfo& k : ConfigKeys()) {
+        std::printf("%-28s %-40s default %s\n    %s\n",
+                    (k.section.empty() ? k.key : k.section + "." + k.key).c_str(), k.type.c_str(),
+                    k.default_value.c_str(), k.description.c_str());
+      }
+      return;
+    }
+    std::printf("%s", ConfigToYaml(opts->common.Load()).c_str());
+  });
+}
+
+}  // namespace cputrain::cli

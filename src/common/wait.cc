@@ -1,0 +1,56 @@
+#include "common/wait.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace cputrain {
+namespace {
+
+std::atomic<uint32_t> g_spin_limit{20000};
+
+long Futex(const std::atomic<uint32_t>* addr, int op, uint32_t val) {
+  // std::atomic<uint32_t> is a plain 32-bit word (static_assert below); the kernel reads it.
+  return syscall(SYS_futex, reinterpret_cast<const uint32_t*>(addr), op, val, nullptr, nullptr, 0);
+}
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+}  // namespace
+
+void SetSpinLimit(uint32_t pauses) { g_spin_limit.store(pauses, std::memory_order_relaxed); }
+uint32_t SpinLimit() { return g_spin_limit.load(std::memory_order_relaxed); }
+
+uint32_t WaitWord::WaitSlow(uint32_t target) const {
+  const uint32_t spins = SpinLimit();
+  for (uint32_t i = 0; i < spins; ++i) {
+    CpuRelax();
+    uint32_t v = Load();
+    if (SeqAtLeast(v, target)) return v;
+  }
+  for (;;) {
+    // Register as a sleeper before the final check (seq_cst, pairs with Publish: either the
+    // publisher sees sleepers_ > 0 and wakes us, or we see its new value here).
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t v = word_.load(std::memory_order_seq_cst);
+    if (SeqAtLeast(v, target)) {
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      return v;
+    }
+    // Sleeps only if word_ still equals v (checked atomically by the kernel), so a publish
+    // between our load and this call makes it return at once.
+    Futex(&word_, FUTEX_WAIT_PRIVATE, v);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    v = Load();
+    if (SeqAtLeast(v, target)) return v;
+  }
+}
+
+void WaitWord::WakeIfSleepers() {
+  if (sleepers_.load(std::memory_order_seq_cst) != 0) Futex(&word_, FUTEX_WAKE_PRIVATE, INT_MAX);
+}
+
+}  // namespace cputrain

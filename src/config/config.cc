@@ -1,0 +1,579 @@
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/files.h"
+
+namespace cputrain {
+namespace {
+
+// Where a value came from, for messages: "configs/x.yaml:12" or "--set model.layers=3".
+struct Origin {
+  std::string where;
+};
+
+using ParseFn = std::function<void(const YAML::Node&, const Origin&, Config&)>;
+using DumpFn = std::function<YAML::Node(const Config&)>;
+
+struct Key {
+  std::string section;  // "" = top-level scalar
+  std::string key;
+  std::string type;
+  std::string description;
+  ParseFn parse;
+  DumpFn dump;
+  std::string full() const { return section.empty() ? key : section + "." + key; }
+};
+
+std::string Show(const YAML::Node& n) {
+  if (n.IsScalar()) return fmt::format("'{}'", n.Scalar());
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+[[noreturn]] void Bad(const Origin& o, const std::string& name, const std::string& type,
+                      const YAML::Node& n) {
+  throw InputError(fmt::format("{}: {} must be {}, not {}", o.where, name, type, Show(n)),
+                   "see docs/config.md for every key, its type and its default");
+}
+
+long long AsInteger(const YAML::Node& n, const Origin& o, const std::string& name,
+                    const std::string& type, long long lo, long long hi) {
+  long long v = 0;
+  if (!n.IsScalar() || !YAML::convert<long long>::decode(n, v) || v < lo || v > hi) {
+    Bad(o, name, type, n);
+  }
+  return v;
+}
+
+double AsNumber(const YAML::Node& n, const Origin& o, const std::string& name,
+                const std::string& type, double lo, double hi) {
+  double v = 0;
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v) || v < lo ||
+      v > hi) {
+    Bad(o, name, type, n);
+  }
+  return v;
+}
+
+bool AsBool(const YAML::Node& n, const Origin& o, const std::string& name) {
+  bool v = false;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) Bad(o, name, "true or false", n);
+  return v;
+}
+
+std::string AsString(const YAML::Node& n, const Origin& o, const std::string& name) {
+  if (n.IsNull()) return "";
+  if (!n.IsScalar()) Bad(o, name, "a string", n);
+  return n.Scalar();
+}
+
+std::string AsChoice(const YAML::Node& n, const Origin& o, const std::string& name,
+                     const std::vector<std::string>& choices) {
+  std::string type = "one of ";
+  for (std::size_t i = 0; i < choices.size(); ++i) type += (i ? ", " : "") + choices[i];
+  if (!n.IsScalar()) Bad(o, name, type, n);
+  std::string v = n.Scalar();
+  if (std::find(choices.begin(), choices.end(), v) == choices.end()) Bad(o, name, type, n);
+  return v;
+}
+
+// Keys are declared with these builders: each gives the parse and the dump of one field.
+constexpr long long kIntMax = std::numeric_limits<int>::max();
+
+Key IntKey(std::string section, std::string key, std::string desc, long long lo,
+           std::function<int&(Config&)> field) {
+  std::string type = fmt::format("an integer >= {}", lo);
+  Key k{section, key, type, std::move(desc), nullptr, nullptr};
+  std::string name = k.full();
+  k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+    field(c) = static_cast<int>(AsInteger(n, o, name, type, lo, kIntMax));
+  };
+  k.dump = [=](const Config& c) { return YAML::Node(field(const_cast<Config&>(c))); };
+  return k;
+}
+
+Key NumberKey(std::string section, std::string key, std::string desc, double lo, double hi,
+              std::function<double&(Config&)> field) {
+  std::string type = hi == std::numeric_limits<double>::infinity()
+                         ? fmt::format("a number >= {}", lo)
+                         : fmt::format("a number in [{}, {}]", lo, hi);
+  Key k{section, key, type, std::move(desc), nullptr, nullptr};
+  std::string name = k.full();
+  k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+    field(c) = AsNumber(n, o, name, type, lo, hi);
+  };
+  k.dump = [=](const Config& c) { return YAML::Node(field(const_cast<Config&>(c))); };
+  return k;
+}
+
+Key StringKey(std::string section, std::string key, std::string desc,
+              std::function<std::string&(Config&)> field) {
+  Key k{section, key, "a string", std::move(desc), nullptr, nullptr};
+  std::string name = k.full();
+  k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+    field(c) = AsString(n, o, name);
+  };
+  k.dump = [=](const Config& c) { return YAML::Node(field(const_cast<Config&>(c))); };
+  return k;
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const std::vector<Key>& Keys() {
+  static const std::vector<Key> keys = [] {
+    std::vector<Key> v;
+    v.push_back(StringKey("", "topology",
+                          "machine to plan on: this | synthetic:<hwloc description> | xml:<file>",
+                          [](Config& c) -> std::string& { return c.topology; }));
+    // ---- placement
+    {
+      Key k{"placement", "group_by", "one of socket, numa, l3",
+            "one replica group per package (socket), NUMA node or L3 cache", nullptr, nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        std::string s = AsChoice(n, o, "placement.group_by", {"socket", "numa", "l3"});
+        c.placement.group_by = s == "socket" ? topo::GroupBy::kSocket
+                               : s == "numa" ? topo::GroupBy::kNuma
+                                             : topo::GroupBy::kL3;
+      };
+      k.dump = [](const Config& c) { return YAML::Node(topo::GroupByName(c.placement.group_by)); };
+      v.push_back(k);
+    }
+    auto auto_int = [](std::string key, std::string desc,
+                       std::function<std::optional<int>&(Config&)> field,
+                       std::function<void(Config&)> on_set) {
+      Key k{"placement", key, "auto or an integer >= 1", std::move(desc), nullptr, nullptr};
+      std::string name = k.full();
+      k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+        if (n.IsScalar() && n.Scalar() == "auto") {
+          field(c) = std::nullopt;
+        } else {
+          field(c) = static_cast<int>(
+              AsInteger(n, o, name, "auto or an integer >= 1", 1, kIntMax));
+        }
+        if (on_set) on_set(c);
+      };
+      k.dump = [=](const Config& c) {
+        auto f = field(const_cast<Config&>(c));
+        return f ? YAML::Node(*f) : YAML::Node("auto");
+      };
+      return k;
+    };
+    v.push_back(auto_int("groups", "number of replica groups: the first N domains (auto = all)",
+                         [](Config& c) -> std::optional<int>& { return c.placement.groups; },
+                         nullptr));
+    v.push_back(auto_int(
+        "threads_per_group",
+        "worker threads per group (auto = one per physical core; unset: OMP_NUM_THREADS if set)",
+        [](Config& c) -> std::optional<int>& { return c.placement.threads_per_group; },
+        [](Config& c) { c.placement.threads_per_group_set = true; }));
+    {
+      Key k{"placement", "hyperthreads", "true or false",
+            "also use SMT siblings (one worker per hardware thread)", nullptr, nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.placement.hyperthreads = AsBool(n, o, "placement.hyperthreads");
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.placement.hyperthreads); };
+      v.push_back(k);
+    }
+    v.push_back(IntKey("placement", "comm_threads",
+                       "cores per group kept out of the compute budget for communication "
+                       "threads (like CCL_WORKER_COUNT)",
+                       0, [](Config& c) -> int& { return c.placement.comm_threads; }));
+    {
+      Key k{"placement", "cpus", "a list of lists of OS CPU numbers",
+            "explicit CPUs per group, e.g. [[0,1,2,3],[4,5,6,7]]; overrides the keys above "
+            "(the last comm_threads CPUs of each list become comm CPUs)",
+            nullptr, nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        const std::string type = "a list of lists of CPU numbers, e.g. [[0,1],[2,3]]";
+        if (n.IsNull()) {
+          c.placement.cpus.clear();
+          return;
+        }
+        if (!n.IsSequence()) Bad(o, "placement.cpus", type, n);
+        std::vector<std::vector<int>> lists;
+        for (std::size_t i = 0; i < n.size(); ++i) {
+          const YAML::Node g = n[i];
+          if (!g.IsSequence()) Bad(o, fmt::format("placement.cpus[{}]", i), type, g);
+          std::vector<int> cpus;
+          for (std::size_t j = 0; j < g.size(); ++j) {
+            cpus.push_back(static_cast<int>(AsInteger(g[j], o, fmt::format("placement.cpus[{}][{}]", i, j),
+                                                      "a CPU number >= 0", 0, kIntMax)));
+          }
+          lists.push_back(std::move(cpus));
+        }
+        c.placement.cpus = std::move(lists);
+      };
+      k.dump = [](const Config& c) {
+        YAML::Node n(YAML::NodeType::Sequence);
+        for (const auto& g : c.placement.cpus) {
+          YAML::Node l(YAML::NodeType::Sequence);
+          for (int cpu : g) l.push_back(cpu);
+          l.SetStyle(YAML::EmitterStyle::Flow);
+          n.push_back(l);
+        }
+        n.SetStyle(YAML::EmitterStyle::Flow);
+        return n;
+      };
+      v.push_back(k);
+    }
+    // ---- model
+    v.push_back(StringKey("model", "init_from",
+                          "llm.c checkpoint to start from; empty = random GPT-2 init from seed "
+                          "(the checkpoint's shape overrides layers..max_seq_len)",
+                          [](Config& c) -> std::string& { return c.model.init_from; }));
+    v.push_back(IntKey("model", "layers", "transformer blocks L", 1,
+                       [](Config& c) -> int& { return c.model.layers; }));
+    v.push_back(IntKey("model", "channels", "embedding width C", 1,
+                       [](Config& c) -> int& { return c.model.channels; }));
+    v.push_back(IntKey("model", "heads", "attention heads NH (must divide channels)", 1,
+                       [](Config& c) -> int& { return c.model.heads; }));
+    v.push_back(IntKey("model", "vocab_size", "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
+                       [](Config& c) -> int& { return c.model.vocab_size; }));
+    v.push_back(IntKey("model", "max_seq_len", "positions maxT of the position embedding", 1,
+                       [](Config& c) -> int& { return c.model.max_seq_len; }));
+    {
+      Key k{"model", "seed", "an integer >= 0", "seed of the random init", nullptr, nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.model.seed = static_cast<uint64_t>(AsInteger(n, o, "model.seed", "an integer >= 0", 0,
+                                                       std::numeric_limits<long long>::max()));
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.model.seed); };
+      v.push_back(k);
+    }
+    // ---- data
+    v.push_back(StringKey("data", "train", "llm.c token file to train on",
+                          [](Config& c) -> std::string& { return c.data.train; }));
+    v.push_back(StringKey("data", "val", "llm.c token file for validation; empty = none",
+                          [](Config& c) -> std::string& { return c.data.val; }));
+    v.push_back(IntKey("data", "batch_size",
+                       "B: global sequences per step, split across nodes and groups", 1,
+                       [](Config& c) -> int& { return c.data.batch_size; }));
+    v.push_back(IntKey("data", "seq_len", "T: tokens per sequence (<= model.max_seq_len)", 1,
+                       [](Config& c) -> int& { return c.data.seq_len; }));
+    // ---- optim
+    v.push_back(NumberKey("optim", "lr", "peak learning rate", 0, kInf,
+                          [](Config& c) -> double& { return c.optim.lr; }));
+    v.push_back(NumberKey("optim", "min_lr", "final learning rate of the cosine schedule", 0, kInf,
+                          [](Config& c) -> double& { return c.optim.min_lr; }));
+    {
+      Key k{"optim", "schedule", "one of constant, cosine",
+            "constant lr, or linear warmup then cosine decay to min_lr at train.steps", nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.optim.schedule = AsChoice(n, o, "optim.schedule", {"constant", "cosine"}) == "constant"
+                               ? Schedule::kConstant
+                               : Schedule::kCosine;
+      };
+      k.dump = [](const Config& c) { return YAML::Node(ScheduleName(c.optim.schedule)); };
+      v.push_back(k);
+    }
+    v.push_back(IntKey("optim", "warmup_steps", "linear warmup steps of the cosine schedule", 0,
+                       [](Config& c) -> int& { return c.optim.warmup_steps; }));
+    v.push_back(NumberKey("optim", "beta1", "AdamW first-moment decay", 0, 1,
+                          [](Config& c) -> double& { return c.optim.beta1; }));
+    v.push_back(NumberKey("optim", "beta2", "AdamW second-moment decay", 0, 1,
+                          [](Config& c) -> double& { return c.optim.beta2; }));
+    v.push_back(NumberKey("optim", "eps", "AdamW epsilon", 0, kInf,
+                          [](Config& c) -> double& { return c.optim.eps; }));
+    v.push_back(NumberKey("optim", "weight_decay",
+                          "decoupled weight decay, applied to 2-D tensors only", 0, kInf,
+                          [](Config& c) -> double& { return c.optim.weight_decay; }));
+    v.push_back(NumberKey("optim", "grad_clip", "global gradient-norm clip; 0 = off", 0, kInf,
+                          [](Config& c) -> double& { return c.optim.grad_clip; }));
+    // ---- train
+    v.push_back(IntKey("train", "steps", "optimizer steps to run", 1,
+                       [](Config& c) -> int& { return c.train.steps; }));
+    v.push_back(IntKey("train", "eval_every",
+                       "validate every N steps (and after the last); 0 = only after the last", 0,
+                       [](Config& c) -> int& { return c.train.eval_every; }));
+    v.push_back(IntKey("train", "eval_batches", "validation windows averaged per evaluation", 1,
+                       [](Config& c) -> int& { return c.train.eval_batches; }));
+    v.push_back(IntKey("train", "checkpoint_every",
+                       "write out_dir/model.bin every N steps; 0 = only at the end", 0,
+                       [](Config& c) -> int& { return c.train.checkpoint_every; }));
+    v.push_back(StringKey("train", "out_dir", "directory for metrics.jsonl, model.bin, placement.json",
+                          [](Config& c) -> std::string& { return c.train.out_dir; }));
+    // ---- comm
+    v.push_back(NumberKey("comm", "bucket_mb",
+                          "gradient bucket size in MB (10^6 bytes) synced while backward runs",
+                          0.001, kInf, [](Config& c) -> double& { return c.comm.bucket_mb; }));
+    // ---- mpi
+    {
+      Key k{"mpi", "enabled", "one of auto, on, off",
+            "multi-node bridge; auto = on when launched by mpirun", nullptr, nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        // YAML 1.1 reads on/off as booleans; accept both spellings.
+        bool b;
+        if (n.IsScalar() && n.Scalar() != "auto" && YAML::convert<bool>::decode(n, b)) {
+          c.mpi.enabled = b ? MpiMode::kOn : MpiMode::kOff;
+          return;
+        }
+        std::string s = AsChoice(n, o, "mpi.enabled", {"auto", "on", "off"});
+        c.mpi.enabled = s == "auto" ? MpiMode::kAuto : s == "on" ? MpiMode::kOn : MpiMode::kOff;
+      };
+      k.dump = [](const Config& c) { return YAML::Node(MpiModeName(c.mpi.enabled)); };
+      v.push_back(k);
+    }
+    v.push_back(NumberKey("mpi", "watchdog_seconds",
+                          "a peer rank silent this long makes every rank exit with an error",
+                          1, kInf, [](Config& c) -> double& { return c.mpi.watchdog_seconds; }));
+    return v;
+  }();
+  return keys;
+}
+
+const Key* FindKey(const std::string& section, const std::string& key) {
+  for (const Key& k : Keys()) {
+    if (k.section == section && k.key == key) return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Sections() {
+  std::vector<std::string> s;
+  for (const Key& k : Keys()) {
+    std::string name = k.section.empty() ? k.key : k.section;
+    if (std::find(s.begin(), s.end(), name) == s.end()) s.push_back(name);
+  }
+  return s;
+}
+
+std::size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string Suggest(const std::string& got, const std::vector<std::string>& valid) {
+  std::string best;
+  std::size_t best_d = 3;  // suggest only close misspellings
+  for (const std::string& v : valid) {
+    std::size_t d = EditDistance(got, v);
+    if (d < best_d) best_d = d, best = v;
+  }
+  return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
+}
+
+std::string JoinList(const std::vector<std::string>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+std::string At(const std::string& name, const YAML::Mark& m) {
+  return m.is_null() ? name : fmt::format("{}:{}", name, m.line + 1);
+}
+
+[[noreturn]] void UnknownKey(const std::string& where, const std::string& section,
+                             const std::string& key) {
+  if (section.empty()) {
+    std::vector<std::string> secs = Sections();
+    throw InputError(fmt::format("{}: unknown top-level key '{}'{}; valid keys: {}", where, key,
+                                 Suggest(key, secs), JoinList(secs)),
+                     "fix the key name; docs/config.md lists every key");
+  }
+  std::vector<std::string> valid;
+  for (const Key& k : Keys())
+    if (k.section == section) valid.push_back(k.key);
+  throw InputError(fmt::format("{}: unknown key '{}' in section '{}'{}; valid keys: {}", where,
+                               key, section, Suggest(key, valid), JoinList(valid)),
+                   "fix the key name; docs/config.md lists every key");
+}
+
+// Applies one YAML document (a mapping of sections) to `c`.
+void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
+  if (root.IsNull()) return;  // an empty file: all defaults
+  if (!root.IsMap()) {
+    throw InputError(fmt::format("{}: the config must be a mapping of sections (placement:, "
+                                 "model:, ...), not {}",
+                                 At(name, root.Mark()), Show(root)),
+                     "see configs/ for examples");
+  }
+  for (const auto& kv : root) {
+    const std::string sec = kv.first.as<std::string>();
+    const YAML::Node& val = kv.second;
+    if (const Key* k = FindKey("", sec)) {
+      k->parse(val, Origin{At(name, kv.first.Mark())}, c);
+      continue;
+    }
+    bool known = false;
+    for (const std::string& s : Sections()) known |= s == sec;
+    if (!known) UnknownKey(At(name, kv.first.Mark()), "", sec);
+    if (val.IsNull()) continue;  // "train:" with nothing under it
+    if (!val.IsMap()) {
+      throw InputError(fmt::format("{}: section '{}' must be a mapping of keys, not {}",
+                                   At(name, val.Mark()), sec, Show(val)),
+                       "indent its keys under it, e.g. '" + sec + ":\\n  key: value'");
+    }
+    for (const auto& kv2 : val) {
+      const std::string key = kv2.first.as<std::string>();
+      const Key* k = FindKey(sec, key);
+      if (!k) UnknownKey(At(name, kv2.first.Mark()), sec, key);
+      k->parse(kv2.second, Origin{At(name, kv2.second.Mark())}, c);
+    }
+  }
+}
+
+void ApplySet(const std::string& set, Config& c) {
+  const std::string where = fmt::format("--set {}", set);
+  auto eq = set.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError(fmt::format("{}: expected section.key=value", where),
+                     "e.g. --set optim.lr=1e-3 or --set placement.cpus=[[0,1],[2,3]]");
+  }
+  const std::string path = set.substr(0, eq), value = set.substr(eq + 1);
+  std::string section, key;
+  auto dot = path.find('.');
+  if (dot == std::string::npos) {
+    key = path;  // a top-level scalar such as topology
+  } else {
+    section = path.substr(0, dot);
+    key = path.substr(dot + 1);
+  }
+  const Key* k = FindKey(section, key);
+  if (!k) {
+    if (section.empty() || [&] {
+          for (const std::string& s : Sections())
+            if (s == section) return false;
+          return true;
+        }()) {
+      UnknownKey(where, "", section.empty() ? key : section);
+    }
+    UnknownKey(where, section, key);
+  }
+  YAML::Node node;
+  try {
+    // A value that is not valid YAML (a path with ': ') is taken as a plain string.
+    node = YAML::Load(value);
+  } catch (const YAML::Exception&) {
+    node = YAML::Node(value);
+  }
+  k->parse(node, Origin{where}, c);
+}
+
+void Validate(const Config& c) {
+  const std::string hint = "fix the config or pass --set to override";
+  if (c.model.channels % c.model.heads != 0) {
+    throw InputError(fmt::format("model.heads ({}) must divide model.channels ({})",
+                                 c.model.heads, c.model.channels),
+                     hint);
+  }
+  if (c.model.vocab_size > 65536) {
+    throw InputError(fmt::format("model.vocab_size is {}: token files store uint16 ids, so it "
+                                 "must be at most 65536",
+                                 c.model.vocab_size),
+                     hint);
+  }
+  if (c.model.init_from.empty() && c.data.seq_len > c.model.max_seq_len) {
+    throw InputError(fmt::format("data.seq_len ({}) is larger than model.max_seq_len ({})",
+                                 c.data.seq_len, c.model.max_seq_len),
+                     "lower data.seq_len or raise model.max_seq_len");
+  }
+  if (c.optim.min_lr > c.optim.lr) {
+    throw InputError(fmt::format("optim.min_lr ({}) is larger than optim.lr ({})", c.optim.min_lr,
+                                 c.optim.lr),
+                     hint);
+  }
+  if (c.optim.schedule == Schedule::kCosine && c.optim.warmup_steps >= c.train.steps) {
+    throw InputError(fmt::format("optim.warmup_steps ({}) must be smaller than train.steps ({}) "
+                                 "for the cosine schedule",
+                                 c.optim.warmup_steps, c.train.steps),
+                     "lower warmup_steps, raise train.steps, or use schedule: constant");
+  }
+  if (c.optim.beta1 >= 1 || c.optim.beta2 >= 1) {
+    throw InputError("optim.beta1 and optim.beta2 must be below 1", hint);
+  }
+  if (c.train.out_dir.empty()) throw InputError("train.out_dir is empty", hint);
+}
+
+}  // namespace
+
+const char* ScheduleName(Schedule s) { return s == Schedule::kConstant ? "constant" : "cosine"; }
+
+const char* MpiModeName(MpiMode m) {
+  return m == MpiMode::kAuto ? "auto" : m == MpiMode::kOn ? "on" : "off";
+}
+
+Config ParseConfig(const std::string& yaml_text, const std::string& name,
+                   const std::vector<std::string>& sets) {
+  Config c;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}: not valid YAML: {}", At(name, e.mark), e.msg),
+                     "fix the syntax at that line (indentation, a missing ':')");
+  }
+  ApplyDocument(root, name, c);
+  for (const std::string& s : sets) ApplySet(s, c);
+  Validate(c);
+  c.source = sets.empty() ? name : fmt::format("{} + {} --set", name, sets.size());
+  return c;
+}
+
+Config LoadConfig(const std::string& path, const std::vector<std::string>& sets) {
+  if (path.empty()) return ParseConfig(BuiltinConfigYaml(), "built-in quickstart config", sets);
+  std::string text;
+  try {
+    text = ReadFile(path);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("config file: {}", e.what()),
+                     "pass an existing YAML file to --config (see configs/)");
+  }
+  return ParseConfig(text, path, sets);
+}
+
+std::string ConfigToYaml(const Config& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::string open;
+  for (const Key& k : Keys()) {
+    if (k.section.empty()) {
+      if (!open.empty()) out << YAML::EndMap, open.clear();
+      out << YAML::Key << k.key << YAML::Value << k.dump(c);
+      continue;
+    }
+    if (k.section != open) {
+      if (!open.empty()) out << YAML::EndMap;
+      out << YAML::Key << k.section << YAML::Value << YAML::BeginMap;
+      open = k.section;
+    }
+    out << YAML::Key << k.key << YAML::Value << k.dump(c);
+  }
+  if (!open.empty()) out << YAML::EndMap;
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::vector<ConfigKeyInfo> ConfigKeys() {
+  const Config defaults;
+  std::vector<ConfigKeyInfo> out;
+  for (const Key& k : Keys()) {
+    YAML::Emitter e;
+    e << YAML::Flow << k.dump(defaults);
+    out.push_back({k.section, k.key, k.type, e.c_str(), k.description});
+  }
+  return out;
+}
+
+}  // namespace cputrain

@@ -1,0 +1,106 @@
+// The run configuration: one YAML file (strict: an unknown key or a wrong type is an error that
+// names the file, the line and the valid keys), overridden by repeatable `--set section.key=value`
+// flags. Every key, its type and its default are listed in one table (config.cc) that the
+// parser, `cputrain-numa config --keys` and the docs test all read; docs/config.md documents
+// them. Cross-field rules that need no machine (heads divide channels, min_lr <= lr, ...) are
+// checked here; rules that need the plan or a file (batch divisible by groups, token ids below
+// the vocabulary) are checked where those are known.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "topology/placement.h"
+
+namespace cputrain {
+
+enum class Schedule { kConstant, kCosine };
+enum class MpiMode { kAuto, kOn, kOff };
+
+struct ModelConfig {
+  std::string init_from;  // llm.c checkpoint; "" = random GPT-2 init from seed
+  int layers = 12;        // L
+  int channels = 768;     // C
+  int heads = 12;         // NH
+  int vocab_size = 50257;  // V (padded to Vp, a multiple of 128, in the parameter buffer)
+  int max_seq_len = 1024;  // maxT
+  uint64_t seed = 1337;
+};
+
+struct DataConfig {
+  std::string train;  // llm.c token file
+  std::string val;    // "" = no validation
+  int batch_size = 4;  // B: global sequences per step (split across groups and ranks)
+  int seq_len = 64;    // T
+};
+
+struct OptimConfig {
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  Schedule schedule = Schedule::kCosine;
+  int warmup_steps = 10;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0 = no clipping
+};
+
+struct TrainConfig {
+  int steps = 200;
+  int eval_every = 50;  // 0 = only at the end (if data.val is set)
+  int eval_batches = 8;
+  int checkpoint_every = 0;  // 0 = only at the end
+  std::string out_dir = "out";
+};
+
+struct CommConfig {
+  double bucket_mb = 25.0;  // gradient bucket size (as PyTorch DDP's bucket_cap_mb)
+};
+
+struct MpiConfig {
+  MpiMode enabled = MpiMode::kAuto;  // auto: on when launched by mpirun
+  double watchdog_seconds = 60.0;    // a silent peer for this long aborts the run
+};
+
+struct Config {
+  std::string topology = "this";
+  topo::PlacementConfig placement;
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  TrainConfig train;
+  CommConfig comm;
+  MpiConfig mpi;
+  // Where it came from, for messages and metrics: "configs/quickstart.yaml + 2 --set".
+  std::string source;
+};
+
+// Loads `path` (or the built-in default, configs/quickstart.yaml compiled into the binary, if
+// path is empty) and applies `sets` ("section.key=value", value in YAML syntax, so lists work:
+// placement.cpus=[[0,1],[2,3]]). Throws InputError with file:line (or the --set flag) and the
+// valid keys.
+Config LoadConfig(const std::string& path, const std::vector<std::string>& sets);
+// Same, from YAML text; `name` is used in messages in place of a file name.
+Config ParseConfig(const std::string& yaml_text, const std::string& name,
+                   const std::vector<std::string>& sets);
+
+// The effective configuration as YAML (every key, defaults included): written next to the run's
+// outputs, and hashed by the MPI bridge to check that all ranks agree.
+std::string ConfigToYaml(const Config& config);
+
+// One row per key: section ("" for top-level), key, type, default, description.
+struct ConfigKeyInfo {
+  std::string section, key, type, default_value, description;
+};
+std::vector<ConfigKeyInfo> ConfigKeys();
+
+// The YAML text of the built-in default config (configs/quickstart.yaml at build time).
+const char* BuiltinConfigYaml();
+
+const char* ScheduleName(Schedule s);
+const char* MpiModeName(MpiMode m);
+
+}  // namespace cputrain

@@ -1,0 +1,288 @@
+#include "topology/topology.h"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace cputrain::topo {
+namespace {
+
+struct HwlocTopologyDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using HwlocPtr = std::unique_ptr<hwloc_topology, HwlocTopologyDeleter>;
+
+std::vector<int> CpusetToList(hwloc_const_cpuset_t set) {
+  std::vector<int> out;
+  if (!set) return out;
+  int i;
+  hwloc_bitmap_foreach_begin(i, set) { out.push_back(i); }
+  hwloc_bitmap_foreach_end();
+  return out;
+}
+
+HwlocPtr LoadHwloc(const std::string& spec, bool* simulated) {
+  hwloc_topology_t raw;
+  if (hwloc_topology_init(&raw) != 0) throw RuntimeError("hwloc_topology_init failed");
+  HwlocPtr topo(raw);
+  // See CPUs outside our cpuset too, so a placement naming one can be refused precisely
+  // ("outside the allowed cpuset") instead of "does not exist".
+  hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  const std::string kSynthetic = "synthetic:", kXml = "xml:";
+  *simulated = false;
+  if (spec == "this" || spec.empty()) {
+    // the real machine
+  } else if (spec.rfind(kSynthetic, 0) == 0) {
+    std::string desc = spec.substr(kSynthetic.size());
+    if (hwloc_topology_set_synthetic(raw, desc.c_str()) != 0) {
+      throw InputError(
+          fmt::format("topology '{}': hwloc cannot parse the synthetic description '{}'", spec,
+                      desc),
+          "write it as hwloc does, e.g. 'synthetic:pack:2 numa:1 l3:1 core:8 pu:2' "
+          "(levels from the package down; `lstopo --of synthetic` prints this machine's)");
+    }
+    *simulated = true;
+  } else if (spec.rfind(kXml, 0) == 0) {
+    std::string path = spec.substr(kXml.size());
+    if (!std::filesystem::is_regular_file(path)) {
+      throw InputError(fmt::format("topology '{}': no such file '{}'", spec, path),
+                       "export a machine with `lstopo --of xml machine.xml` and pass "
+                       "--topology xml:machine.xml");
+    }
+    if (hwloc_topology_set_xml(raw, path.c_str()) != 0) {
+      throw InputError(fmt::format("topology '{}': hwloc cannot read '{}' as XML", spec, path),
+                       "use a file written by `lstopo --of xml`");
+    }
+    *simulated = true;
+  } else {
+    throw InputError(fmt::format("unknown topology '{}'", spec),
+                     "use 'this', 'synthetic:<hwloc synthetic description>' or 'xml:<file>'");
+  }
+  if (hwloc_topology_load(raw) != 0) {
+    throw InputError(fmt::format("topology '{}': hwloc failed to load it", spec),
+                     *simulated ? "check the description or XML file"
+                                : "check that /sys is mounted and readable");
+  }
+  return topo;
+}
+
+}  // namespace
+
+const Pu* Topology::FindPu(int os_index) const {
+  for (const Pu& pu : pus) {
+    if (pu.os_index == os_index) return &pu;
+  }
+  return nullptr;
+}
+
+std::vector<int> Topology::AllowedCpus() const {
+  std::vector<int> out;
+  for (const Pu& pu : pus) {
+    if (pu.allowed) out.push_back(pu.os_index);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string Topology::FormatCpuList(const std::vector<int>& cpus_in) {
+  std::vector<int> cpus = cpus_in;
+  std::sort(cpus.begin(), cpus.end());
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j > i ? fmt::format("{}-{}", cpus[i], cpus[j]) : fmt::format("{}", cpus[i]);
+    i = j + 1;
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+Topology LoadTopology(const std::string& spec) {
+  bool simulated = false;
+  HwlocPtr hw = LoadHwloc(spec, &simulated);
+  hwloc_topology_t h = hw.get();
+  Topology t;
+  t.spec = spec.empty() ? "this" : spec;
+  t.simulated = simulated;
+
+  const int npkg = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
+  const int nnuma = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
+  const int nl3 = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_L3CACHE);
+  const int ncore = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE);
+  const int npu = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PU);
+  if (npu <= 0) throw InputError(fmt::format("topology '{}' has no PUs (CPUs)", t.spec));
+
+  // A machine without package objects (some VMs, some synthetic descriptions) is one package.
+  if (npkg <= 0) {
+    Package p;
+    p.os_index = 0;
+    p.cpus = CpusetToList(hwloc_topology_get_complete_cpuset(h));
+    t.packages.push_back(p);
+  }
+  for (int i = 0; i < npkg; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_PACKAGE, i);
+    Package p;
+    p.os_index = static_cast<int>(o->os_index == HWLOC_UNKNOWN_INDEX ? i : o->os_index);
+    p.cpus = CpusetToList(o->cpuset);
+    t.packages.push_back(std::move(p));
+  }
+  for (int i = 0; i < nnuma; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, i);
+    NumaNode n;
+    n.os_index = static_cast<int>(o->os_index);
+    n.memory_bytes = o->attr ? o->attr->numanode.local_memory : 0;
+    n.cpus = CpusetToList(o->cpuset);
+    t.numa_nodes.push_back(std::move(n));
+  }
+  for (int i = 0; i < nl3; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_L3CACHE, i);
+    L3Cache c;
+    c.size_bytes = o->attr ? o->attr->cache.size : 0;
+    c.cpus = CpusetToList(o->cpuset);
+    t.l3s.push_back(std::move(c));
+  }
+
+  auto index_containing = [](const auto& items, int cpu) {
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      const auto& cpus = items[k].cpus;
+      if (std::find(cpus.begin(), cpus.end(), cpu) != cpus.end()) return static_cast<int>(k);
+    }
+    return -1;
+  };
+
+  hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(h);
+  std::map<hwloc_obj_t, int> core_index;
+  for (int i = 0; i < ncore; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_CORE, i);
+    core_index[o] = i;
+    Core c;
+    t.cores.push_back(c);
+  }
+  for (int i = 0; i < npu; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_PU, i);
+    Pu pu;
+    pu.os_index = static_cast<int>(o->os_index);
+    pu.allowed = hwloc_bitmap_isset(allowed, o->os_index);
+    hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_CORE, o);
+    if (core) {
+      pu.core = core_index.at(core);
+    } else {  // no core objects: every PU is its own core
+      pu.core = static_cast<int>(t.cores.size());
+      t.cores.emplace_back();
+    }
+    pu.package = index_containing(t.packages, pu.os_index);
+    pu.numa = index_containing(t.numa_nodes, pu.os_index);
+    pu.l3 = index_containing(t.l3s, pu.os_index);
+    Core& c = t.cores[pu.core];
+    c.pus.push_back(pu.os_index);
+    c.package = pu.package;
+    c.numa = pu.numa;
+    c.l3 = pu.l3;
+    t.pus.push_back(pu);
+  }
+  for (std::size_t n = 0; n < t.numa_nodes.size(); ++n) {
+    NumaNode& node = t.numa_nodes[n];
+    std::vector<int> pkgs;
+    for (int cpu : node.cpus) {
+      const Pu* pu = t.FindPu(cpu);
+      if (pu && std::find(pkgs.begin(), pkgs.end(), pu->package) == pkgs.end())
+        pkgs.push_back(pu->package);
+    }
+    node.package = pkgs.size() == 1 ? pkgs[0] : -1;
+    if (node.package >= 0) t.packages[node.package].numa_nodes.push_back(static_cast<int>(n));
+  }
+  for (L3Cache& c : t.l3s) {
+    if (!c.cpus.empty()) {
+      const Pu* pu = t.FindPu(c.cpus[0]);
+      c.package = pu ? pu->package : -1;
+    }
+  }
+
+  // NUMA distances (SLIT from the OS, or what the XML carries). Synthetic machines have none.
+  unsigned nr = 1;
+  hwloc_distances_s* dist = nullptr;
+  if (hwloc_distances_get_by_type(h, HWLOC_OBJ_NUMANODE, &nr, &dist,
+                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) == 0 &&
+      nr >= 1 && dist) {
+    const unsigned n = dist->nbobjs;
+    if (n == t.numa_nodes.size()) {
+      t.numa_distances.assign(n, std::vector<uint64_t>(n, 0));
+      for (unsigned a = 0; a < n; ++a) {
+        for (unsigned b = 0; b < n; ++b) {
+          t.numa_distances[dist->objs[a]->logical_index][dist->objs[b]->logical_index] =
+              dist->values[a * n + b];
+        }
+      }
+    }
+    hwloc_distances_release(h, dist);
+  }
+  if (t.AllowedCpus().empty()) {
+    throw InputError(fmt::format("topology '{}': this process may run on none of its CPUs",
+                                 t.spec),
+                     "check taskset/cgroup limits");
+  }
+  return t;
+}
+
+nlohmann::json TopologyToJson(const Topology& t) {
+  nlohmann::json j;
+  j["source"] = t.spec;
+  j["simulated"] = t.simulated;
+  j["packages"] = t.packages.size();
+  j["numa_nodes"] = t.numa_nodes.size();
+  j["l3_caches"] = t.l3s.size();
+  j["cores"] = t.cores.size();
+  j["pus"] = t.pus.size();
+  j["allowed_cpus"] = t.AllowedCpus();
+  nlohmann::json numa = nlohmann::json::array();
+  for (const NumaNode& n : t.numa_nodes) {
+    numa.push_back({{"os_index", n.os_index},
+                    {"package", n.package},
+                    {"cpus", n.cpus},
+                    {"memory_bytes", n.memory_bytes}});
+  }
+  j["numa"] = numa;
+  j["distances"] = t.numa_distances;
+  return j;
+}
+
+std::string DescribeTopology(const Topology& t) {
+  std::string s = fmt::format(
+      "machine '{}'{}: {} package(s), {} NUMA node(s), {} L3 cache(s), {} core(s), {} PU(s)\n",
+      t.spec, t.simulated ? " (simulated: no pinning, no memory binding)" : "",
+      t.packages.size(), t.numa_nodes.size(), t.l3s.size(), t.cores.size(), t.pus.size());
+  s += fmt::format("  allowed CPUs: {}\n", Topology::FormatCpuList(t.AllowedCpus()));
+  for (std::size_t p = 0; p < t.packages.size(); ++p) {
+    const Package& pkg = t.packages[p];
+    std::vector<int> nodes;
+    for (int n : pkg.numa_nodes) nodes.push_back(t.numa_nodes[n].os_index);
+    int cores = 0;
+    for (const Core& c : t.cores) cores += c.package == static_cast<int>(p);
+    s += fmt::format("  package {}: {} cores, CPUs {}, NUMA node(s) {}\n", pkg.os_index, cores,
+                     Topology::FormatCpuList(pkg.cpus), fmt::join(nodes, ","));
+  }
+  for (const NumaNode& n : t.numa_nodes) {
+    s += fmt::format("  NUMA node {}: CPUs {}, {:.1f} GiB\n", n.os_index,
+                     Topology::FormatCpuList(n.cpus),
+                     static_cast<double>(n.memory_bytes) / (1024.0 * 1024 * 1024));
+  }
+  if (!t.numa_distances.empty()) {
+    s += "  NUMA distances:\n";
+    for (const auto& row : t.numa_distances) s += fmt::format("    {}\n", fmt::join(row, " "));
+  } else {
+    s += "  NUMA distances: not reported by this source\n";
+  }
+  return s;
+}
+
+}  // namespace cputrain::topo

@@ -1,0 +1,93 @@
+// topology/: the machine as cputrain-numa sees it, read through hwloc.
+//
+// A Topology is a plain value: packages (sockets), NUMA nodes with their distance matrix, L3
+// caches, cores and PUs (hardware threads, by OS index), and the CPUs this process may use
+// (taskset, cgroups, an mpirun cpuset). Everything downstream (the placement planner, the
+// worker pools, the allocator) reads this value and nothing else, so the same code runs on the
+// real machine and on a simulated one:
+//
+//   "this"                      the machine we run on (default)
+//   "synthetic:<description>"   an hwloc synthetic machine, e.g. "pack:2 numa:1 l3:1 core:8 pu:2"
+//   "xml:<file>"                an `lstopo --of xml` export of another machine
+//
+// A synthetic or XML topology is *simulated*: plans are made on it and training runs on it,
+// but threads are not pinned and memory is not bound (the caller says so once).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace cputrain::topo {
+
+// Indexes into Topology's vectors are "logical" (0..n-1 in hwloc's order); fields named os_*
+// and the CPU lists are the operating system's numbers (what taskset and /proc use).
+struct Pu {
+  int os_index = -1;
+  int core = -1;     // index into Topology::cores
+  int package = -1;  // index into Topology::packages
+  int numa = -1;     // index into Topology::numa_nodes (-1 if no node covers it)
+  int l3 = -1;       // index into Topology::l3s (-1 if the machine reports no L3)
+  bool allowed = true;  // inside this process's allowed cpuset
+};
+
+struct Core {
+  int package = -1;
+  int numa = -1;
+  int l3 = -1;
+  std::vector<int> pus;  // OS indexes of its hardware threads, SMT siblings in hwloc order
+};
+
+struct NumaNode {
+  int os_index = -1;
+  int package = -1;  // -1 if it spans packages or has no CPUs
+  uint64_t memory_bytes = 0;  // as hwloc reports it (may differ from /proc/meminfo)
+  std::vector<int> cpus;  // OS indexes
+};
+
+struct Package {
+  int os_index = -1;
+  std::vector<int> numa_nodes;  // indexes into Topology::numa_nodes
+  std::vector<int> cpus;        // OS indexes
+};
+
+struct L3Cache {
+  uint64_t size_bytes = 0;
+  int package = -1;
+  std::vector<int> cpus;  // OS indexes
+};
+
+struct Topology {
+  std::string spec = "this";  // the spec it was loaded from
+  bool simulated = false;     // synthetic or XML: no pinning, no memory binding
+  std::vector<Package> packages;
+  std::vector<NumaNode> numa_nodes;
+  std::vector<L3Cache> l3s;
+  std::vector<Core> cores;
+  std::vector<Pu> pus;  // in hwloc's logical order
+  // numa_distances[i][j]: relative latency from node i to node j as the firmware (SLIT) or the
+  // XML reports it (10 = local). Empty when the source reports none (synthetic machines).
+  std::vector<std::vector<uint64_t>> numa_distances;
+
+  // The PU with this OS index, or nullptr.
+  const Pu* FindPu(int os_index) const;
+  // OS indexes of the allowed CPUs, ascending.
+  std::vector<int> AllowedCpus() const;
+  // "0-3,8,10-11": compact list form for messages.
+  static std::string FormatCpuList(const std::vector<int>& cpus);
+};
+
+// Loads a topology from a spec ("this", "synthetic:...", "xml:..."). Throws InputError naming
+// the spec and what is wrong (unknown prefix, bad synthetic description, unreadable XML).
+Topology LoadTopology(const std::string& spec);
+
+// {"packages": N, "numa_nodes": N, "l3_caches": N, "cores": N, "pus": N, "allowed_cpus": [..],
+//  "simulated": bool, "source": spec, "numa": [{"os_index", "package", "cpus", "memory_bytes"}],
+//  "distances": [[..]]}
+nlohmann::json TopologyToJson(const Topology& t);
+// Human summary, several lines.
+std::string DescribeTopology(const Topology& t);
+
+}  // namespace cputrain::topo
