@@ -1,0 +1,749 @@
+#!/usr/bin/python3
+"""PyTorch reference for cputrain-numa: a GPT-2 in llm.c's parameter layout, and the fixtures
+the C++ numerics tests compare against.
+
+Modes (run with Debian's /usr/bin/python3, which has torch 1.13 and numpy):
+  --out DIR              write every config's fixture directory DIR/<name>/
+  --verify DIR           regenerate in memory and check the files in DIR/<name>/ are reproduced
+  --check-against DIR    load DIR/tiny_init_seed1337.bin + DIR/kjv_bytes_200k.bin (an
+                         independent PyTorch run, /work/shared/fixtures) and compare our 20
+                         losses with DIR/tiny_loss_1proc.jsonl
+  --floor                measure how far fp32 torch is from fp64 torch on each config (the
+                         rounding floor the C++ tolerances are based on)
+
+The binary layouts, the training rules and the tolerances are documented in README.md next to
+this file; the code below is the executable form of that document.
+"""
+import os
+
+# OpenBLAS ignores torch.set_num_threads(); it reads these when torch is imported (NOTES.md).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse
+import dataclasses
+import json
+import math
+import re
+import struct
+import sys
+import time
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_num_threads(1)
+torch.backends.cuda.matmul.allow_tf32 = False  # no TF32 anywhere (CPU ignores it; be explicit)
+torch.backends.cudnn.allow_tf32 = False
+
+# ---- binary formats (llm.c) ------------------------------------------------------------------
+CHECKPOINT_MAGIC, CHECKPOINT_VERSION = 20240326, 3  # fp32 checkpoint
+TOKENS_MAGIC, TOKENS_VERSION = 20240520, 1          # uint16 token file
+DEBUG_MAGIC, DEBUG_VERSION = 20240327, 2            # one-batch debug state
+HEADER_INTS = 256
+
+
+# ---- configs ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    name: str
+    # model
+    layers: int          # L
+    channels: int        # C
+    heads: int           # NH
+    vocab_size: int      # V
+    max_seq_len: int     # maxT
+    seed: int
+    # data
+    batch_size: int      # B (global, divisible by 4 so 1, 2 and 4 groups can split it)
+    seq_len: int         # T
+    train_windows: int   # n = (N-1) div (B*T) of the train file; < steps makes the order wrap
+    train_extra: int     # tokens after the last full window (not a multiple of B*T on purpose)
+    val_windows: int     # 0 = no val.bin
+    # optim
+    lr: float
+    min_lr: float
+    schedule: str        # "constant" | "cosine"
+    warmup_steps: int
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    grad_clip: float     # 0 = no clipping
+    # train
+    steps: int
+    eval_every: int
+    eval_batches: int
+    checkpoint_every: int
+
+    @property
+    def padded_vocab(self) -> int:  # Vp: V rounded up to a multiple of 128
+        return (self.vocab_size + 127) // 128 * 128
+
+
+CONFIGS: Dict[str, RunConfig] = {
+    c.name: c
+    for c in [
+        # The same run as /work/shared/fixtures (B=4, T=32, AdamW 1e-3, wd 0), on our own data.
+        RunConfig(name="tiny", layers=2, channels=64, heads=4, vocab_size=256, max_seq_len=64,
+                  seed=1337, batch_size=4, seq_len=32, train_windows=32, train_extra=51,
+                  val_windows=0, lr=1e-3, min_lr=1e-3, schedule="constant", warmup_steps=0,
+                  beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, grad_clip=0.0, steps=20,
+                  eval_every=0, eval_batches=1, checkpoint_every=0),
+        # Nothing a power of two: head size 16 but C=48, NH=3, V=300 padded to 384, T=24 < maxT=40.
+        # 7 train windows for 20 steps, so the data order wraps (s mod n) twice.
+        RunConfig(name="odd", layers=3, channels=48, heads=3, vocab_size=300, max_seq_len=40,
+                  seed=4242, batch_size=4, seq_len=24, train_windows=7, train_extra=37,
+                  val_windows=3, lr=3e-3, min_lr=3e-4, schedule="cosine", warmup_steps=5,
+                  beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip=1.0, steps=20,
+                  eval_every=10, eval_batches=2, checkpoint_every=0),
+    ]
+}
+
+
+def lr_at(cfg: RunConfig, step: int) -> float:
+    """Learning rate of 0-based step `step`."""
+    if cfg.schedule == "constant":
+        return cfg.lr
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / (cfg.steps - cfg.warmup_steps)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+# ---- parameters: the one table everything else derives from ---------------------------------
+# (name, shape given (L, C, Vp, maxT), init, residual projection?, weight-decayed?)
+#   init: "normal" (std 0.02, or 0.02/sqrt(2L) for residual projections), "zero" or "one".
+#   wte's padding rows V..Vp-1 stay zero.
+PARAMS = [
+    ("wte",      lambda L, C, Vp, T: (Vp, C),        "normal", False, True),
+    ("wpe",      lambda L, C, Vp, T: (T, C),         "normal", False, True),
+    ("ln1w",     lambda L, C, Vp, T: (L, C),         "one",    False, False),
+    ("ln1b",     lambda L, C, Vp, T: (L, C),         "zero",   False, False),
+    ("qkvw",     lambda L, C, Vp, T: (L, 3 * C, C),  "normal", False, True),
+    ("qkvb",     lambda L, C, Vp, T: (L, 3 * C),     "zero",   False, False),
+    ("attprojw", lambda L, C, Vp, T: (L, C, C),      "normal", True,  True),
+    ("attprojb", lambda L, C, Vp, T: (L, C),         "zero",   False, False),
+    ("ln2w",     lambda L, C, Vp, T: (L, C),         "one",    False, False),
+    ("ln2b",     lambda L, C, Vp, T: (L, C),         "zero",   False, False),
+    ("fcw",      lambda L, C, Vp, T: (L, 4 * C, C),  "normal", False, True),
+    ("fcb",      lambda L, C, Vp, T: (L, 4 * C),     "zero",   False, False),
+    ("fcprojw",  lambda L, C, Vp, T: (L, C, 4 * C),  "normal", True,  True),
+    ("fcprojb",  lambda L, C, Vp, T: (L, C),         "zero",   False, False),
+    ("lnfw",     lambda L, C, Vp, T: (C,),           "one",    False, False),
+    ("lnfb",     lambda L, C, Vp, T: (C,),           "zero",   False, False),
+]
+PARAM_NAMES = [p[0] for p in PARAMS]
+DECAYED = [p[0] for p in PARAMS if p[4]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShape:
+    L: int
+    C: int
+    NH: int
+    V: int
+    Vp: int
+    maxT: int
+
+    def param_shapes(self) -> List[Tuple[str, Tuple[int, ...]]]:
+        return [(name, shape(self.L, self.C, self.Vp, self.maxT)) for name, shape, *_ in PARAMS]
+
+
+def shape_of(cfg: RunConfig) -> ModelShape:
+    return ModelShape(cfg.layers, cfg.channels, cfg.heads, cfg.vocab_size, cfg.padded_vocab,
+                      cfg.max_seq_len)
+
+
+def init_params(ms: ModelShape, seed: int) -> Dict[str, torch.Tensor]:
+    """GPT-2 init: N(0, 0.02) for wte's real rows, wpe and the weight matrices, 0.02/sqrt(2L) for
+    the two residual projections, zero biases, LayerNorm weight 1. Draws in table order from one
+    torch.Generator seeded with `seed` (the C++ RNG differs; the tests load model.bin)."""
+    gen = torch.Generator().manual_seed(seed)
+    params = {}
+    for (name, _, init, residual, _), (_, shape) in zip(PARAMS, ms.param_shapes()):
+        t = torch.zeros(shape, dtype=torch.float32)
+        if init == "one":
+            t.fill_(1.0)
+        elif init == "normal":
+            std = 0.02 / math.sqrt(2 * ms.L) if residual else 0.02
+            rows = t[: ms.V] if name == "wte" else t  # wte padding rows stay zero
+            rows.normal_(0.0, std, generator=gen)
+        params[name] = t
+    return params
+
+
+# ---- the model -------------------------------------------------------------------------------
+def gpt2_forward(p: Dict[str, torch.Tensor], ms: ModelShape, idx: torch.Tensor,
+                 targets: Optional[torch.Tensor]):
+    """idx, targets are (B,T) int64. Returns logits (B,T,V) over the real vocab and the mean
+    cross-entropy loss (or None). Works in the dtype of the parameters."""
+    B, T = idx.shape
+    C, NH, L, V = ms.C, ms.NH, ms.L, ms.V
+    hs = C // NH
+    x = F.embedding(idx, p["wte"]) + p["wpe"][:T]  # (B,T,C)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(L):
+        h = F.layer_norm(x, (C,), p["ln1w"][l], p["ln1b"][l], eps=1e-5)
+        qkv = F.linear(h, p["qkvw"][l], p["qkvb"][l])  # (B,T,3C), rows of qkvw are [q; k; v]
+        q, k, v = qkv.split(C, dim=2)
+        q = q.view(B, T, NH, hs).transpose(1, 2)  # (B,NH,T,hs)
+        k = k.view(B, T, NH, hs).transpose(1, 2)
+        v = v.view(B, T, NH, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B,NH,T,T)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + F.linear(y, p["attprojw"][l], p["attprojb"][l])
+        h = F.layer_norm(x, (C,), p["ln2w"][l], p["ln2b"][l], eps=1e-5)
+        h = F.gelu(F.linear(h, p["fcw"][l], p["fcb"][l]), approximate="tanh")  # (B,T,4C)
+        x = x + F.linear(h, p["fcprojw"][l], p["fcprojb"][l])
+    x = F.layer_norm(x, (C,), p["lnfw"], p["lnfb"], eps=1e-5)
+    logits = x @ p["wte"][:V].t()  # tied head, real vocab only: padding rows never predicted
+    loss = None
+    if targets is not None:
+        loss = F.cross_entropy(logits.view(-1, V), targets.reshape(-1))
+    return logits, loss
+
+
+# ---- deterministic, learnable data -----------------------------------------------------------
+class SplitMix64:
+    """A PRNG defined by integer arithmetic only, so the text is the same everywhere."""
+
+    def __init__(self, seed: int):
+        self.state = seed & 0xFFFFFFFFFFFFFFFF
+
+    def next(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+        return z ^ (z >> 31)
+
+    def pick(self, seq):
+        return seq[self.next() % len(seq)]
+
+
+# A toy grammar; the non-ASCII words put bytes >= 128 (2- and 3-byte UTF-8) into the data.
+_DET = ["the", "a", "every", "no", "some", "this", "that", "one"]
+_ADJ = ["old", "quick", "quiet", "red", "naïve", "small", "great", "über", "golden", "dark",
+        "bright", "crème", "façade"]
+_NOUN = ["river", "mountain", "café", "fox", "king", "señor", "city", "garden", "road", "sea",
+         "Ångström", "bird", "stone", "piñata", "smörgåsbord", "jalapeño", "résumé", "→arrow"]
+_VERB = ["sees", "follows", "builds", "carries", "finds", "keeps", "loves", "knows", "crosses",
+         "remembers", "watches"]
+_PREP = ["near", "under", "beyond", "with", "from", "over"]
+_END = [".", ".", ".", "!", "?", ";"]
+
+
+def make_text(seed: int, min_chars: int) -> str:
+    rng = SplitMix64(seed)
+    out: List[str] = []
+    n = 0
+    while n < min_chars:
+        words = [rng.pick(_DET)]
+        if rng.next() % 2:
+            words.append(rng.pick(_ADJ))
+        words += [rng.pick(_NOUN), rng.pick(_VERB), rng.pick(_DET)]
+        if rng.next() % 3 == 0:
+            words.append(rng.pick(_ADJ))
+        words.append(rng.pick(_NOUN))
+        if rng.next() % 2:
+            words += [rng.pick(_PREP), rng.pick(_DET), rng.pick(_NOUN)]
+        s = " ".join(words)
+        s = s[0].upper() + s[1:] + rng.pick(_END) + ("\n" if rng.next() % 5 == 0 else " ")
+        out.append(s)
+        n += len(s)
+    return "".join(out)
+
+
+_PIECE_RE = re.compile(r" ?[^ .!?;\n]+|[.!?;\n ]")
+
+
+def tokenize(text: str, vocab_size: int) -> List[int]:
+    """Bytes tokenizer (ids 0..255 = UTF-8 bytes) plus, when V > 256, a word-level vocabulary:
+    the V-256 most frequent pieces (" word", punctuation runs; ties by text) get ids 256..V-1 in
+    order of frequency. A piece not in that vocabulary is emitted as its UTF-8 bytes."""
+    pieces = _PIECE_RE.findall(text)
+    assert "".join(pieces) == text
+    extra: Dict[str, int] = {}
+    if vocab_size > 256:
+        counts: Dict[str, int] = {}
+        for pc in pieces:
+            if len(pc.encode("utf-8")) > 1:
+                counts[pc] = counts.get(pc, 0) + 1
+        ranked = sorted(counts, key=lambda s: (-counts[s], s))[: vocab_size - 256]
+        extra = {s: 256 + i for i, s in enumerate(ranked)}
+    ids: List[int] = []
+    for pc in pieces:
+        if pc in extra:
+            ids.append(extra[pc])
+        else:
+            ids.extend(pc.encode("utf-8"))
+    return ids
+
+
+def make_tokens(cfg: RunConfig) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """train (and val) token arrays: one text stream, train first, val the continuation."""
+    BT = cfg.batch_size * cfg.seq_len
+    n_train = cfg.train_windows * BT + 1 + cfg.train_extra
+    n_val = cfg.val_windows * BT + 1 if cfg.val_windows else 0
+    need = n_train + n_val
+    chars = need  # word tokens make ids shorter than the text: grow the text until it suffices
+    while len(ids := tokenize(make_text(cfg.seed, chars), cfg.vocab_size)) < need:
+        chars *= 2
+    arr = np.asarray(ids[:need], dtype=np.uint16)
+    assert int(arr.max()) < cfg.vocab_size
+    train = arr[:n_train]
+    val = arr[n_train:] if n_val else None
+    # The fixture must exercise every part of the vocabulary it claims to: bytes >= 128 and, for
+    # V > 256, every id 256..V-1 (so the head's last real column is trained and checked).
+    assert int(train.max()) >= 128
+    if cfg.vocab_size > 256:
+        missing = set(range(256, cfg.vocab_size)) - set(train.tolist())
+        assert not missing, f"{cfg.name}: ids {sorted(missing)} absent from train.bin"
+    return train, val
+
+
+def window(tokens: np.ndarray, B: int, T: int, step: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Batch of 0-based step `step`: window i = step mod n, n = (N-1) div (B*T)."""
+    n = (len(tokens) - 1) // (B * T)
+    i = step % n
+    buf = torch.from_numpy(tokens[i * B * T: i * B * T + B * T + 1].astype(np.int64))
+    return buf[:-1].view(B, T), buf[1:].view(B, T)
+
+
+# ---- training --------------------------------------------------------------------------------
+def global_grad_norm(params: List[torch.Tensor]) -> torch.Tensor:
+    """Exactly clip_grad_norm_'s norm: the 2-norm of the per-tensor 2-norms."""
+    return torch.norm(torch.stack([torch.norm(p.grad.detach(), 2.0) for p in params]), 2.0)
+
+
+def val_loss(p, ms, val: np.ndarray, cfg: RunConfig) -> float:
+    """Mean of the losses of val windows 0..eval_batches-1 (each window as in `window`)."""
+    with torch.no_grad():
+        losses = [gpt2_forward(p, ms, *window(val, cfg.batch_size, cfg.seq_len, i))[1].item()
+                  for i in range(cfg.eval_batches)]
+    return float(np.float32(sum(losses) / len(losses)))
+
+
+def train(cfg: RunConfig, init: Dict[str, torch.Tensor], train_tokens: np.ndarray,
+          val_tokens: Optional[np.ndarray], dtype=torch.float32) -> dict:
+    """Runs cfg.steps AdamW steps from `init`; returns per-step loss, lr, pre-clip grad norm and
+    the validation losses after 0, eval_every, 2*eval_every, ... and cfg.steps updates."""
+    ms = shape_of(cfg)
+    p = {k: v.to(dtype).clone().requires_grad_(True) for k, v in init.items()}
+    ordered = [p[k] for k in PARAM_NAMES]
+    opt = torch.optim.AdamW(
+        [{"params": [p[k] for k in PARAM_NAMES if k in DECAYED], "weight_decay": cfg.weight_decay},
+         {"params": [p[k] for k in PARAM_NAMES if k not in DECAYED], "weight_decay": 0.0}],
+        lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=False)
+    rec = {"steps": [], "lrs": [], "grad_norms": [], "clipped": [], "val": []}
+
+    def maybe_eval(done: int):
+        if val_tokens is None:
+            return
+        if done == 0 or done == cfg.steps or (cfg.eval_every and done % cfg.eval_every == 0):
+            rec["val"].append({"after_steps": done, "loss": val_loss(p, ms, val_tokens, cfg)})
+
+    maybe_eval(0)
+    for s in range(cfg.steps):
+        lr = lr_at(cfg, s)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = window(train_tokens, cfg.batch_size, cfg.seq_len, s)
+        opt.zero_grad(set_to_none=True)
+        _, loss = gpt2_forward(p, ms, x, y)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(ordered, cfg.grad_clip)
+        else:
+            norm = global_grad_norm(ordered)
+        opt.step()
+        rec["steps"].append(float(loss.item()))
+        rec["lrs"].append(lr)
+        rec["grad_norms"].append(float(norm.item()))
+        rec["clipped"].append(bool(cfg.grad_clip > 0 and norm.item() > cfg.grad_clip))
+        maybe_eval(s + 1)
+    return rec
+
+
+def batch_check(cfg: RunConfig, init, train_tokens, dtype=torch.float32):
+    """Step 0's batch through the initial model: x, y, logits, loss, grads (table order)."""
+    ms = shape_of(cfg)
+    p = {k: v.to(dtype).clone().requires_grad_(True) for k, v in init.items()}
+    x, y = window(train_tokens, cfg.batch_size, cfg.seq_len, 0)
+    logits, loss = gpt2_forward(p, ms, x, y)
+    loss.backward()
+    return x, y, logits.detach(), loss.detach(), [p[k].grad.detach() for k in PARAM_NAMES]
+
+
+# ---- file encoders / decoders ----------------------------------------------------------------
+def header(*fields: int) -> bytes:
+    h = np.zeros(HEADER_INTS, dtype="<i4")
+    h[: len(fields)] = fields
+    return h.tobytes()
+
+
+def f32(t) -> bytes:
+    return np.ascontiguousarray(np.asarray(t, dtype="<f4")).tobytes()
+
+
+def encode_checkpoint(ms: ModelShape, params: Dict[str, torch.Tensor]) -> bytes:
+    out = [header(CHECKPOINT_MAGIC, CHECKPOINT_VERSION, ms.maxT, ms.V, ms.L, ms.NH, ms.C, ms.Vp)]
+    for name, shape in ms.param_shapes():
+        assert tuple(params[name].shape) == shape, (name, params[name].shape, shape)
+        out.append(f32(params[name].numpy()))
+    return b"".join(out)
+
+
+def decode_checkpoint(data: bytes) -> Tuple[ModelShape, Dict[str, torch.Tensor]]:
+    h = np.frombuffer(data, dtype="<i4", count=HEADER_INTS)
+    if h[0] != CHECKPOINT_MAGIC or h[1] != CHECKPOINT_VERSION:
+        raise ValueError(f"not an llm.c fp32 checkpoint v3 (magic {h[0]}, version {h[1]})")
+    ms = ModelShape(L=int(h[4]), C=int(h[6]), NH=int(h[5]), V=int(h[3]), Vp=int(h[7]),
+                    maxT=int(h[2]))
+    flat = np.frombuffer(data, dtype="<f4", offset=4 * HEADER_INTS)
+    params, off = {}, 0
+    for name, shape in ms.param_shapes():
+        n = int(np.prod(shape))
+        params[name] = torch.from_numpy(flat[off: off + n].reshape(shape).copy())
+        off += n
+    if off != len(flat):
+        raise ValueError(f"checkpoint has {len(flat)} floats, header implies {off}")
+    return ms, params
+
+
+def encode_tokens(tokens: np.ndarray) -> bytes:
+    return header(TOKENS_MAGIC, TOKENS_VERSION, len(tokens)) + tokens.astype("<u2").tobytes()
+
+
+def decode_tokens(data: bytes) -> np.ndarray:
+    h = np.frombuffer(data, dtype="<i4", count=HEADER_INTS)
+    if h[0] != TOKENS_MAGIC or h[1] != TOKENS_VERSION:
+        raise ValueError(f"not an llm.c token file v1 (magic {h[0]}, version {h[1]})")
+    toks = np.frombuffer(data, dtype="<u2", offset=4 * HEADER_INTS)
+    if len(toks) != h[2]:
+        raise ValueError(f"token file holds {len(toks)} tokens, header says {h[2]}")
+    return toks
+
+
+def encode_debug_state(cfg: RunConfig, x, y, logits, loss, grads) -> bytes:
+    B, T, V, Vp = cfg.batch_size, cfg.seq_len, cfg.vocab_size, cfg.padded_vocab
+    out = [header(DEBUG_MAGIC, DEBUG_VERSION, B, T, V, Vp),
+           x.numpy().astype("<i4").tobytes(), y.numpy().astype("<i4").tobytes(),
+           f32(logits.numpy()), f32([loss.item()])]
+    out += [f32(g.numpy()) for g in grads]
+    return b"".join(out)
+
+
+def config_yaml(cfg: RunConfig) -> str:
+    val = "val.bin" if cfg.val_windows else '""'
+    return f"""\
+# The `{cfg.name}` reference run for the C++ trainer. Generated by tests/reference/gpt2_reference.py
+# (do not edit; regenerate). Paths are relative to this directory: the C++ test rewrites them.
+model:
+  init_from: model.bin
+  layers: {cfg.layers}
+  channels: {cfg.channels}
+  heads: {cfg.heads}
+  vocab_size: {cfg.vocab_size}
+  max_seq_len: {cfg.max_seq_len}
+  seed: {cfg.seed}
+data:
+  train: train.bin
+  val: {val}
+  batch_size: {cfg.batch_size}
+  seq_len: {cfg.seq_len}
+optim:
+  lr: {cfg.lr!r}
+  min_lr: {cfg.min_lr!r}
+  schedule: {cfg.schedule}
+  warmup_steps: {cfg.warmup_steps}
+  beta1: {cfg.beta1!r}
+  beta2: {cfg.beta2!r}
+  eps: {cfg.eps!r}
+  weight_decay: {cfg.weight_decay!r}
+  grad_clip: {cfg.grad_clip!r}
+train:
+  steps: {cfg.steps}
+  eval_every: {cfg.eval_every}
+  eval_batches: {cfg.eval_batches}
+  checkpoint_every: {cfg.checkpoint_every}
+  out_dir: out
+"""
+
+
+MANIFEST_TEXT = {
+    "model.bin": "initial llm.c fp32 checkpoint (magic 20240326 v3); load with model.init_from",
+    "train.bin": "llm.c uint16 token file (magic 20240520 v1), training data",
+    "val.bin": "llm.c uint16 token file (magic 20240520 v1), validation data",
+    "config.yaml": "the same run in the C++ trainer's config format (paths relative here)",
+    "losses.json": "per step: loss before the update, lr used, pre-clip grad norm; val losses",
+    "debug_state.bin": "step 0 batch through model.bin (magic 20240327 v2): x, y, logits, loss, "
+                       "all 16 parameter gradients",
+}
+
+
+def generate(cfg: RunConfig, log=print) -> Dict[str, bytes]:
+    """Every file of the fixture directory, in memory."""
+    ms = shape_of(cfg)
+    init = init_params(ms, cfg.seed)
+    train_tokens, val_tokens = make_tokens(cfg)
+    files: Dict[str, bytes] = {"model.bin": encode_checkpoint(ms, init),
+                               "train.bin": encode_tokens(train_tokens)}
+    if val_tokens is not None:
+        files["val.bin"] = encode_tokens(val_tokens)
+    files["config.yaml"] = config_yaml(cfg).encode()
+    rec = train(cfg, init, train_tokens, val_tokens)
+    for s in range(cfg.steps):
+        log(f"  {cfg.name} step {s:2d}  loss {rec['steps'][s]:.6f}  lr {rec['lrs'][s]:.6e}  "
+            f"grad_norm {rec['grad_norms'][s]:.4f}{'  clipped' if rec['clipped'][s] else ''}")
+    for v in rec["val"]:
+        log(f"  {cfg.name} val after {v['after_steps']:2d} steps: {v['loss']:.6f}")
+    doc = {
+        "config": dict(dataclasses.asdict(cfg), padded_vocab=cfg.padded_vocab,
+                       train_tokens=int(len(train_tokens)),
+                       val_tokens=int(len(val_tokens)) if val_tokens is not None else 0),
+        "steps": rec["steps"],
+        "lrs": rec["lrs"],
+        "grad_norms": rec["grad_norms"],
+        "clipped": rec["clipped"],
+        "val": rec["val"],
+    }
+    # json writes Python floats with repr: the float32 values round-trip exactly.
+    files["losses.json"] = (json.dumps(doc, indent=1) + "\n").encode()
+    x, y, logits, loss, grads = batch_check(cfg, init, train_tokens)
+    files["debug_state.bin"] = encode_debug_state(cfg, x, y, logits, loss, grads)
+    files["MANIFEST"] = "".join(
+        f"{name:16s} {len(files[name]):8d} bytes  {MANIFEST_TEXT[name]}\n"
+        for name in sorted(files) if name in MANIFEST_TEXT).encode()
+    return files
+
+
+# ---- verification ----------------------------------------------------------------------------
+def float_sections(name: str, cfg: RunConfig) -> List[Tuple[str, str, int]]:
+    """(label, numpy dtype, count) of each part of a binary file, in order."""
+    ms = shape_of(cfg)
+    params = [(n, "<f4", int(np.prod(s))) for n, s in ms.param_shapes()]
+    head = [("header", "<i4", HEADER_INTS)]
+    if name == "model.bin":
+        return head + params
+    if name == "debug_state.bin":
+        BT = cfg.batch_size * cfg.seq_len
+        return head + [("x", "<i4", BT), ("y", "<i4", BT), ("logits", "<f4", BT * ms.V),
+                       ("loss", "<f4", 1)] + [("grad " + n, d, c) for n, d, c in params]
+    return []
+
+
+def compare_file(name: str, cfg: RunConfig, got: bytes, want: bytes, rtol: float) -> List[str]:
+    """Problems found; [] if `got` reproduces `want` (bytes, or floats within rtol of each
+    section's largest magnitude: summation order may differ on another CPU)."""
+    if got == want:
+        return []
+    sections = float_sections(name, cfg)
+    if name == "losses.json":
+        a, b = json.loads(got), json.loads(want)
+        bad = []
+        for key in ("steps", "grad_norms", "lrs"):
+            d = max(abs(u - v) / max(abs(v), 1e-30) for u, v in zip(a[key], b[key]))
+            if d > rtol or len(a[key]) != len(b[key]):
+                bad.append(f"{name}: {key} differ by {d:.2e} relative")
+        for k in ("config", "clipped"):
+            if a[k] != b[k]:
+                bad.append(f"{name}: {k} differs")
+        if [v["after_steps"] for v in a["val"]] != [v["after_steps"] for v in b["val"]] or any(
+                abs(u["loss"] - v["loss"]) > rtol * abs(v["loss"]) for u, v in zip(a["val"], b["val"])):
+            bad.append(f"{name}: val differs")
+        return bad
+    if not sections or len(got) != len(want):
+        return [f"{name}: differs ({len(got)} vs {len(want)} bytes)"]
+    bad, off = [], 0
+    for label, dt, count in sections:
+        a = np.frombuffer(got, dtype=dt, count=count, offset=off)
+        b = np.frombuffer(want, dtype=dt, count=count, offset=off)
+        off += count * 4
+        if dt == "<i4":
+            if not np.array_equal(a, b):
+                bad.append(f"{name}: {label} differs")
+            continue
+        scale = float(np.abs(b).max()) if count else 0.0
+        d = float(np.abs(a.astype(np.float64) - b).max()) if count else 0.0
+        if d > rtol * scale:
+            bad.append(f"{name}: {label} max diff {d:.3e} > {rtol:g} x max |value| {scale:.3e}")
+    return bad
+
+
+def verify(root: str, rtol: float = 1e-6) -> int:
+    t0 = time.perf_counter()
+    problems = []
+    for cfg in CONFIGS.values():
+        t1 = time.perf_counter()
+        files = generate(cfg, log=lambda *_: None)
+        d = os.path.join(root, cfg.name)
+        present = sorted(os.listdir(d)) if os.path.isdir(d) else []
+        if sorted(files) != present:
+            problems.append(f"{cfg.name}: files {present}, expected {sorted(files)}")
+        identical = 0
+        for name, data in files.items():
+            path = os.path.join(d, name)
+            if not os.path.exists(path):
+                continue
+            with open(path, "rb") as f:
+                want = f.read()
+            identical += want == data
+            problems += [f"{cfg.name}/{p}" for p in compare_file(name, cfg, data, want, rtol)]
+        print(f"{cfg.name}: {identical}/{len(files)} files byte-identical "
+              f"({time.perf_counter() - t1:.2f} s)")
+    for p in problems:
+        print("STALE:", p)
+    print(f"verify: {'FAILED' if problems else 'ok'} in {time.perf_counter() - t0:.2f} s")
+    if problems:
+        print("HINT: regenerate with /usr/bin/python3 tests/reference/gpt2_reference.py "
+              "--out tests/reference/fixtures, and review the diff")
+    return 1 if problems else 0
+
+
+# ---- independent check against /work/shared/fixtures -----------------------------------------
+def check_against(d: str) -> int:
+    with open(os.path.join(d, "tiny_init_seed1337.bin"), "rb") as f:
+        ms, init = decode_checkpoint(f.read())
+    with open(os.path.join(d, "kjv_bytes_200k.bin"), "rb") as f:
+        tokens = decode_tokens(f.read())
+    with open(os.path.join(d, "tiny_loss_1proc.jsonl")) as f:
+        theirs = [json.loads(line)["loss"] for line in f if line.strip()]
+    # The run described in that folder's README: tiny's optimizer settings, B=4, T=32.
+    cfg = dataclasses.replace(CONFIGS["tiny"], layers=ms.L, channels=ms.C, heads=ms.NH,
+                              vocab_size=ms.V, max_seq_len=ms.maxT, steps=len(theirs))
+    assert cfg.padded_vocab == ms.Vp
+    ours = train(cfg, init, tokens, None)["steps"]
+    print(f"model L={ms.L} C={ms.C} NH={ms.NH} V={ms.V} Vp={ms.Vp} maxT={ms.maxT}; "
+          f"{len(tokens)} tokens; B={cfg.batch_size} T={cfg.seq_len}")
+    print(" step  ours                theirs              rel diff")
+    worst = 0.0
+    for s, (a, b) in enumerate(zip(ours, theirs)):
+        r = abs(a - b) / abs(b)
+        worst = max(worst, r)
+        print(f" {s:4d}  {a!r:<18}  {b!r:<18}  {r:.2e}")
+    ok = worst <= 1e-5
+    print(f"max relative difference {worst:.3e} over {len(theirs)} steps: "
+          f"{'ok' if ok else 'MISMATCH'} (bound 1e-5)")
+    return 0 if ok else 1
+
+
+# ---- fp32 vs fp64: the rounding floor ----------------------------------------------------------
+# The rules README.md recommends to the C++ tests: |a - b| <= rtol * |b| + atol, elementwise.
+TOLERANCES = {"logits": (1e-5, 2e-6), "grads": (1e-4, 1e-6)}
+
+
+def _cmp(a: torch.Tensor, ref: torch.Tensor, kind: str, big: float = 1e-2) -> dict:
+    """a against ref: max abs diff, max |ref|, the normwise relative error, the max elementwise
+    relative error over elements with |ref| >= big * max|ref|, and `use`: the largest fraction
+    of the recommended tolerance budget rtol*|ref| + atol that any element uses (1 = at the
+    limit)."""
+    a, ref = a.double(), ref.double()
+    d = (a - ref).abs()
+    m = ref.abs().max().item()
+    sel = ref.abs() >= big * m
+    rtol, atol = TOLERANCES[kind]
+    return {"max_abs": d.max().item(), "max_ref": m,
+            "norm_rel": (d.norm() / ref.norm()).item() if m else 0.0,
+            "elem_rel": (d[sel] / ref.abs()[sel]).max().item() if m else 0.0,
+            "use": (d / (rtol * ref.abs() + atol)).max().item()}
+
+
+def _line(label: str, c: dict) -> str:
+    return (f"  {label:10s} max|d| {c['max_abs']:.2e}  max|ref| {c['max_ref']:.2e}  normwise rel "
+            f"{c['norm_rel']:.2e}  elementwise rel (|ref|>=1% max) {c['elem_rel']:.2e}  "
+            f"budget used {c['use']:.3f}")
+
+
+def floor_report() -> None:
+    print("budget used = max over elements of |d| / (rtol*|ref| + atol) with the recommended "
+          f"tolerances {TOLERANCES}")
+    for cfg in CONFIGS.values():
+        ms = shape_of(cfg)
+        init = init_params(ms, cfg.seed)
+        train_tokens, val_tokens = make_tokens(cfg)
+        x, y, lg32, l32, g32 = batch_check(cfg, init, train_tokens, torch.float32)
+        _, _, lg64, l64, g64 = batch_check(cfg, init, train_tokens, torch.float64)
+        print(f"== {cfg.name}: step-0 batch, fp32 torch vs fp64 torch (same fp32 init)")
+        print(_line("logits", _cmp(lg32, lg64, "logits")))
+        print(f"  loss       rel {abs(l32.item() - l64.item()) / l64.item():.2e}")
+        cs = [_cmp(a, b, "grads") for a, b in zip(g32, g64)]
+        for name, c in zip(PARAM_NAMES, cs):
+            print(_line("d" + name, c))
+        print(f"  grads: worst normwise rel {max(c['norm_rel'] for c in cs):.2e}, worst "
+              f"elementwise rel (|g|>=1% of the tensor's max) {max(c['elem_rel'] for c in cs):.2e}"
+              f", worst abs {max(c['max_abs'] for c in cs):.2e}, worst budget used "
+              f"{max(c['use'] for c in cs):.3f}")
+        # Another fp32 summation order: 4 one-row batches (as 4 groups compute them), grads
+        # averaged. Closer to what the C++ kernels do than fp64 is: a different order, same type.
+        p = {k: v.clone().requires_grad_(True) for k, v in init.items()}
+        rows = []
+        for b in range(cfg.batch_size):
+            lg, loss = gpt2_forward(p, ms, x[b:b + 1], y[b:b + 1])
+            (loss / cfg.batch_size).backward()
+            rows.append(lg.detach())
+        lgs = torch.cat(rows)
+        c = _cmp(lgs, lg32, "logits")
+        print(f"  fp32, {cfg.batch_size} one-row batches vs fp32 full batch: logits max|d| "
+              f"{c['max_abs']:.2e} budget {c['use']:.3f}", end="")
+        cs = [_cmp(p[k].grad, g32[i], "grads") for i, k in enumerate(PARAM_NAMES)]
+        print(f"; grads worst elementwise rel {max(c['elem_rel'] for c in cs):.2e}, worst abs "
+              f"{max(c['max_abs'] for c in cs):.2e}, budget {max(c['use'] for c in cs):.3f}")
+        r32 = train(cfg, init, train_tokens, val_tokens, torch.float32)
+        r64 = train(cfg, init, train_tokens, val_tokens, torch.float64)
+        rel = [abs(a - b) / b for a, b in zip(r32["steps"], r64["steps"])]
+        nrel = [abs(a - b) / b for a, b in zip(r32["grad_norms"], r64["grad_norms"])]
+        print(f"  {cfg.steps}-step losses fp32 vs fp64: max rel {max(rel):.2e} (step "
+              f"{int(np.argmax(rel))}); pre-clip grad norms max rel {max(nrel):.2e} (step "
+              f"{int(np.argmax(nrel))}); clip decisions equal: {r32['clipped'] == r64['clipped']}")
+        if r32["val"]:
+            vrel = max(abs(a["loss"] - b["loss"]) / b["loss"] for a, b in zip(r32["val"], r64["val"]))
+            print(f"  val losses fp32 vs fp64: max rel {vrel:.2e}")
+        if cfg.grad_clip > 0:
+            gap = min(abs(n - cfg.grad_clip) / cfg.grad_clip for n in r32["grad_norms"])
+            print(f"  closest pre-clip norm to grad_clip={cfg.grad_clip}: {gap:.1%} away")
+
+
+# ---- main ------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", help="write fixtures to OUT/<config>/")
+    ap.add_argument("--verify", metavar="DIR", help="check DIR/<config>/ is reproduced")
+    ap.add_argument("--check-against", metavar="DIR",
+                    help="compare with an independent run (tiny_init_seed1337.bin, "
+                         "kjv_bytes_200k.bin, tiny_loss_1proc.jsonl in DIR)")
+    ap.add_argument("--floor", action="store_true", help="report fp32 vs fp64 differences")
+    ap.add_argument("--config", action="append", choices=sorted(CONFIGS),
+                    help="only these configs with --out (default all)")
+    args = ap.parse_args(argv)
+    if not (args.out or args.verify or args.check_against or args.floor):
+        ap.error("nothing to do: give --out, --verify, --check-against or --floor")
+    rc = 0
+    if args.out:
+        for name in args.config or sorted(CONFIGS):
+            cfg = CONFIGS[name]
+            d = os.path.join(args.out, name)
+            os.makedirs(d, exist_ok=True)
+            for old in os.listdir(d):  # a file the config no longer makes must not linger
+                os.remove(os.path.join(d, old))
+            print(f"{name}: generating")
+            files = generate(cfg)
+            for fname, data in files.items():
+                with open(os.path.join(d, fname), "wb") as f:
+                    f.write(data)
+            print(f"{name}: {len(files)} files, {sum(map(len, files.values()))} bytes in {d}")
+    if args.verify:
+        rc |= verify(args.verify)
+    if args.check_against:
+        rc |= check_against(args.check_against)
+    if args.floor:
+        floor_report()
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
