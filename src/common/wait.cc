@@ -1,6 +1,7 @@
 #include "common/wait.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -9,7 +10,20 @@
 namespace cputrain {
 namespace {
 
-std::atomic<uint32_t> g_spin_limit{20000};
+constexpr uint32_t kSpinOneThreadPerCpu = 20000;
+constexpr uint32_t kSpinOversubscribed = 64;
+std::atomic<uint32_t> g_spin_override{0};
+std::atomic<int> g_waiting_threads{0};
+
+int UsableCpus() {
+  static const int n = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+    return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+  }();
+  return n;
+}
 
 long Futex(const std::atomic<uint32_t>* addr, int op, uint32_t val) {
   // std::atomic<uint32_t> is a plain 32-bit word (static_assert below); the kernel reads it.
@@ -20,8 +34,16 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free);
 
 }  // namespace
 
-void SetSpinLimit(uint32_t pauses) { g_spin_limit.store(pauses, std::memory_order_relaxed); }
-uint32_t SpinLimit() { return g_spin_limit.load(std::memory_order_relaxed); }
+void SetSpinLimit(uint32_t pauses) { g_spin_override.store(pauses, std::memory_order_relaxed); }
+
+uint32_t SpinLimit() {
+  const uint32_t pinned = g_spin_override.load(std::memory_order_relaxed);
+  if (pinned != 0) return pinned;
+  return g_waiting_threads.load(std::memory_order_relaxed) > UsableCpus() ? kSpinOversubscribed
+                                                                          : kSpinOneThreadPerCpu;
+}
+
+void AddWaitingThreads(int delta) { g_waiting_threads.fetch_add(delta, std::memory_order_relaxed); }
 
 uint32_t WaitWord::WaitSlow(uint32_t target) const {
   const uint32_t spins = SpinLimit();

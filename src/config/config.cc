@@ -114,7 +114,10 @@ Key NumberKey(std::string section, std::string key, std::string desc, double lo,
   k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
     field(c) = AsNumber(n, o, name, type, lo, hi);
   };
-  k.dump = [=](const Config& c) { return YAML::Node(field(const_cast<Config&>(c))); };
+  // Shortest text that reads back to the same double ("0.0003", not "0.00029999999999999997").
+  k.dump = [=](const Config& c) {
+    return YAML::Node(fmt::format("{}", field(const_cast<Config&>(c))));
+  };
   return k;
 }
 
@@ -150,12 +153,21 @@ const std::vector<Key>& Keys() {
       k.dump = [](const Config& c) { return YAML::Node(topo::GroupByName(c.placement.group_by)); };
       v.push_back(k);
     }
+    // on_set/on_unset/is_unset track "the config named this key" for keys where being unset
+    // differs from auto (threads_per_group: unset lets OMP_NUM_THREADS decide).
     auto auto_int = [](std::string key, std::string desc,
                        std::function<std::optional<int>&(Config&)> field,
-                       std::function<void(Config&)> on_set) {
+                       std::function<void(Config&)> on_set,
+                       std::function<void(Config&)> on_unset,
+                       std::function<bool(const Config&)> is_unset) {
       Key k{"placement", key, "auto or an integer >= 1", std::move(desc), nullptr, nullptr};
       std::string name = k.full();
       k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+        if (n.IsNull() && on_unset) {  // "~": back to not set
+          field(c) = std::nullopt;
+          on_unset(c);
+          return;
+        }
         if (n.IsScalar() && n.Scalar() == "auto") {
           field(c) = std::nullopt;
         } else {
@@ -165,6 +177,7 @@ const std::vector<Key>& Keys() {
         if (on_set) on_set(c);
       };
       k.dump = [=](const Config& c) {
+        if (is_unset && is_unset(c)) return YAML::Node(YAML::NodeType::Null);
         auto f = field(const_cast<Config&>(c));
         return f ? YAML::Node(*f) : YAML::Node("auto");
       };
@@ -172,12 +185,15 @@ const std::vector<Key>& Keys() {
     };
     v.push_back(auto_int("groups", "number of replica groups: the first N domains (auto = all)",
                          [](Config& c) -> std::optional<int>& { return c.placement.groups; },
-                         nullptr));
+                         nullptr, nullptr, nullptr));
     v.push_back(auto_int(
         "threads_per_group",
-        "worker threads per group (auto = one per physical core; unset: OMP_NUM_THREADS if set)",
+        "worker threads per group; auto = one per physical core (or hardware thread with "
+        "hyperthreads); ~ (not set) = OMP_NUM_THREADS if that is set, else auto",
         [](Config& c) -> std::optional<int>& { return c.placement.threads_per_group; },
-        [](Config& c) { c.placement.threads_per_group_set = true; }));
+        [](Config& c) { c.placement.threads_per_group_set = true; },
+        [](Config& c) { c.placement.threads_per_group_set = false; },
+        [](const Config& c) { return !c.placement.threads_per_group_set; }));
     {
       Key k{"placement", "hyperthreads", "true or false",
             "also use SMT siblings (one worker per hardware thread)", nullptr, nullptr};

@@ -21,6 +21,7 @@ WorkerPool::WorkerPool(std::vector<int> cpus, topo::Binder* binder, std::string 
   bindings_.resize(cpus_.size());
   cpus_seen_.assign(cpus_.size(), -1);
   threads_.reserve(cpus_.size());
+  AddWaitingThreads(size());
   for (int t = 0; t < size(); ++t) threads_.emplace_back([this, t] { WorkerMain(t); });
   // started_ counts workers that finished binding (acquire: their bindings_ slots are written).
   started_.WaitAtLeast(static_cast<uint32_t>(size()));
@@ -46,6 +47,7 @@ void WorkerPool::Shutdown() {
   main_seq_.Publish(main_count_ + 1);
   for (std::thread& th : threads_) th.join();
   threads_.clear();
+  AddWaitingThreads(-size());
 }
 
 void WorkerPool::WorkerMain(int tid) {

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds cputrain-numa into build/ (Release, warnings as errors, tests included).
+# Usage: scripts/build.sh [extra cmake -D options]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_WERROR=ON "$@" >/dev/null
+cmake --build build -j "$(nproc)"

@@ -1,0 +1,88 @@
+// `cputrain-numa topo` end to end: the "done when" cases, run as a user would, checking
+// exit codes, that --json prints exactly one JSON document, and that errors name the problem.
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace cputrain {
+namespace {
+
+nlohmann::json TopoJson(const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
+  std::vector<std::string> args = {"topo", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  test::CliResult r = test::RunCli(args, env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);  // throws if stdout is not exactly one JSON document
+}
+
+TEST(CliTopo, ThisMachineHasOneGroupWithEveryAllowedCore) {
+  nlohmann::json j = TopoJson({});
+  ASSERT_EQ(j["groups"].size(), j["topology"]["packages"].get<std::size_t>());
+  EXPECT_EQ(j["simulated"], false);
+  std::size_t threads = 0;
+  for (const auto& g : j["groups"]) threads += g["threads"].get<std::size_t>();
+  // One worker per physical core: on a machine without SMT that is every allowed CPU.
+  if (j["topology"]["cores"] == j["topology"]["pus"]) {
+    EXPECT_EQ(threads, j["topology"]["allowed_cpus"].size());
+  }
+}
+
+TEST(CliTopo, TwoSimulatedSocketsGiveTwoDisjointGroups) {
+  nlohmann::json j = TopoJson({"--topology", "synthetic:pack:2 numa:1 core:4 pu:2"});
+  ASSERT_EQ(j["groups"].size(), 2u);
+  std::set<int> cpus;
+  for (const auto& g : j["groups"]) {
+    EXPECT_EQ(g["threads"], 4);
+    for (int c : g["cpus"]) EXPECT_TRUE(cpus.insert(c).second);
+  }
+  EXPECT_EQ(j["simulated"], true);
+  EXPECT_EQ(j["topology"]["packages"], 2);
+  nlohmann::json ht = TopoJson({"--topology", "synthetic:pack:2 numa:1 core:4 pu:2", "--set",
+                                "placement.hyperthreads=true"});
+  ASSERT_EQ(ht["groups"].size(), 2u);
+  for (const auto& g : ht["groups"]) EXPECT_EQ(g["threads"], 8);
+}
+
+TEST(CliTopo, OmpNumThreadsIsTheBudgetAndSaysSo) {
+  nlohmann::json j =
+      TopoJson({"--topology", "synthetic:pack:2 numa:1 core:4 pu:1"}, {"OMP_NUM_THREADS=3"});
+  EXPECT_EQ(j["groups"][0]["threads"], 3);
+  EXPECT_EQ(j["threads_source"], "OMP_NUM_THREADS=3");
+}
+
+TEST(CliTopo, TypoedKeyExitsTwoNamingTheLine) {
+  test::TempDir dir;
+  const std::string cfg = dir.path() + "/bad.yaml";
+  std::ofstream(cfg) << "placement:\n  group_by: socket\n  hyperthread: true\n";
+  test::CliResult r = test::RunCli({"topo", "--config", cfg});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(cfg + ":3: unknown key 'hyperthread'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'hyperthreads'?"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(CliTopo, CpuThatDoesNotExistExitsTwoNamingTheCpu) {
+  test::TempDir dir;
+  const std::string cfg = dir.path() + "/cpus.yaml";
+  std::ofstream(cfg) << "placement:\n  cpus: [[0], [999]]\n";
+  test::CliResult r = test::RunCli({"topo", "--config", cfg});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("names CPU 999, which does not exist"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+}
+
+TEST(CliTopo, UsageErrorsExitTwoAndHelpExitsZero) {
+  EXPECT_EQ(test::RunCli({"topo", "--no-such-flag"}).exit_code, 2);
+  EXPECT_EQ(test::RunCli({}).exit_code, 2);
+  EXPECT_EQ(test::RunCli({"topo", "--help"}).exit_code, 0);
+  test::CliResult r = test::RunCli({"topo", "--topology", "synthetic:bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("synthetic:bogus"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cputrain

@@ -1,0 +1,34 @@
+// Helpers shared by the tests: temporary directories, running the CLI, hwloc XML fixtures.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cputrain::test {
+
+// A fresh directory under $TMPDIR, removed with everything in it at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+// Runs the built cputrain-numa with `args` (no shell; env additions as NAME=VALUE).
+CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+std::string CliPath();
+
+// hwloc XML of a synthetic machine, and the same with its allowed_cpuset replaced.
+std::string SyntheticXml(const std::string& synthetic_desc);
+std::string WithAllowedCpuset(const std::string& xml, const std::string& hex_mask);
+
+}  // namespace cputrain::test

@@ -1,0 +1,132 @@
+// Topology loading on synthetic machines of 1, 2, 4 and 8 sockets, with SMT and with two NUMA
+// nodes per package (SNC / NPS2 shapes), XML round trips, and bad specs.
+#include "topology/topology.h"
+
+#include <hwloc.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "test_util.h"
+
+namespace cputrain::topo {
+namespace {
+
+struct Shape {
+  const char* desc;
+  std::size_t packages, numa, l3, cores, pus;
+};
+
+class SyntheticShapes : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(SyntheticShapes, CountsAndMembership) {
+  const Shape s = GetParam();
+  Topology t = LoadTopology(std::string("synthetic:") + s.desc);
+  EXPECT_TRUE(t.simulated);
+  EXPECT_EQ(t.packages.size(), s.packages);
+  EXPECT_EQ(t.numa_nodes.size(), s.numa);
+  EXPECT_EQ(t.l3s.size(), s.l3);
+  EXPECT_EQ(t.cores.size(), s.cores);
+  EXPECT_EQ(t.pus.size(), s.pus);
+  EXPECT_EQ(t.AllowedCpus().size(), s.pus);  // synthetic machines allow every CPU
+  // Every PU belongs to exactly one core, package and NUMA node, consistently.
+  std::set<int> seen;
+  for (const Pu& pu : t.pus) {
+    EXPECT_TRUE(seen.insert(pu.os_index).second) << "duplicate PU " << pu.os_index;
+    ASSERT_GE(pu.core, 0);
+    ASSERT_GE(pu.package, 0);
+    ASSERT_GE(pu.numa, 0);
+    EXPECT_EQ(t.cores[pu.core].package, pu.package);
+    EXPECT_EQ(t.numa_nodes[pu.numa].package, pu.package);
+  }
+  // Cores have pus/cores SMT siblings each.
+  for (const Core& c : t.cores) EXPECT_EQ(c.pus.size(), s.pus / s.cores);
+  // Packages list their NUMA nodes; every node is in one package.
+  std::size_t nodes_in_packages = 0;
+  for (const Package& p : t.packages) nodes_in_packages += p.numa_nodes.size();
+  EXPECT_EQ(nodes_in_packages, s.numa);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Machines, SyntheticShapes,
+    ::testing::Values(Shape{"pack:1 core:2 pu:1", 1, 1, 0, 2, 2},
+                      Shape{"pack:2 numa:1 l3:1 core:8 pu:2", 2, 2, 2, 16, 32},
+                      Shape{"pack:2 numa:1 core:4 pu:2", 2, 2, 0, 8, 16},
+                      Shape{"pack:4 numa:1 l3:2 core:2 pu:1", 4, 4, 8, 16, 16},
+                      Shape{"pack:8 numa:1 core:2 pu:2", 8, 8, 0, 16, 32},
+                      // SNC / NPS2: two NUMA nodes per package, an L3 per node
+                      Shape{"pack:2 numa:2 l3:1 core:4 pu:2", 2, 4, 4, 16, 32}));
+
+TEST(Topology, ThisMachine) {
+  Topology t = LoadTopology("this");
+  EXPECT_FALSE(t.simulated);
+  EXPECT_GE(t.packages.size(), 1u);
+  EXPECT_GE(t.numa_nodes.size(), 1u);
+  EXPECT_GE(t.cores.size(), 1u);
+  EXPECT_GE(t.pus.size(), t.cores.size());
+  EXPECT_FALSE(t.AllowedCpus().empty());
+  for (int cpu : t.AllowedCpus()) EXPECT_NE(t.FindPu(cpu), nullptr);
+}
+
+TEST(Topology, SncNodesBelongToTheirPackage) {
+  Topology t = LoadTopology("synthetic:pack:2 numa:2 core:2 pu:1");
+  ASSERT_EQ(t.packages.size(), 2u);
+  EXPECT_EQ(t.packages[0].numa_nodes, (std::vector<int>{0, 1}));
+  EXPECT_EQ(t.packages[1].numa_nodes, (std::vector<int>{2, 3}));
+  EXPECT_EQ(t.numa_nodes[3].cpus, (std::vector<int>{6, 7}));
+}
+
+TEST(Topology, XmlRoundTripKeepsShapeAndAllowedSet) {
+  test::TempDir dir;
+  // Export a synthetic machine with hwloc, restrict its allowed cpuset to CPUs 0-2, load it back.
+  std::string xml = test::SyntheticXml("pack:2 numa:1 core:2 pu:1");
+  xml = test::WithAllowedCpuset(xml, "0x00000007");
+  std::string path = dir.path() + "/m.xml";
+  std::ofstream(path) << xml;
+  Topology t = LoadTopology("xml:" + path);
+  EXPECT_TRUE(t.simulated);
+  EXPECT_EQ(t.packages.size(), 2u);
+  EXPECT_EQ(t.numa_nodes.size(), 2u);
+  EXPECT_EQ(t.pus.size(), 4u);
+  EXPECT_EQ(t.AllowedCpus(), (std::vector<int>{0, 1, 2}));
+  EXPECT_FALSE(t.FindPu(3)->allowed);
+}
+
+TEST(Topology, BadSpecsAreInputErrors) {
+  EXPECT_THROW(LoadTopology("synthetic:pack:two"), InputError);
+  EXPECT_THROW(LoadTopology("xml:/nonexistent/machine.xml"), InputError);
+  EXPECT_THROW(LoadTopology("sockets=2"), InputError);
+  try {
+    LoadTopology("sockets=2");
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("sockets=2"), std::string::npos);
+    EXPECT_NE(e.hint().find("synthetic:"), std::string::npos);
+  }
+  test::TempDir dir;
+  std::ofstream(dir.path() + "/bad.xml") << "<not hwloc>";
+  EXPECT_THROW(LoadTopology("xml:" + dir.path() + "/bad.xml"), InputError);
+}
+
+TEST(Topology, FormatCpuList) {
+  EXPECT_EQ(Topology::FormatCpuList({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(Topology::FormatCpuList({5}), "5");
+  EXPECT_EQ(Topology::FormatCpuList({}), "(none)");
+}
+
+TEST(Topology, JsonHasTheDocumentedCounts) {
+  nlohmann::json j = TopologyToJson(LoadTopology("synthetic:pack:2 numa:1 core:4 pu:2"));
+  EXPECT_EQ(j["packages"], 2);
+  EXPECT_EQ(j["numa_nodes"], 2);
+  EXPECT_EQ(j["cores"], 8);
+  EXPECT_EQ(j["pus"], 16);
+  EXPECT_EQ(j["simulated"], true);
+}
+
+}  // namespace
+}  // namespace cputrain::topo
