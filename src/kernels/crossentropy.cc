@@ -1,0 +1,73 @@
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernels.h"
+#include "kernels/vmath.h"
+
+namespace cputrain::kernels {
+namespace {
+
+// log(sum(exp(x[0..V)))) with the max subtracted first.
+float LogSumExp(const float* x, int V) {
+  const std::size_t n = static_cast<std::size_t>(V);
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  std::size_t j = 0;
+  for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + j));
+  if (j < n) vmax = _mm256_max_ps(vmax, LoadPartial(x + j, n - j, -INFINITY));
+  const float mx = HMax8(vmax);
+  const __m256 m = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n; j += 8) acc = _mm256_add_ps(acc, Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)));
+  if (j < n) acc = _mm256_add_ps(acc, Exp8(_mm256_sub_ps(LoadPartial(x + j, n - j, -INFINITY), m)));
+  return mx + std::log(HSum8(acc));
+}
+
+}  // namespace
+
+void CrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const float* logits,
+                         const int* targets, std::size_t N, int V, int Vp) {
+  pool.ParallelFor(N, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t n = b; n < e; ++n) {
+      const float* x = logits + n * Vp;
+      const float l = LogSumExp(x, V);
+      if (lse) lse[n] = l;
+      losses[n] = l - x[targets[n]];
+    }
+  });
+}
+
+void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits, const float* lse,
+                          const int* targets, float dloss, std::size_t N, int V, int Vp) {
+  pool.ParallelFor(N, [&](std::size_t b, std::size_t e, int) {
+    const __m256 vd = _mm256_set1_ps(dloss);
+    for (std::size_t n = b; n < e; ++n) {
+      const float* x = logits + n * Vp;
+      float* d = dlogits + n * Vp;
+      const __m256 l = _mm256_set1_ps(lse[n]);
+      const std::size_t Vs = static_cast<std::size_t>(V);
+      std::size_t j = 0;
+      for (; j + 8 <= Vs; j += 8) {
+        _mm256_storeu_ps(d + j, _mm256_mul_ps(Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), l)), vd));
+      }
+      if (j < Vs) {
+        StorePartial(d + j, Vs - j, _mm256_mul_ps(Exp8(_mm256_sub_ps(LoadPartial(x + j, Vs - j, 0.f), l)), vd));
+      }
+      d[targets[n]] -= dloss;
+    }
+  });
+}
+
+void Softmax(float* probs, const float* logits, int V, float temperature) {
+  const float inv_t = 1.0f / temperature;
+  float mx = -INFINITY;
+  for (int j = 0; j < V; ++j) mx = std::max(mx, logits[j] * inv_t);
+  double sum = 0;
+  for (int j = 0; j < V; ++j) {
+    probs[j] = Exp1(logits[j] * inv_t - mx);
+    sum += probs[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int j = 0; j < V; ++j) probs[j] *= inv;
+}
+
+}  // namespace cputrain::kernels

@@ -1,0 +1,38 @@
+#include "kernels/kernels.h"
+
+namespace cputrain::kernels {
+
+void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* wte,
+                    const float* wpe, int B, int T, int C) {
+  pool.ParallelFor(static_cast<std::size_t>(B) * T, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t i = b; i < e; ++i) {
+      const float* w = wte + static_cast<std::size_t>(inp[i]) * C;
+      const float* p = wpe + (i % T) * C;
+      float* o = out + i * C;
+      for (int c = 0; c < C; ++c) o[c] = w[c] + p[c];
+    }
+  });
+}
+
+void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* dout, const int* inp,
+                     int B, int T, int C) {
+  // Threads own column slices [c0, c1) of every row: two positions with the same token never
+  // race, and each element's sum runs over positions in order.
+  pool.ParallelFor(static_cast<std::size_t>(C), [&](std::size_t c0, std::size_t c1, int) {
+    for (int t = 0; t < T; ++t) {
+      float* p = dwpe + static_cast<std::size_t>(t) * C;
+      for (std::size_t c = c0; c < c1; ++c) p[c] = 0.f;
+      for (int b = 0; b < B; ++b) {
+        const float* d = dout + (static_cast<std::size_t>(b) * T + t) * C;
+        for (std::size_t c = c0; c < c1; ++c) p[c] += d[c];
+      }
+    }
+    for (std::size_t i = 0; i < static_cast<std::size_t>(B) * T; ++i) {
+      float* w = dwte + static_cast<std::size_t>(inp[i]) * C;
+      const float* d = dout + i * C;
+      for (std::size_t c = c0; c < c1; ++c) w[c] += d[c];
+    }
+  });
+}
+
+}  // namespace cputrain::kernels

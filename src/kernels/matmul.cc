@@ -1,0 +1,107 @@
+// Matrix products through OpenBLAS sgemm, one single-threaded call per pool worker on its own
+// slice of the output (see InitBlas). The slice is the output's larger dimension, rounded to 16
+// (a 64-byte line of floats): for the LM head (N = B*T = 512, OC = 50257) splitting OC keeps each
+// worker reading only its rows of the 154 MB weight once.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "kernels/kernels.h"
+
+extern "C" {
+// OpenBLAS extensions (declared in openblas_config.h of some builds; declared here to be sure).
+void openblas_set_num_threads(int num_threads);
+int openblas_get_parallel(void);
+}
+
+namespace cputrain::kernels {
+namespace {
+
+// Worker tid's share of [0, n), cut at multiples of 16.
+void Slice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t* e) {
+  const std::size_t blocks = (n + 15) / 16;
+  std::size_t bb, be;
+  WorkerPool::Split(blocks, parts, tid, &bb, &be);
+  *b = std::min(n, bb * 16);
+  *e = std::min(n, be * 16);
+}
+
+int I(std::size_t v) { return static_cast<int>(v); }
+
+}  // namespace
+
+void InitBlas() {
+  static const bool ok = [] {
+    // 0 = sequential build: unsafe for concurrent callers (NOTES.md, OpenBLAS issue #2711).
+    if (openblas_get_parallel() == 0) {
+      throw RuntimeError(
+          "the OpenBLAS loaded is the serial build, which returns wrong results when several "
+          "threads call it at once",
+          "use Debian's pthread build: `update-alternatives --set libopenblas.so.0-x86_64-linux-gnu "
+          "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0`");
+    }
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)ok;
+}
+
+void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* weight,
+                   const float* bias, std::size_t N, int C, int OC, int ldo) {
+  const bool split_cols = static_cast<std::size_t>(OC) >= N;
+  pool.ForEachThread([&](int tid) {
+    std::size_t b, e;
+    Slice(split_cols ? static_cast<std::size_t>(OC) : N, pool.size(), tid, &b, &e);
+    if (b >= e) return;
+    const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
+    const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : static_cast<std::size_t>(OC);
+    float beta = 0.f;
+    if (bias) {
+      for (std::size_t r = r0; r < r1; ++r) std::copy(bias + c0, bias + c1, out + r * ldo + c0);
+      beta = 1.f;
+    }
+    // out[r0:r1, c0:c1] (+)= inp[r0:r1, :] @ weight[c0:c1, :]^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(r1 - r0), I(c1 - c0), C, 1.f,
+                inp + r0 * C, C, weight + c0 * C, C, beta, out + r0 * ldo + c0, ldo);
+  });
+}
+
+void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias, const float* dout,
+                    const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd) {
+  pool.ForEachThread([&](int tid) {
+    const int nt = pool.size();
+    if (dinp) {
+      // dinp[N,C] = dout[N,OC] @ weight[OC,C], split over rows (or columns if N is small).
+      const bool split_rows = N >= static_cast<std::size_t>(C);
+      std::size_t b, e;
+      Slice(split_rows ? N : static_cast<std::size_t>(C), nt, tid, &b, &e);
+      if (b < e) {
+        if (split_rows) {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
+                      dout + b * ldd, ldd, weight, C, 0.f, dinp + b * C, C);
+        } else {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), I(e - b), OC, 1.f, dout,
+                      ldd, weight + b, C, 0.f, dinp + b, C);
+        }
+      }
+    }
+    // dweight[OC,C] = dout^T @ inp and dbias = column sums of dout, split over OC.
+    std::size_t o0, o1;
+    Slice(static_cast<std::size_t>(OC), nt, tid, &o0, &o1);
+    if (o0 >= o1) return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(o1 - o0), C, I(N), 1.f, dout + o0, ldd,
+                inp, C, 0.f, dweight + o0 * C, C);
+    if (dbias) {
+      std::fill(dbias + o0, dbias + o1, 0.f);
+      for (std::size_t n = 0; n < N; ++n) {
+        const float* d = dout + n * ldd;
+        for (std::size_t o = o0; o < o1; ++o) dbias[o] += d[o];
+      }
+    }
+  });
+}
+
+}  // namespace cputrain::kernels

@@ -1,0 +1,152 @@
+// model/: GPT-2 — its shape, the one table that describes its 16 parameter tensors, the flat
+// parameter/gradient layout derived from it, the activation buffers, and forward/backward.
+//
+// Layout. Parameters (and gradients, and AdamW moments) live in one flat float buffer each. The
+// order inside it is layer-major,
+//     [wte | wpe | block 0 | block 1 | ... | block L-1 | lnfw | lnfb],
+//     block l = [ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb],
+// so that the gradients of a block are one contiguous range, finished together during
+// backward: the range [ReadyFrom, end) grows from the end of the buffer toward its start
+// (lnf, then block L-1 ... block 0, then wte and wpe), and gradient buckets are synced while
+// backward goes on. Checkpoints use llm.c's tensor-major order; checkpoint.h converts.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/function_ref.h"
+#include "runtime/worker_pool.h"
+
+namespace cputrain::model {
+
+// maxT positions, V real vocabulary, Vp padded (multiple of 128), L blocks, NH heads, C channels.
+struct Shape {
+  int maxT = 0, V = 0, Vp = 0, L = 0, NH = 0, C = 0;
+  static int PadVocab(int V) { return (V + 127) / 128 * 128; }
+  bool operator==(const Shape&) const = default;
+  std::string ToString() const;
+};
+
+// The 16 tensors in llm.c's checkpoint order.
+enum Tensor : int {
+  kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
+  kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb, kNumTensors
+};
+
+enum class Init { kNormal, kResidualNormal, kZeros, kOnes };
+
+struct TensorInfo {
+  const char* name;
+  bool per_layer;              // L copies, one inside each block
+  bool decay;                  // AdamW weight decay applies: the 2-D tensors
+  Init init;                   // GPT-2 init: normal(0, 0.02), residual projections 0.02/sqrt(2L)
+  std::vector<int> shape;      // of one copy, e.g. {3C, C} for qkvw
+  std::size_t numel = 0;       // of one copy
+};
+
+// The one table. Everything else — offsets, sizes, decay segments, init, checkpoint order —
+// is derived from it.
+std::array<TensorInfo, kNumTensors> TensorTable(const Shape& s);
+
+// Where each tensor copy lives in the flat buffer.
+class ParamLayout {
+ public:
+  explicit ParamLayout(const Shape& shape);
+  const Shape& shape() const { return shape_; }
+  const TensorInfo& info(Tensor t) const { return table_[t]; }
+  std::size_t total() const { return total_; }
+  // Offset of tensor t's copy for `layer` (ignored for tensors that are not per layer).
+  std::size_t offset(Tensor t, int layer = 0) const;
+  std::size_t block_begin(int layer) const { return block_begin_ + layer * block_size_; }
+  std::size_t block_size() const { return block_size_; }
+  // Offset in llm.c's tensor-major checkpoint order.
+  std::size_t checkpoint_offset(Tensor t, int layer = 0) const;
+
+  // Maximal runs [begin, end) of the flat buffer with one weight-decay setting, in order.
+  struct Segment {
+    std::size_t begin, end;
+    bool decay;
+  };
+  const std::vector<Segment>& segments() const { return segments_; }
+
+ private:
+  Shape shape_;
+  std::array<TensorInfo, kNumTensors> table_;
+  std::array<std::size_t, kNumTensors> in_block_{};  // offset inside a block (per-layer tensors)
+  std::array<std::size_t, kNumTensors> fixed_{};     // absolute offset (the others)
+  std::array<std::size_t, kNumTensors> ckpt_{};      // start in checkpoint order
+  std::size_t block_begin_ = 0, block_size_ = 0, total_ = 0;
+  std::vector<Segment> segments_;
+};
+
+// Fills params with GPT-2's random init from `seed`. Each value is a pure function of (seed,
+// tensor, index), so the result does not depend on the pool size. Padding rows of wte are 0.
+void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params);
+
+// Activation memory for up to B rows of T positions, as offsets into one float buffer (placed
+// on the group's NUMA node by the caller) plus token ids.
+class Activations {
+ public:
+  Activations(const Shape& shape, int B, int T, int threads);
+  std::size_t floats() const { return total_; }
+  int B() const { return B_; }
+  int T() const { return T_; }
+  // Points the views at `base` (floats() floats) and `tokens` (2*B*T ints: inputs, targets).
+  void Bind(float* base, int* tokens);
+
+  int* inputs = nullptr;   // (B,T)
+  int* targets = nullptr;  // (B,T)
+  float* encoded = nullptr;  // (B,T,C)
+  struct Layer {
+    float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)
+    float* qkv;                        // (B,T,3C)
+    float* att;                        // (B,NH,T,T)
+    float* atty;                       // (B,T,C)
+    float* attproj;                    // (B,T,C)
+    float* residual2;                  // (B,T,C)
+    float *ln2, *ln2_mean, *ln2_rstd;  // (B,T,C) (B,T) (B,T)
+    float* fch;                        // (B,T,4C)
+    float* fch_gelu;                   // (B,T,4C)
+    float* fcproj;                     // (B,T,C)
+    float* residual3;                  // (B,T,C)
+  };
+  std::vector<Layer> layers;
+  float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
+  float* logits;                     // (B,T,Vp); overwritten by dlogits in backward
+  float* lse;                        // (B,T) log-sum-exp of each row of logits
+  float* losses;                     // (B,T)
+  // backward scratch
+  float* dresidual;    // (B,T,C): the residual stream's gradient, flowing down the blocks
+  float* dln;          // (B,T,C)
+  float* datty;        // (B,T,C)
+  float* dqkv;         // (B,T,3C)
+  float* dfch;         // (B,T,4C)
+  float* att_scratch;  // threads*T*T
+
+ private:
+  Shape shape_;
+  int B_, T_, threads_;
+  std::size_t total_ = 0;
+};
+
+// Forward over B rows of T tokens (acts.inputs, and acts.targets if with_loss). Returns the sum
+// of the B*T position losses (0 if !with_loss); acts.logits holds the logits either way.
+double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& acts,
+               int B, int T, bool with_loss);
+
+// Backward after Forward(with_loss). Writes every gradient in `grads` (same layout as params;
+// padding rows and unused wpe rows are never written: keep them zero). dloss is d(loss)/d(each
+// position's loss), 1/(global B*T) for a mean. on_ready(from) is called each time the range
+// [from, layout.total()) of grads is final: after lnf, after each block (L-1 down to 0), and
+// with 0 after the embeddings.
+void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
+              Activations& acts, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready);
+
+// Model FLOPs of one training step (forward + backward) per token, the usual accounting: 6 per
+// parameter of the matrix products (incl. the LM head, V real rows) plus 12*L*T*C... see .cc.
+double TrainFlopsPerToken(const Shape& s, int T);
+
+}  // namespace cputrain::model

@@ -1,0 +1,212 @@
+// GPT-2 forward/backward against PyTorch (tests/reference/fixtures/*/debug_state.bin): logits,
+// loss and all 16 gradient tensors for one batch, with the tolerances tests/reference/README.md
+// derives from the fp32 rounding floor (logits rtol 1e-5 + atol 2e-6, loss 1e-5, gradients
+// rtol 1e-4 + atol 1e-6), at several pool sizes; plus layout and determinism properties.
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/kernels.h"
+#include "model/checkpoint.h"
+#include "model/gpt2.h"
+#include "runtime/worker_pool.h"
+
+namespace cputrain::model {
+namespace {
+
+std::string Fixture(const std::string& name, const std::string& file) {
+  return std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/" + name + "/" + file;
+}
+
+struct DebugState {
+  int B = 0, T = 0, V = 0, Vp = 0;
+  std::vector<int32_t> x, y;
+  std::vector<float> logits;  // (B,T,V)
+  float loss = 0;
+  std::vector<float> grads;  // checkpoint order
+};
+
+DebugState ReadDebugState(const std::string& path, std::size_t nparams) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  int32_t h[256];
+  in.read(reinterpret_cast<char*>(h), sizeof(h));
+  EXPECT_EQ(h[0], 20240327);
+  EXPECT_EQ(h[1], 2);
+  DebugState d;
+  d.B = h[2], d.T = h[3], d.V = h[4], d.Vp = h[5];
+  const std::size_t N = static_cast<std::size_t>(d.B) * d.T;
+  d.x.resize(N);
+  d.y.resize(N);
+  d.logits.resize(N * d.V);
+  d.grads.resize(nparams);
+  in.read(reinterpret_cast<char*>(d.x.data()), N * 4);
+  in.read(reinterpret_cast<char*>(d.y.data()), N * 4);
+  in.read(reinterpret_cast<char*>(d.logits.data()), d.logits.size() * 4);
+  in.read(reinterpret_cast<char*>(&d.loss), 4);
+  in.read(reinterpret_cast<char*>(d.grads.data()), nparams * 4);
+  EXPECT_TRUE(in) << path << " is short";
+  return d;
+}
+
+struct TestModel {
+  ParamLayout layout;
+  std::vector<float> params, grads, acts_mem;
+  std::vector<int> tokens;
+  Activations acts;
+  double loss_sum = 0;
+  std::vector<std::size_t> ready;
+
+  TestModel(const Shape& s, int B, int T, int threads)
+      : layout(s), params(layout.total()), grads(layout.total(), 0.f), acts(s, B, T, threads) {
+    acts_mem.assign(acts.floats(), 0.f);
+    tokens.assign(2 * static_cast<std::size_t>(B) * T, 0);
+    acts.Bind(acts_mem.data(), tokens.data());
+  }
+};
+
+class Numerics : public ::testing::TestWithParam<std::tuple<const char*, int>> {
+ protected:
+  void SetUp() override { kernels::InitBlas(); }
+};
+
+TEST_P(Numerics, LogitsLossAndEveryGradientMatchPyTorch) {
+  const auto [name, threads] = GetParam();
+  const Shape s = ReadCheckpointShape(Fixture(name, "model.bin"));
+  ParamLayout layout(s);
+  DebugState d = ReadDebugState(Fixture(name, "debug_state.bin"), layout.total());
+  ASSERT_EQ(d.V, s.V);
+  ASSERT_EQ(d.Vp, s.Vp);
+  WorkerPool pool(std::vector<int>(threads, 0), nullptr, "num");
+  TestModel r(s, d.B, d.T, threads);
+  LoadCheckpoint(Fixture(name, "model.bin"), r.layout, r.params.data());
+  const std::size_t N = static_cast<std::size_t>(d.B) * d.T;
+  std::copy(d.x.begin(), d.x.end(), r.acts.inputs);
+  std::copy(d.y.begin(), d.y.end(), r.acts.targets);
+
+  const double loss = Forward(pool, r.layout, r.params.data(), r.acts, d.B, d.T, true) / N;
+  EXPECT_NEAR(loss, d.loss, 1e-5 * std::fabs(d.loss)) << name;
+  double worst_logit = 0;
+  for (std::size_t n = 0; n < N; ++n) {
+    for (int v = 0; v < s.V; ++v) {
+      const float ours = r.acts.logits[n * s.Vp + v], ref = d.logits[n * s.V + v];
+      const double excess = std::fabs(ours - ref) - (1e-5 * std::fabs(ref) + 2e-6);
+      worst_logit = std::max(worst_logit, excess);
+      ASSERT_LE(excess, 0) << name << " logit n=" << n << " v=" << v << " ours " << ours
+                           << " torch " << ref;
+    }
+  }
+
+  Backward(pool, r.layout, r.params.data(), r.grads.data(), r.acts, d.B, d.T, 1.0f / N,
+           [&](std::size_t from) { r.ready.push_back(from); });
+  // Compare every tensor copy; the debug state is in checkpoint order.
+  for (int t = 0; t < kNumTensors; ++t) {
+    const TensorInfo& info = layout.info(static_cast<Tensor>(t));
+    for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
+      const float* ours = r.grads.data() + layout.offset(static_cast<Tensor>(t), l);
+      const float* ref = d.grads.data() + layout.checkpoint_offset(static_cast<Tensor>(t), l);
+      for (std::size_t i = 0; i < info.numel; ++i) {
+        const double tol = 1e-4 * std::fabs(ref[i]) + 1e-6;
+        ASSERT_LE(std::fabs(ours[i] - ref[i]), tol)
+            << name << " d" << info.name << "[layer " << l << "][" << i << "] ours " << ours[i]
+            << " torch " << ref[i];
+      }
+    }
+  }
+  // Readiness goes from the end of the buffer to its start: lnf, blocks L-1..0, embeddings.
+  ASSERT_EQ(r.ready.size(), static_cast<std::size_t>(s.L) + 2);
+  EXPECT_EQ(r.ready.front(), layout.offset(kLnfw));
+  for (int l = s.L - 1, i = 1; l >= 0; --l, ++i) EXPECT_EQ(r.ready[i], layout.block_begin(l));
+  EXPECT_EQ(r.ready.back(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Numerics,
+                         ::testing::Combine(::testing::Values("tiny", "odd"),
+                                            ::testing::Values(1, 2, 3)));
+
+// Backward writes gradients (it does not accumulate): a second pass gives the same bits, and a
+// different pool size gives the same loss to rounding.
+TEST(Gpt2, BackwardIsRepeatableAndWritesRatherThanAdds) {
+  kernels::InitBlas();
+  const Shape s = ReadCheckpointShape(Fixture("odd", "model.bin"));
+  DebugState d = ReadDebugState(Fixture("odd", "debug_state.bin"), ParamLayout(s).total());
+  WorkerPool pool(std::vector<int>(2, 0), nullptr, "rep");
+  TestModel r(s, d.B, d.T, 2);
+  LoadCheckpoint(Fixture("odd", "model.bin"), r.layout, r.params.data());
+  std::copy(d.x.begin(), d.x.end(), r.acts.inputs);
+  std::copy(d.y.begin(), d.y.end(), r.acts.targets);
+  std::vector<std::vector<float>> passes;
+  for (int pass = 0; pass < 2; ++pass) {
+    Forward(pool, r.layout, r.params.data(), r.acts, d.B, d.T, true);
+    Backward(pool, r.layout, r.params.data(), r.grads.data(), r.acts, d.B, d.T, 0.01f,
+             [](std::size_t) {});
+    passes.push_back(r.grads);
+  }
+  EXPECT_EQ(passes[0], passes[1]);
+  // Padding rows of wte get no gradient.
+  for (std::size_t i = static_cast<std::size_t>(s.V) * s.C; i < static_cast<std::size_t>(s.Vp) * s.C; ++i) {
+    ASSERT_EQ(passes[0][r.layout.offset(kWte) + i], 0.f);
+  }
+}
+
+TEST(Gpt2, LayoutIsAPermutationOfTheCheckpointOrder) {
+  Shape s{40, 300, 384, 3, 3, 48};
+  ParamLayout layout(s);
+  std::vector<int> hit(layout.total(), 0);
+  std::size_t covered = 0;
+  for (int t = 0; t < kNumTensors; ++t) {
+    const TensorInfo& info = layout.info(static_cast<Tensor>(t));
+    for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
+      for (std::size_t i = 0; i < info.numel; ++i) {
+        ++hit[layout.offset(static_cast<Tensor>(t), l) + i];
+      }
+      covered += info.numel;
+    }
+  }
+  EXPECT_EQ(covered, layout.total());
+  for (int h : hit) ASSERT_EQ(h, 1);
+  // Decay segments cover the buffer in order and decay exactly the 2-D tensors.
+  std::size_t pos = 0, decayed = 0;
+  for (const auto& seg : layout.segments()) {
+    EXPECT_EQ(seg.begin, pos);
+    pos = seg.end;
+    if (seg.decay) decayed += seg.end - seg.begin;
+  }
+  EXPECT_EQ(pos, layout.total());
+  const std::size_t C = 48, L = 3;
+  EXPECT_EQ(decayed, 384 * C + 40 * C + L * (3 * C * C + C * C + 4 * C * C + 4 * C * C));
+}
+
+TEST(Gpt2, RandomInitIsGpt2AndIndependentOfThreads) {
+  Shape s{64, 300, 384, 4, 4, 64};
+  ParamLayout layout(s);
+  std::vector<float> a(layout.total()), b(layout.total());
+  WorkerPool p1(std::vector<int>(1, 0), nullptr, "i1"), p3(std::vector<int>(3, 0), nullptr, "i3");
+  RandomInit(p1, layout, 42, a.data());
+  RandomInit(p3, layout, 42, b.data());
+  EXPECT_EQ(a, b);
+  auto stats = [&](Tensor t, int l, std::size_t n) {
+    const float* p = a.data() + layout.offset(t, l);
+    double s1 = 0, s2 = 0;
+    for (std::size_t i = 0; i < n; ++i) s1 += p[i], s2 += double(p[i]) * p[i];
+    return std::pair<double, double>{s1 / n, std::sqrt(s2 / n - (s1 / n) * (s1 / n))};
+  };
+  auto [m_wte, sd_wte] = stats(kWte, 0, 300 * 64);
+  EXPECT_NEAR(m_wte, 0, 0.001);
+  EXPECT_NEAR(sd_wte, 0.02, 0.0005);
+  auto [m_res, sd_res] = stats(kFcprojw, 2, 64 * 256);
+  EXPECT_NEAR(sd_res, 0.02 / std::sqrt(8.0), 0.0003);
+  EXPECT_EQ(a[layout.offset(kLn1w, 1)], 1.f);
+  EXPECT_EQ(a[layout.offset(kQkvb, 3)], 0.f);
+  for (std::size_t i = 300 * 64; i < 384 * 64; ++i) ASSERT_EQ(a[layout.offset(kWte) + i], 0.f);
+  std::vector<float> c(layout.total());
+  RandomInit(p1, layout, 43, c.data());
+  EXPECT_NE(a, c);
+}
+
+}  // namespace
+}  // namespace cputrain::model
