@@ -1,0 +1,152 @@
+// `cputrain-numa prepare-data`: text files -> DIR/train.bin and DIR/val.bin (docs/data.md).
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "data/prepare.h"
+#include "data/tokenizer.h"
+
+namespace cputrain::cli {
+namespace {
+
+// Set by SIGINT/SIGTERM; PrepareData polls it between chunks and stops without writing. A
+// lock-free atomic store is async-signal-safe, and relaxed order is enough: the flag carries no
+// other data.
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void OnInterrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+
+// Routes SIGINT and SIGTERM to g_interrupted while alive. SA_RESETHAND: a second Ctrl-C kills
+// the process at once (the temporaries may then stay behind; train.bin/val.bin are still never
+// half-written).
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = OnInterrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~InterruptGuard() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+std::string Duration(double seconds) {
+  auto s = static_cast<long>(seconds + 0.5);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+// A progress bar redrawn in place when stderr is a terminal, otherwise a plain line every 10 s.
+class ProgressReporter {
+ public:
+  ProgressReporter() : tty_(::isatty(STDERR_FILENO) == 1) {}
+
+  void operator()(const data::PrepareProgress& p) {
+    bool done = p.bytes_done == p.bytes_total;
+    double interval = tty_ ? 0.1 : 10.0;
+    if (!done && p.seconds - last_ < interval) return;
+    last_ = p.seconds;
+    double mb = p.bytes_done / 1e6, total_mb = p.bytes_total / 1e6;
+    double rate = p.seconds > 0 ? mb / p.seconds : 0;
+    double eta = rate > 0 ? (total_mb - mb) / rate : 0;
+    double frac = p.bytes_total > 0 ? static_cast<double>(p.bytes_done) / p.bytes_total : 1;
+    if (tty_) {
+      constexpr int kWidth = 30;
+      int filled = std::clamp(static_cast<int>(frac * kWidth), 0, kWidth);
+      std::fprintf(stderr, "\r%3d%% [%s%s] %.1f/%.1f MB  %.1f MB/s  ETA %s ",
+                   static_cast<int>(frac * 100), std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, ' ').c_str(), mb, total_mb, rate,
+                   Duration(eta).c_str());
+      if (done) std::fputc('\n', stderr);
+      std::fflush(stderr);
+      drawn_ = !done;
+    } else if (!done) {
+      log::Info("prepare-data: {:.0f}% ({:.1f} of {:.1f} MB), {:.1f} MB/s, ETA {}", frac * 100, mb,
+                total_mb, rate, Duration(eta));
+    }
+  }
+
+  // Ends a half-drawn bar so that an error message starts on its own line.
+  void Abandon() {
+    if (drawn_) std::fputc('\n', stderr);
+    drawn_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool drawn_ = false;
+  double last_ = 0;  // the first plain line comes after one interval
+};
+
+}  // namespace
+
+void AddPrepareDataCommand(CLI::App& app) {
+  struct Opts {
+    std::string tokenizer;
+    data::PrepareOptions prepare;
+  };
+  auto opts = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand(
+      "prepare-data",
+      "Tokenize text files into DIR/train.bin and DIR/val.bin (llm.c token files): each file is "
+      "a document, preceded by <|endoftext|> for gpt2; val.bin is the corpus's last "
+      "--val-fraction, cut at a line start (docs/data.md)");
+  cmd->add_option("--tokenizer", opts->tokenizer,
+                  "gpt2 (GPT-2 BPE, 50257 tokens) or bytes (one token per byte, 256)")
+      ->required();
+  cmd->add_option("--val-fraction", opts->prepare.val_fraction,
+                  "fraction of the corpus (bytes, from its end) for val.bin; 0 = no val.bin")
+      ->capture_default_str();
+  cmd->add_flag("--split-on-blank-lines", opts->prepare.split_on_blank_lines,
+                "each run of non-blank lines is a document of its own (gpt2); blank lines are "
+                "dropped");
+  cmd->add_option("--threads", opts->prepare.threads, "tokenizing threads (default: every core)");
+  cmd->add_option("-o,--out", opts->prepare.out_dir, "output directory (created if missing)")
+      ->required();
+  cmd->add_option("inputs", opts->prepare.inputs, "text files, in corpus order")->required();
+  cmd->callback([opts] {
+    std::unique_ptr<data::Tokenizer> tokenizer = data::MakeTokenizer(opts->tokenizer);
+    InterruptGuard guard;
+    ProgressReporter reporter;
+    data::PrepareOptions prepare = opts->prepare;
+    prepare.cancel = &g_interrupted;
+    prepare.on_progress = [&reporter](const data::PrepareProgress& p) { reporter(p); };
+    data::PrepareResult r;
+    try {
+      r = data::PrepareData(prepare, *tokenizer);
+    } catch (...) {
+      reporter.Abandon();
+      throw;
+    }
+    std::string val = r.val_path.empty() ? std::string("no val.bin (--val-fraction 0)")
+                                         : fmt::format("{}: {} tokens", r.val_path, r.val_tokens);
+    std::printf("wrote %s: %llu tokens; %s\n", r.train_path.c_str(),
+                static_cast<unsigned long long>(r.train_tokens), val.c_str());
+    std::printf("%s tokenizer, %llu documents, %.1f MB in %.2f s (%.1f MB/s)\n",
+                tokenizer->name().c_str(), static_cast<unsigned long long>(r.documents),
+                r.bytes / 1e6, r.seconds, r.seconds > 0 ? r.bytes / 1e6 / r.seconds : 0.0);
+  });
+}
+
+}  // namespace cputrain::cli

@@ -1,0 +1,77 @@
+// prepare-data: text files -> train.bin and val.bin (llm.c token files, token_file.h).
+//
+// Documents. Each input file is one document; with split_on_blank_lines, every run of
+// non-blank lines is one (a blank line is empty or holds only spaces, tabs and '\r'; blank lines
+// are dropped). With a tokenizer that has an end-of-text token (gpt2), every document is
+// preceded by it, as llm.c's data scripts do; the bytes tokenizer writes the text as it is.
+//
+// Split. The corpus is the input files in the order given, T bytes in all. It is cut once, at
+// the first line start at or after byte T - floor(val_fraction * T) (a file's first byte is a
+// line start): everything before goes to train.bin, the rest to val.bin. A document the cut
+// falls in is split, and its tail starts val.bin as a document of its own. So val.bin is the
+// last ~val_fraction of the corpus, the same whichever tokenizer or thread count is used.
+//
+// Parallelism. A reader cuts the corpus into ~chunk_bytes chunks, worker threads tokenize them
+// (oneTBB parallel_pipeline), a writer appends them in order; at most a few chunks are in
+// flight, so memory does not grow with the corpus. For gpt2 chunks are cut only where
+// IsGpt2SafeCut holds (before whitespace that follows non-whitespace), so the tokens equal
+// those of tokenizing each document whole; a stretch of more than chunk_bytes without such a
+// place makes that chunk longer.
+//
+// Failure. Both files are written through temporaries and renamed only after every token is
+// written and fsynced; any error, or a set `cancel`, leaves no train.bin/val.bin behind (an
+// existing one from an earlier run is untouched).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace cputrain::data {
+
+struct PrepareProgress {
+  uint64_t bytes_done = 0;   // input bytes tokenized and written
+  uint64_t bytes_total = 0;  // T
+  uint64_t tokens = 0;       // written so far, train + val
+  double seconds = 0;        // since the start
+};
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;  // text files, in corpus order
+  std::string out_dir;              // created if missing; gets train.bin and val.bin
+  double val_fraction = 0.05;       // in [0, 1); 0 writes train.bin only
+  bool split_on_blank_lines = false;
+  // Tokenizing threads; 0 = every core oneTBB sees. A positive count also sets oneTBB's
+  // process-wide max_allowed_parallelism for the duration of the run.
+  int threads = 0;
+  // Chunk size. The default keeps a few MiB in flight; tests set a few bytes to force many
+  // chunk boundaries.
+  std::size_t chunk_bytes = std::size_t{1} << 20;
+  // Called on the writer thread after each chunk is written.
+  std::function<void(const PrepareProgress&)> on_progress;
+  // When it becomes true, the run stops with RuntimeError("interrupted") and writes nothing.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct PrepareResult {
+  std::string train_path;
+  std::string val_path;  // empty when val_fraction == 0
+  uint64_t train_tokens = 0;
+  uint64_t val_tokens = 0;
+  uint64_t documents = 0;  // document starts (an end-of-text token each for gpt2)
+  uint64_t bytes = 0;      // T
+  uint64_t val_cut = 0;    // corpus byte where val.bin starts; T when there is no val.bin
+  double seconds = 0;
+};
+
+// Throws InputError for bad options or input (missing file, a directory, not UTF-8 for gpt2
+// with file and byte offset, empty corpus, an empty split, output directory not writable, a
+// vocabulary too large for uint16 ids), RuntimeError for I/O failures and cancellation.
+PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokenizer);
+
+}  // namespace cputrain::data

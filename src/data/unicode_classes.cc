@@ -1,0 +1,81 @@
+#include "data/unicode_classes.h"
+
+#include <cstring>
+#include <vector>
+
+namespace cputrain::data {
+namespace {
+
+#include "data/unicode_classes_table.inc"
+
+// Two-level lookup built once from the ranges: stage1 maps each 256-code-point block to a
+// deduplicated block of classes in stage2 (~270 distinct blocks, ~70 KiB), so a lookup is two
+// loads that stay in cache for text in one script.
+struct ClassTable {
+  static constexpr char32_t kBlockBits = 8, kBlockSize = 1u << kBlockBits;
+  static constexpr char32_t kNumBlocks = 0x110000 >> kBlockBits;
+  std::vector<uint16_t> stage1;
+  std::vector<CodePointClass> stage2;
+
+  ClassTable() {
+    std::vector<CodePointClass> flat(0x110000, CodePointClass::kOther);
+    for (const CodePointRange& r : kCodePointRanges) {
+      for (char32_t cp = r.first; cp <= r.last; ++cp) flat[cp] = r.cls;
+    }
+    stage1.resize(kNumBlocks);
+    for (char32_t b = 0; b < kNumBlocks; ++b) {
+      const CodePointClass* block = flat.data() + b * kBlockSize;
+      std::size_t found = stage2.size();
+      for (std::size_t s = 0; s < stage2.size(); s += kBlockSize) {
+        if (std::memcmp(stage2.data() + s, block, kBlockSize) == 0) {
+          found = s;
+          break;
+        }
+      }
+      if (found == stage2.size()) stage2.insert(stage2.end(), block, block + kBlockSize);
+      stage1[b] = static_cast<uint16_t>(found / kBlockSize);
+    }
+  }
+
+  CodePointClass Lookup(char32_t cp) const {
+    if (cp >= 0x110000) return CodePointClass::kOther;
+    return stage2[(std::size_t{stage1[cp >> kBlockBits]} << kBlockBits) | (cp & (kBlockSize - 1))];
+  }
+};
+
+// Built on first use (a few ms), so commands that never tokenize do not pay for it.
+const ClassTable& Table() {
+  static const ClassTable table;
+  return table;
+}
+
+}  // namespace
+
+namespace internal {
+CodePointClass ClassOfNonAscii(char32_t cp) { return Table().Lookup(cp); }
+}  // namespace internal
+
+const char* UnicodeClassesVersion() { return kUnicodeClassesVersion; }
+
+std::size_t FindInvalidUtf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const auto* end = p + s.size();
+  const auto* begin = p;
+  while (p < end) {
+    // ASCII runs are the common case: check 8 bytes at a time.
+    while (end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      if (w & 0x8080808080808080ull) break;
+      p += 8;
+    }
+    if (p == end) break;
+    char32_t cp;
+    int n = DecodeUtf8(p, end, &cp);
+    if (cp == kInvalidCodePoint) return static_cast<std::size_t>(p - begin);
+    p += n;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace cputrain::data

@@ -1,0 +1,452 @@
+// prepare-data: the exact token stream (bytes = the bytes; gpt2 = EOT + Encode(document) per
+// document), the documented split rule, chunked parallel output == whole-document encoding for
+// many chunk sizes and thread counts, and every error case leaving no output file behind.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "data/prepare.h"
+#include "data/token_file.h"
+#include "data/tokenizer.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace cputrain::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+const Tokenizer& Gpt2() {
+  static std::unique_ptr<Tokenizer> t = MakeTokenizer("gpt2");
+  return *t;
+}
+const Tokenizer& Bytes() {
+  static std::unique_ptr<Tokenizer> t = MakeTokenizer("bytes");
+  return *t;
+}
+
+std::vector<int> Read(const std::string& path) {
+  TokenFile f = TokenFile::Open(path);
+  return std::vector<int>(f.data(), f.data() + f.size());
+}
+
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The split rule of prepare.h, written out independently: the first line start at or after
+// T - floor(f * T), where every file's first byte and every byte after a '\n' (inside the same
+// file) is a line start.
+uint64_t ExpectedCut(const std::vector<std::string>& texts, double f) {
+  uint64_t total = 0;
+  for (const auto& t : texts) total += t.size();
+  uint64_t target = total - static_cast<uint64_t>(std::floor(static_cast<long double>(f) * total));
+  uint64_t start = 0;
+  for (const auto& t : texts) {
+    for (uint64_t i = 0; i < t.size(); ++i) {
+      bool line_start = i == 0 || t[i - 1] == '\n';
+      if (line_start && start + i >= target) return start + i;
+    }
+    start += t.size();
+  }
+  return total;
+}
+
+// Writes `texts` as files 0.txt, 1.txt, ... in `dir` and returns their paths.
+std::vector<std::string> WriteInputs(const std::string& dir,
+                                     const std::vector<std::string>& texts) {
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    paths.push_back(dir + "/" + std::to_string(i) + ".txt");
+    WriteFile(paths.back(), texts[i]);
+  }
+  return paths;
+}
+
+// Tokens a correct run must write: each piece of a file on one side of the cut is a document,
+// encoded whole, preceded by EOT when the tokenizer has one.
+std::pair<std::vector<int>, std::vector<int>> ExpectedTokens(const Tokenizer& tok,
+                                                             const std::vector<std::string>& texts,
+                                                             uint64_t cut) {
+  std::vector<int> train, val;
+  uint64_t start = 0;
+  auto doc = [&](std::vector<int>* out, std::string_view text) {
+    if (text.empty()) return;
+    if (tok.eot_token() >= 0) out->push_back(tok.eot_token());
+    tok.Encode(text, out);
+  };
+  for (const auto& t : texts) {
+    uint64_t end = start + t.size();
+    if (end <= cut) {
+      doc(&train, t);
+    } else if (start >= cut) {
+      doc(&val, t);
+    } else {
+      doc(&train, std::string_view(t).substr(0, cut - start));
+      doc(&val, std::string_view(t).substr(cut - start));
+    }
+    start = end;
+  }
+  return {train, val};
+}
+
+std::string Corpus() {
+  std::string text = Slurp(std::string(CPUTRAIN_SOURCE_DIR) + "/tests/data/tokenizer_corpus.txt");
+  EXPECT_GT(text.size(), 1000u);
+  return text;
+}
+
+struct PrepareRun {
+  test::TempDir dir;
+  std::vector<std::string> inputs;
+  PrepareOptions options;
+  std::string out() const { return dir.path() + "/out"; }
+
+  explicit PrepareRun(const std::vector<std::string>& texts, double val_fraction = 0.1) {
+    fs::create_directory(dir.path() + "/in");
+    inputs = WriteInputs(dir.path() + "/in", texts);
+    options.inputs = inputs;
+    options.out_dir = out();
+    options.val_fraction = val_fraction;
+  }
+};
+
+TEST(PrepareData, BytesTokenizerWritesTheBytesSplitAtTheDocumentedCut) {
+  std::vector<std::string> texts = {"first file\nline two\n", "", "second\nfile without newline",
+                                    "third\nfile\nhere\n"};
+  // T = 63, floor(0.2 * 63) = 12: target 51 is inside the last file (bytes 47..62), whose
+  // next line starts at corpus byte 53.
+  PrepareRun run(texts, 0.2);
+  run.options.chunk_bytes = 5;
+  PrepareResult r = PrepareData(run.options, Bytes());
+  std::string all = texts[0] + texts[1] + texts[2] + texts[3];
+  uint64_t cut = ExpectedCut(texts, 0.2);
+  EXPECT_EQ(cut, 53u);
+  EXPECT_EQ(r.val_cut, cut);
+  EXPECT_EQ(r.bytes, all.size());
+  std::vector<int> train = Read(r.train_path), val = Read(r.val_path);
+  EXPECT_EQ(std::string(train.begin(), train.end()), all.substr(0, cut));
+  EXPECT_EQ(std::string(val.begin(), val.end()), all.substr(cut));
+  EXPECT_EQ(r.train_tokens + r.val_tokens, all.size());
+  EXPECT_EQ(r.documents, 4u);  // 3 non-empty files, one of them split by the cut
+  EXPECT_EQ(DirEntries(run.out()), (std::vector<std::string>{"train.bin", "val.bin"}));
+}
+
+TEST(PrepareData, Gpt2WritesEotBeforeEveryDocument) {
+  std::vector<std::string> texts = {"Hello world.\nIt's a test.\n", "Second document\n",
+                                    "Third one,\nwith two lines.\nAnd a third line\n"};
+  PrepareRun run(texts, 0.2);
+  PrepareResult r = PrepareData(run.options, Gpt2());
+  auto [train, val] = ExpectedTokens(Gpt2(), texts, ExpectedCut(texts, 0.2));
+  EXPECT_EQ(Read(r.train_path), train);
+  EXPECT_EQ(Read(r.val_path), val);
+  EXPECT_EQ(Read(r.train_path)[0], 50256);
+  EXPECT_EQ(Read(r.val_path)[0], 50256);  // the val tail starts a document of its own
+  EXPECT_EQ(r.documents, 4u);
+  EXPECT_EQ(Read(r.train_path)[1], 15496);  // "Hello"
+}
+
+TEST(PrepareData, SplitRuleCases) {
+  struct Case {
+    std::vector<std::string> texts;
+    double f;
+    uint64_t cut;  // worked out by hand from the rule
+  };
+  std::vector<Case> cases = {
+      // T = 20, floor(0.25 * 20) = 5: target 15 is a line start.
+      {{"abcd\nabcd\nabcd\nabcd\n"}, 0.25, 15},
+      // T = 25, floor(0.3 * 25) = 7: target 18 is mid-line, the next line starts at 20.
+      {{"abcd\nabcd\nabcd\nabcd\nabcd\n"}, 0.3, 20},
+      // T = 19, target 14 is in the first file's last line: the next file starts val.
+      {{"abcd\nabcdefghij", "xyz\n"}, 0.3, 15},
+      // Many files: whole files go to val.
+      {{"aaaa\n", "bbbb\n", "cccc\n", "dddd\n"}, 0.5, 10},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ExpectedCut(c.texts, c.f), c.cut) << "the test's own rule";
+    PrepareRun run(c.texts, c.f);
+    PrepareResult r = PrepareData(run.options, Bytes());
+    EXPECT_EQ(r.val_cut, c.cut);
+    std::string all;
+    for (auto& t : c.texts) all += t;
+    std::vector<int> val = Read(r.val_path);
+    EXPECT_EQ(std::string(val.begin(), val.end()), all.substr(c.cut));
+  }
+}
+
+TEST(PrepareData, ZeroValFractionWritesTrainOnly) {
+  PrepareRun run({"just some text\n"}, 0.0);
+  PrepareResult r = PrepareData(run.options, Gpt2());
+  EXPECT_TRUE(r.val_path.empty());
+  EXPECT_EQ(DirEntries(run.out()), (std::vector<std::string>{"train.bin"}));
+  EXPECT_EQ(r.val_cut, r.bytes);
+}
+
+TEST(PrepareData, ChunkedParallelOutputEqualsWholeDocumentEncoding) {
+  // Many chunk boundaries (down to one byte, where the reader extends each chunk to the next
+  // safe cut) and thread counts, on text with every kind of whitespace and script.
+  std::string corpus = Corpus();
+  std::mt19937 rng(11);
+  const char* words[] = {"the ", "  ", "\n",   "\t",   "it's ",   "中文",   "😀 ", "\u00a0",
+                         "123",  "!!", " \n ", "\r\n", "e\u0301", "\u3000", "x"};
+  std::string random;
+  for (int i = 0; i < 3000; ++i) random += words[rng() % std::size(words)];
+  std::vector<std::string> texts = {corpus, random, corpus.substr(0, corpus.find('\n', 500) + 1)};
+  uint64_t cut = ExpectedCut(texts, 0.15);
+  auto [train, val] = ExpectedTokens(Gpt2(), texts, cut);
+  for (std::size_t chunk :
+       {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1000}, std::size_t{1} << 20}) {
+    for (int threads : {1, 2, 4}) {
+      PrepareRun run(texts, 0.15);
+      run.options.chunk_bytes = chunk;
+      run.options.threads = threads;
+      PrepareResult r = PrepareData(run.options, Gpt2());
+      EXPECT_EQ(Read(r.train_path), train) << "chunk " << chunk << " threads " << threads;
+      EXPECT_EQ(Read(r.val_path), val) << "chunk " << chunk << " threads " << threads;
+    }
+  }
+}
+
+TEST(PrepareData, SplitOnBlankLinesMakesEachParagraphADocument) {
+  std::string text =
+      "First paragraph,\nsecond line.\n\nSecond paragraph.\n   \n\t\n\nThird  \nparagraph\n\n\n";
+  std::vector<std::string> docs = {"First paragraph,\nsecond line.\n", "Second paragraph.\n",
+                                   "Third  \nparagraph\n"};
+  std::vector<int> expected;
+  for (const std::string& d : docs) {
+    expected.push_back(50256);
+    Gpt2().Encode(d, &expected);
+  }
+  for (std::size_t chunk :
+       {std::size_t{1}, std::size_t{3}, std::size_t{16}, std::size_t{1} << 20}) {
+    PrepareRun run({text, "\n\nLeading blank lines\n"}, 0.0);
+    run.options.split_on_blank_lines = true;
+    run.options.chunk_bytes = chunk;
+    PrepareResult r = PrepareData(run.options, Gpt2());
+    std::vector<int> want = expected;
+    want.push_back(50256);
+    Gpt2().Encode("Leading blank lines\n", &want);
+    EXPECT_EQ(Read(r.train_path), want) << "chunk " << chunk;
+    EXPECT_EQ(r.documents, 4u);
+  }
+}
+
+// Runs PrepareData expecting an error of type E whose message contains `part`, then checks that
+// the output directory holds no token file and no temporary.
+template <typename E>
+void ExpectFailureLeavesNothing(PrepareRun& run, const Tokenizer& tok, const std::string& part) {
+  try {
+    PrepareData(run.options, tok);
+    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    EXPECT_FALSE(e.hint().empty()) << e.what();
+  }
+  if (fs::exists(run.out())) {
+    EXPECT_EQ(DirEntries(run.out()), std::vector<std::string>{}) << part;
+  }
+}
+
+TEST(PrepareDataErrors, MissingInput) {
+  PrepareRun run({"text\n"});
+  run.options.inputs.push_back(run.dir.path() + "/in/missing.txt");
+  ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "missing.txt': No such file");
+}
+
+TEST(PrepareDataErrors, DirectoryInput) {
+  PrepareRun run({"text\n"});
+  run.options.inputs.push_back(run.dir.path() + "/in");
+  ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "is a directory");
+}
+
+TEST(PrepareDataErrors, InvalidUtf8NamesFileAndOffsetEvenLateInTheCorpus) {
+  // The bad byte comes after many chunks were tokenized and written: the temporaries that
+  // already hold tokens are removed.
+  std::string good = Corpus();
+  std::string bad = "valid start\nthen a latin-1 byte: caf\xe9\n";
+  PrepareRun run({good, good, bad}, 0.05);
+  run.options.chunk_bytes = 64;
+  std::string offset = std::to_string(bad.find('\xe9'));
+  ExpectFailureLeavesNothing<InputError>(
+      run, Gpt2(), "2.txt' is not valid UTF-8 at byte " + offset + " (bytes e9");
+  // The bytes tokenizer takes any bytes.
+  EXPECT_NO_THROW(PrepareData(run.options, Bytes()));
+}
+
+TEST(PrepareDataErrors, EmptyCorpus) {
+  PrepareRun run({"", ""});
+  ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "the corpus is empty");
+}
+
+TEST(PrepareDataErrors, NoInputs) {
+  PrepareRun run({});
+  ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "no input files");
+}
+
+TEST(PrepareDataErrors, OutputDirectoryCannotBeCreated) {
+  PrepareRun run({"text\n"}, 0.0);
+  WriteFile(run.dir.path() + "/a_file", "x");
+  run.options.out_dir = run.dir.path() + "/a_file/out";
+  ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "cannot create directory");
+}
+
+TEST(PrepareDataErrors, ValSplitWouldBeEmpty) {
+  // 5% of 40 bytes is 2 bytes, inside one long line: no line start to cut at.
+  PrepareRun run({"a single line with no line break at all!"}, 0.05);
+  ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "would leave val.bin empty");
+  PrepareRun tiny({"tiny\n"}, 0.05);  // 5% of 5 bytes is less than one byte
+  ExpectFailureLeavesNothing<InputError>(tiny, Gpt2(), "less than one byte");
+}
+
+TEST(PrepareDataErrors, ValFractionOutOfRange) {
+  for (double f : {-0.1, 1.0, 2.0, std::nan("")}) {
+    PrepareRun run({"text\nmore\n"}, f);
+    ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "--val-fraction");
+  }
+}
+
+TEST(PrepareDataErrors, VocabularyTooLargeForUint16) {
+  struct Huge : Tokenizer {
+    std::string name() const override { return "huge"; }
+    int vocab_size() const override { return 70000; }
+    int eot_token() const override { return 69999; }
+    void Encode(std::string_view, std::vector<int>*) const override {}
+    std::string Decode(const int*, std::size_t) const override { return ""; }
+  } huge;
+  PrepareRun run({"text\n"});
+  ExpectFailureLeavesNothing<InputError>(run, huge, "at most 65536");
+}
+
+TEST(PrepareDataErrors, BlankLineSplitNeedsAnEndOfTextToken) {
+  PrepareRun run({"a\n\nb\n"}, 0.0);
+  run.options.split_on_blank_lines = true;
+  ExpectFailureLeavesNothing<InputError>(run, Bytes(), "end-of-text");
+}
+
+TEST(PrepareDataErrors, CancelMidRunWritesNothingAndKeepsOldFiles) {
+  std::string corpus = Corpus();
+  PrepareRun run({corpus, corpus}, 0.1);
+  run.options.chunk_bytes = 32;
+  PrepareResult first = PrepareData(run.options, Gpt2());  // an earlier, complete run
+  std::vector<int> old_train = Read(first.train_path);
+  std::atomic<bool> cancel{false};
+  int calls = 0;
+  run.options.cancel = &cancel;
+  run.options.on_progress = [&](const PrepareProgress& p) {
+    EXPECT_LE(p.bytes_done, p.bytes_total);
+    if (++calls == 3) cancel = true;
+  };
+  try {
+    PrepareData(run.options, Gpt2());
+    ADD_FAILURE() << "not interrupted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("interrupted"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(DirEntries(run.out()), (std::vector<std::string>{"train.bin", "val.bin"}));
+  EXPECT_EQ(Read(first.train_path), old_train) << "the earlier run's output was touched";
+}
+
+TEST(PrepareDataCli, WritesFilesAndMapsInputErrorsToExitCode2) {
+  test::TempDir dir;
+  WriteFile(dir.path() + "/a.txt", Corpus());
+  test::CliResult ok = test::RunCli({"prepare-data", "--tokenizer", "gpt2", "--val-fraction", "0.1",
+                                     "-o", dir.path() + "/out", dir.path() + "/a.txt"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("train.bin"), std::string::npos) << ok.out;
+  EXPECT_GT(TokenFile::Open(dir.path() + "/out/train.bin").size(), 100u);
+  EXPECT_GT(TokenFile::Open(dir.path() + "/out/val.bin").size(), 10u);
+
+  test::CliResult missing = test::RunCli(
+      {"prepare-data", "--tokenizer", "bytes", "-o", dir.path() + "/o2", dir.path() + "/nope"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("nope"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("hint:"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(dir.path() + "/o2/train.bin"));
+
+  test::CliResult bad_name = test::RunCli(
+      {"prepare-data", "--tokenizer", "gpt4", "-o", dir.path() + "/o3", dir.path() + "/a.txt"});
+  EXPECT_EQ(bad_name.exit_code, 2) << bad_name.err;
+}
+
+TEST(PrepareDataCli, CtrlCStopsWithoutWritingAnything) {
+  // ~16 MB of CJK lines without spaces: each line is one long piece, which the word cache
+  // skips, so one thread needs a second or more; SIGINT arrives as soon as the temporaries
+  // exist (the handler is installed before they are created).
+  test::TempDir dir;
+  {
+    std::ofstream out(dir.path() + "/cjk.txt", std::ios::binary);
+    std::mt19937 rng(5);
+    std::string line;
+    for (int i = 0; i < 8000; ++i) {
+      line.clear();
+      for (int j = 0; j < 700; ++j) {
+        char32_t cp = 0x4E00 + rng() % 0x5000;
+        line += static_cast<char>(0xE0 | (cp >> 12));
+        line += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        line += static_cast<char>(0x80 | (cp & 0x3F));
+      }
+      out << line << "\n";
+    }
+  }
+  std::string out_dir = dir.path() + "/out", err = dir.path() + "/err";
+  std::vector<std::string> args = {
+      test::CliPath(), "prepare-data",         "--tokenizer", "gpt2", "--threads", "1", "-o",
+      out_dir,         dir.path() + "/cjk.txt"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  bool started = false;
+  for (int i = 0; i < 20000 && !started; ++i) {  // up to 20 s
+    started = fs::exists(out_dir) && !fs::is_empty(out_dir);
+    if (!started) ::usleep(1000);
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(started) << "the run never created its temporaries: " << Slurp(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << Slurp(err);
+  EXPECT_NE(Slurp(err).find("interrupted"), std::string::npos) << Slurp(err);
+  EXPECT_EQ(DirEntries(out_dir), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace cputrain::data

@@ -1,0 +1,229 @@
+// Token files (llm.c format): the writer's bytes are exactly the documented layout, the reader
+// maps them back, and every malformed file is an InputError that names the file and the fault.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "data/token_file.h"
+#include "test_util.h"
+
+namespace cputrain::data {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes a file from a header (magic, version, count) and raw uint16 tokens.
+void WriteRaw(const std::string& path, int32_t magic, int32_t version, int32_t count,
+              const std::vector<uint16_t>& tokens, std::size_t header_ints = 256) {
+  std::vector<int32_t> header(header_ints, 0);
+  if (header_ints > 0) header[0] = magic;
+  if (header_ints > 1) header[1] = version;
+  if (header_ints > 2) header[2] = count;
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), header.size() * 4);
+  out.write(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 2);
+}
+
+// The InputError Open throws for `path`, with its message and hint.
+InputError OpenError(const std::string& path) {
+  try {
+    TokenFile::Open(path);
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no InputError for " << path;
+  return InputError("");
+}
+
+void ExpectContains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in: " << text;
+}
+
+TEST(TokenFile, WriterProducesTheLlmcLayoutAndReaderMapsIt) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/t.bin";
+  std::vector<uint16_t> tokens;
+  {
+    TokenFileWriter w(path);
+    for (int i = 0; i < 1000; ++i) tokens.push_back(static_cast<uint16_t>(i * 65 % 65536));
+    w.Append(tokens.data(), 10);
+    w.Append(tokens.data() + 10, 0);
+    w.Append(tokens.data() + 10, tokens.size() - 10);
+    EXPECT_EQ(w.count(), 1000u);
+    EXPECT_FALSE(std::filesystem::exists(path)) << "visible before Commit";
+    w.Commit();
+  }
+  std::string bytes = Slurp(path);
+  ASSERT_EQ(bytes.size(), 1024u + 2000u);
+  int32_t header[256];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 1);
+  EXPECT_EQ(header[2], 1000);
+  for (int i = 3; i < 256; ++i) ASSERT_EQ(header[i], 0) << i;
+  // Little-endian uint16 after the header.
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 2 * 7]), (7 * 65) & 0xFF);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[1024 + 2 * 7 + 1]), (7 * 65) >> 8);
+
+  TokenFile f = TokenFile::Open(path);
+  ASSERT_EQ(f.size(), 1000u);
+  EXPECT_EQ(f.path(), path);
+  EXPECT_EQ(std::vector<uint16_t>(f.data(), f.data() + f.size()), tokens);
+  TokenFile moved = std::move(f);
+  EXPECT_EQ(moved.size(), 1000u);
+  EXPECT_EQ(moved.data()[999], tokens[999]);
+  EXPECT_EQ(std::filesystem::directory_iterator(dir.path())->path(), path)
+      << "only the final file remains";
+}
+
+TEST(TokenFile, WriterWithoutCommitLeavesNothingAndKeepsTheOldFile) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/t.bin";
+  {
+    TokenFileWriter w(path);
+    uint16_t t[3] = {1, 2, 3};
+    w.Append(t, 3);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  {
+    TokenFileWriter w(path);
+    uint16_t t[2] = {4, 5};
+    w.Append(t, 2);
+    w.Commit();
+  }
+  {
+    TokenFileWriter w(path);
+    uint16_t t[1] = {9};
+    w.Append(t, 1);
+    w.Finish();  // finished but never renamed: the old file stays
+  }
+  TokenFile f = TokenFile::Open(path);
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f.data()[1], 5);
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.exists();
+  EXPECT_EQ(files, 1);
+}
+
+TEST(TokenFile, WriterRefusesZeroTokensAndUnwritableDirectories) {
+  test::TempDir dir;
+  {
+    TokenFileWriter w(dir.path() + "/empty.bin");
+    EXPECT_THROW(w.Commit(), InputError);
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  EXPECT_THROW(TokenFileWriter(dir.path() + "/no/such/dir/t.bin"), InputError);
+}
+
+TEST(TokenFile, MissingFile) {
+  test::TempDir dir;
+  InputError e = OpenError(dir.path() + "/missing.bin");
+  ExpectContains(e.what(), dir.path() + "/missing.bin");
+  ExpectContains(e.what(), "No such file");
+}
+
+TEST(TokenFile, Directory) {
+  test::TempDir dir;
+  ExpectContains(OpenError(dir.path()).what(), "not a regular file");
+}
+
+TEST(TokenFile, ShorterThanTheHeader) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/short.bin";
+  WriteRaw(path, kTokenFileMagic, 1, 0, {}, 100);
+  InputError e = OpenError(path);
+  ExpectContains(e.what(), path);
+  ExpectContains(e.what(), "400 bytes, fewer than its 1024-byte header");
+}
+
+TEST(TokenFile, CheckpointMagicGetsItsOwnHint) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/model.bin";
+  WriteRaw(path, 20240326, 3, 0, {1, 2});
+  InputError e = OpenError(path);
+  ExpectContains(e.what(), "magic number is 20240326");
+  ExpectContains(e.hint(), "checkpoint");
+}
+
+TEST(TokenFile, OtherMagicSaysHowToRecreate) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/junk.bin";
+  WriteRaw(path, 12345, 1, 2, {1, 2});
+  InputError e = OpenError(path);
+  ExpectContains(e.what(), "not a token file");
+  ExpectContains(e.hint(), "re-create it with `cputrain-numa prepare-data`");
+}
+
+TEST(TokenFile, WrongVersion) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/v2.bin";
+  WriteRaw(path, kTokenFileMagic, 2, 2, {1, 2});
+  ExpectContains(OpenError(path).what(), "version 2");
+}
+
+TEST(TokenFile, CountDisagreesWithSizeNamesBothNumbers) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/truncated.bin";
+  WriteRaw(path, kTokenFileMagic, 1, 100, std::vector<uint16_t>(60, 7));
+  InputError e = OpenError(path);
+  ExpectContains(e.what(), "header says 100 tokens (200 bytes after the header)");
+  ExpectContains(e.what(), "has 120 bytes after the header");
+  ExpectContains(e.hint(), "truncated");
+  // An odd payload, and a negative count, are the same fault.
+  WriteRaw(path, kTokenFileMagic, 1, 2, {1, 2});
+  { std::ofstream(path, std::ios::app) << 'x'; }
+  ExpectContains(OpenError(path).what(), "has 5 bytes after the header");
+  WriteRaw(path, kTokenFileMagic, 1, -4, {});
+  ExpectContains(OpenError(path).what(), "header says -4 tokens");
+}
+
+TEST(TokenFile, ZeroTokens) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/zero.bin";
+  WriteRaw(path, kTokenFileMagic, 1, 0, {});
+  ExpectContains(OpenError(path).what(), "holds no tokens");
+}
+
+TEST(TokenFile, CheckBelowNamesTheFirstOffendingPositionAndId) {
+  test::TempDir dir;
+  std::string path = dir.path() + "/ids.bin";
+  std::vector<uint16_t> tokens(5000, 100);
+  tokens[1234] = 50257;
+  tokens[4000] = 65535;
+  WriteRaw(path, kTokenFileMagic, 1, 5000, tokens);
+  TokenFile f = TokenFile::Open(path);
+  EXPECT_NO_THROW(f.CheckBelow(65536));
+  try {
+    f.CheckBelow(50257);
+    FAIL() << "no error for id 50257 with a 50257-token vocabulary";
+  } catch (const InputError& e) {
+    ExpectContains(e.what(), path);
+    ExpectContains(e.what(), "token 1234 (0-based) is 50257");
+    ExpectContains(e.what(), "vocabulary size 50257");
+    ExpectContains(e.hint(), "--tokenizer");
+  }
+  tokens[1234] = 100;
+  tokens[4000] = 100;
+  tokens[0] = 256;
+  WriteRaw(path, kTokenFileMagic, 1, 5000, tokens);
+  TokenFile g = TokenFile::Open(path);
+  EXPECT_NO_THROW(g.CheckBelow(50257));
+  EXPECT_THROW(g.CheckBelow(256), InputError);
+}
+
+}  // namespace
+}  // namespace cputrain::data
