@@ -25,5 +25,7 @@ struct CommonOptions {
 
 void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
+// prepare-data: text files -> train.bin/val.bin token files (prepare_data_cmd.cc).
+void AddPrepareDataCommand(CLI::App& app);
 
 }  // namespace cputrain::cli
