@@ -27,5 +27,7 @@ void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
 // prepare-data: text files -> train.bin/val.bin token files (prepare_data_cmd.cc).
 void AddPrepareDataCommand(CLI::App& app);
+// bench <suite>: the benchmark suites of bench/ (bench_cmd.cc).
+void AddBenchCommand(CLI::App& app);
 
 }  // namespace cputrain::cli

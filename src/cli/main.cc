@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddTopoCommand(app);
   cputrain::cli::AddConfigCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
+  cputrain::cli::AddBenchCommand(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -1,0 +1,97 @@
+// bench/: the suites behind `cputrain-numa bench <suite>` (collectives now; memory, gemm, train
+// later). A suite is a class registered in one list (suites.cc); the CLI (src/cli/bench_cmd.cc)
+// gives every suite the same shared options and the same output conventions:
+//
+//   --config FILE, --set k=v, --topology SPEC   the run's config, as every command loads it
+//   --json FILE                                 the suite's records, one JSON list, to FILE
+//   --quick                                     small sizes, few repetitions: a CI smoke run
+//
+// Output: the human table on stdout, diagnostics on stderr (common/log.h), records through
+// Report. Timings are medians of repetitions after warm-up unless a suite says otherwise;
+// benchmarks are never asserted by tests (numbers on shared CI machines are too noisy), CI only
+// runs `--quick` to see that each suite still works.
+//
+// Adding a suite: derive from Suite in bench/<name>_bench.cc, add its factory to MakeSuites()
+// in suites.cc and the file to bench/CMakeLists.txt.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace cputrain::bench {
+
+// What every suite gets from the shared options.
+struct BenchContext {
+  Config config;          // --config + --set + --topology, loaded and validated
+  bool quick = false;     // --quick
+  std::string json_path;  // --json ("" = no file)
+};
+
+// The records a suite produces. Each record is one JSON object; the suite decides its fields
+// (the collectives suite: op, impl, groups, bytes, seconds, busbw_gbs).
+class Report {
+ public:
+  void Add(nlohmann::json record) { records_.push_back(std::move(record)); }
+  const nlohmann::json& records() const { return records_; }
+  // Writes the records as one JSON list. Throws RuntimeError naming the file if it cannot.
+  void WriteJson(const std::string& path) const;
+
+ private:
+  nlohmann::json records_ = nlohmann::json::array();
+};
+
+class Suite {
+ public:
+  virtual ~Suite() = default;
+  virtual std::string name() const = 0;         // the subcommand: `bench <name>`
+  virtual std::string description() const = 0;  // one line for --help
+  // Suite-specific options, bound to the suite's members (parsed before Run).
+  virtual void AddOptions(CLI::App* cmd) { (void)cmd; }
+  // Runs the benchmark, prints its table on stdout, adds its records. Throws InputError for a
+  // bad option combination, RuntimeError when a measurement cannot be made.
+  virtual void Run(const BenchContext& ctx, Report* report) = 0;
+};
+
+// Every suite, in `bench --help` order (suites.cc).
+std::vector<std::unique_ptr<Suite>> MakeSuites();
+
+// ---- helpers shared by suites
+
+// Median of v (v non-empty; averages the two middle values for an even count).
+double Median(std::vector<double> v);
+// "4 KiB", "256 MiB", "1.5 GiB".
+std::string FormatBytes(uint64_t bytes);
+// "12.3 us", "4.56 ms", "1.23 s".
+std::string FormatSeconds(double seconds);
+// Seconds on the steady clock (CLOCK_MONOTONIC: comparable between the threads and the
+// processes of one machine).
+double NowSeconds();
+
+// A page-aligned anonymous mapping, huge-page advised (first touch of 4 KiB pages costs ~2.4 µs
+// each in our VMs, NOTES.md), unmapped on destruction. Memory is not touched here: the owner
+// touches it from the threads that will use it, so that first-touch places it on their node.
+class MappedBuffer {
+ public:
+  MappedBuffer() = default;
+  explicit MappedBuffer(std::size_t bytes);  // throws RuntimeError if mmap fails
+  ~MappedBuffer();
+  MappedBuffer(MappedBuffer&& other) noexcept;
+  MappedBuffer& operator=(MappedBuffer&& other) noexcept;
+  MappedBuffer(const MappedBuffer&) = delete;
+  MappedBuffer& operator=(const MappedBuffer&) = delete;
+
+  float* floats() const { return static_cast<float*>(data_); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace cputrain::bench
