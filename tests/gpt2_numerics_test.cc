@@ -12,6 +12,7 @@
 
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
+#include "model/decoder.h"
 #include "model/gpt2.h"
 #include "runtime/worker_pool.h"
 
@@ -206,6 +207,42 @@ TEST(Gpt2, RandomInitIsGpt2AndIndependentOfThreads) {
   std::vector<float> c(layout.total());
   RandomInit(p1, layout, 43, c.data());
   EXPECT_NE(a, c);
+}
+
+// The KV-cache decoder gives, one position at a time, the logits Forward gives for the whole
+// sequence (the same arithmetic up to summation order: 1e-4 absolute on O(1) logits).
+TEST(Decoder, MatchesForwardAtEveryPosition) {
+  kernels::InitBlas();
+  const Shape s = ReadCheckpointShape(Fixture("odd", "model.bin"));
+  DebugState d = ReadDebugState(Fixture("odd", "debug_state.bin"), ParamLayout(s).total());
+  WorkerPool pool(std::vector<int>(2, 0), nullptr, "dec");
+  const int T = d.T;
+  TestModel r(s, 1, T, 2);
+  LoadCheckpoint(Fixture("odd", "model.bin"), r.layout, r.params.data());
+  std::copy(d.x.begin(), d.x.begin() + T, r.acts.inputs);
+  Forward(pool, r.layout, r.params.data(), r.acts, 1, T, false);
+  pool.Run([&] {
+    Decoder dec(pool, r.layout, r.params.data());
+    for (int t = 0; t < T; ++t) {
+      const float* logits = dec.Feed(d.x[t]);
+      for (int v = 0; v < s.V; ++v) {
+        ASSERT_NEAR(logits[v], r.acts.logits[static_cast<std::size_t>(t) * s.Vp + v], 1e-4)
+            << "position " << t << " token " << v;
+      }
+    }
+    EXPECT_EQ(dec.position(), T);
+  });
+}
+
+TEST(Decoder, SamplerIsGreedyAtZeroTemperatureAndRespectsTopK) {
+  std::vector<float> logits = {0.1f, 3.0f, -1.0f, 2.9f, 0.0f};
+  Sampler greedy(0.0f, 0, 1);
+  EXPECT_EQ(greedy.Next(logits.data(), 5), 1);
+  Sampler top2(1.0f, 2, 7);
+  for (int i = 0; i < 200; ++i) {
+    const int t = top2.Next(logits.data(), 5);
+    ASSERT_TRUE(t == 1 || t == 3) << t;
+  }
 }
 
 }  // namespace

@@ -25,9 +25,12 @@ struct CommonOptions {
 
 void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
-// prepare-data: text files -> train.bin/val.bin token files (prepare_data_cmd.cc).
-void AddPrepareDataCommand(CLI::App& app);
 // bench <suite>: the benchmark suites of bench/ (bench_cmd.cc).
 void AddBenchCommand(CLI::App& app);
+void AddTrainCommand(CLI::App& app);
+void AddGenerateCommand(CLI::App& app);
+void AddPlotCommand(CLI::App& app);
+// prepare-data: text files -> train.bin/val.bin token files (prepare_data_cmd.cc).
+void AddPrepareDataCommand(CLI::App& app);
 
 }  // namespace cputrain::cli

@@ -14,8 +14,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "cputrain-numa 0.1.0");
   cputrain::cli::AddTopoCommand(app);
   cputrain::cli::AddConfigCommand(app);
-  cputrain::cli::AddPrepareDataCommand(app);
   cputrain::cli::AddBenchCommand(app);
+  cputrain::cli::AddTrainCommand(app);
+  cputrain::cli::AddGenerateCommand(app);
+  cputrain::cli::AddPlotCommand(app);
+  cputrain::cli::AddPrepareDataCommand(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -57,17 +57,4 @@ void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits,
   });
 }
 
-void Softmax(float* probs, const float* logits, int V, float temperature) {
-  const float inv_t = 1.0f / temperature;
-  float mx = -INFINITY;
-  for (int j = 0; j < V; ++j) mx = std::max(mx, logits[j] * inv_t);
-  double sum = 0;
-  for (int j = 0; j < V; ++j) {
-    probs[j] = Exp1(logits[j] * inv_t - mx);
-    sum += probs[j];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int j = 0; j < V; ++j) probs[j] *= inv;
-}
-
 }  // namespace cputrain::kernels

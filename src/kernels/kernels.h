@@ -77,7 +77,4 @@ void CrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const floa
 void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits, const float* lse,
                           const int* targets, float dloss, std::size_t N, int V, int Vp);
 
-// probs (V) = softmax(logits[0,V) / temperature), for sampling.
-void Softmax(float* probs, const float* logits, int V, float temperature);
-
 }  // namespace cputrain::kernels

@@ -1,5 +1,7 @@
 #include "optim/optim.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -13,6 +15,48 @@ double LearningRate(const OptimConfig& c, int step, int steps) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1.0 + std::cos(M_PI * progress));
 }
 
+namespace {
+
+// The per-element update, 8 lanes at a time with exactly the scalar operations (multiply, add,
+// sqrt, divide; no FMA), so the vector and scalar paths give the same bits. AdamW moves 28 bytes
+// per parameter; vectorized it runs at memory speed (the scalar loop took 9% of a GPT-2 124M
+// step in a profile, about 3x the memory-bound time).
+struct AdamWConsts {
+  float step_size, decay_keep, b1, one_minus_b1, b2, one_minus_b2, bc2, eps, scale;
+};
+
+template <bool kDecay>
+void AdamWRange(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWConsts& k) {
+  std::size_t i = 0;
+  const __m256 step = _mm256_set1_ps(k.step_size), keep = _mm256_set1_ps(k.decay_keep),
+               b1 = _mm256_set1_ps(k.b1), c1 = _mm256_set1_ps(k.one_minus_b1),
+               b2 = _mm256_set1_ps(k.b2), c2 = _mm256_set1_ps(k.one_minus_b2),
+               bc2 = _mm256_set1_ps(k.bc2), eps = _mm256_set1_ps(k.eps), scale = _mm256_set1_ps(k.scale);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), scale);
+    __m256 pi = _mm256_loadu_ps(p + i);
+    if (kDecay) pi = _mm256_mul_ps(pi, keep);
+    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(gi, c1));
+    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
+                                    _mm256_mul_ps(_mm256_mul_ps(gi, gi), c2));
+    const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_mul_ps(step, _mm256_div_ps(mi, denom))));
+  }
+  for (; i < n; ++i) {
+    const float gi = g[i] * k.scale;
+    float pi = p[i];
+    if (kDecay) pi = pi * k.decay_keep;
+    m[i] = m[i] * k.b1 + gi * k.one_minus_b1;
+    v[i] = v[i] * k.b2 + gi * gi * k.one_minus_b2;
+    const float denom = std::sqrt(v[i]) / k.bc2 + k.eps;
+    p[i] = pi + k.step_size * (m[i] / denom);
+  }
+}
+
+}  // namespace
+
 void AdamWUpdate(WorkerPool& pool, const model::ParamLayout& layout, float* params,
                  const float* grads, float* m, float* v, std::size_t lo, std::size_t hi,
                  const AdamWStep& s) {
@@ -20,32 +64,23 @@ void AdamWUpdate(WorkerPool& pool, const model::ParamLayout& layout, float* para
   // Scalars as torch forms them: Python doubles, rounded to float where they meet a tensor.
   const double bc1 = 1.0 - std::pow(s.beta1, s.t);
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(s.beta2, s.t));
-  const float step_size = static_cast<float>(-(s.lr / bc1));
-  const float decay_keep = static_cast<float>(1.0 - s.lr * s.weight_decay);
-  const float b1 = static_cast<float>(s.beta1), one_minus_b1 = static_cast<float>(1.0 - s.beta1);
-  const float b2 = static_cast<float>(s.beta2), one_minus_b2 = static_cast<float>(1.0 - s.beta2);
-  const float bc2f = static_cast<float>(bc2_sqrt), eps = static_cast<float>(s.eps);
-  const float scale = s.grad_scale;
+  const AdamWConsts k{static_cast<float>(-(s.lr / bc1)),
+                      static_cast<float>(1.0 - s.lr * s.weight_decay),
+                      static_cast<float>(s.beta1),
+                      static_cast<float>(1.0 - s.beta1),
+                      static_cast<float>(s.beta2),
+                      static_cast<float>(1.0 - s.beta2),
+                      static_cast<float>(bc2_sqrt),
+                      static_cast<float>(s.eps),
+                      s.grad_scale};
   pool.ParallelFor(hi - lo, [&](std::size_t b, std::size_t e, int) {
     // Walk the decay segments that intersect this thread's part [lo+b, lo+e).
-    std::size_t i = lo + b;
-    const std::size_t end = lo + e;
+    const std::size_t begin = lo + b, end = lo + e;
     for (const auto& seg : layout.segments()) {
-      if (seg.end <= i) continue;
-      if (seg.begin >= end) break;
-      const std::size_t stop = std::min(seg.end, end);
-      const bool decay = seg.decay && s.weight_decay != 0.0;
-      for (; i < stop; ++i) {
-        const float g = grads[i] * scale;
-        float p = params[i];
-        if (decay) p = p * decay_keep;
-        float& mi = m[i - lo];
-        float& vi = v[i - lo];
-        mi = mi * b1 + g * one_minus_b1;
-        vi = vi * b2 + g * g * one_minus_b2;
-        const float denom = std::sqrt(vi) / bc2f + eps;
-        params[i] = p + step_size * (mi / denom);
-      }
+      const std::size_t from = std::max(seg.begin, begin), to = std::min(seg.end, end);
+      if (from >= to) continue;
+      auto* run = seg.decay && s.weight_decay != 0.0 ? &AdamWRange<true> : &AdamWRange<false>;
+      run(params + from, grads + from, m + (from - lo), v + (from - lo), to - from, k);
     }
   });
 }
@@ -58,8 +93,20 @@ double SumOfSquares(WorkerPool& pool, const float* x, std::size_t lo, std::size_
   tl_partial.assign(pool.size(), 0.0);
   double* partial = tl_partial.data();
   pool.ParallelFor(hi > lo ? hi - lo : 0, [&](std::size_t b, std::size_t e, int tid) {
-    double s = 0;
-    for (std::size_t i = lo + b; i < lo + e; ++i) s += static_cast<double>(x[i]) * x[i];
+    // Two 4-lane double accumulators, then a fixed-order reduction: deterministic.
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    std::size_t i = lo + b;
+    for (; i + 8 <= lo + e; i += 8) {
+      const __m256 f = _mm256_loadu_ps(x + i);
+      const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+      const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+      a0 = _mm256_add_pd(a0, _mm256_mul_pd(d0, d0));
+      a1 = _mm256_add_pd(a1, _mm256_mul_pd(d1, d1));
+    }
+    alignas(32) double lanes[4];
+    _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+    double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for (; i < lo + e; ++i) s += static_cast<double>(x[i]) * x[i];
     partial[tid] = s;
   });
   double total = 0;

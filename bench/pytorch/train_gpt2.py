@@ -1,0 +1,163 @@
+#!/usr/bin/python3
+"""The same GPT-2 training step in PyTorch, for `cputrain-numa bench train --pytorch`.
+
+A nanoGPT-style model (nn.Linear, pre-LayerNorm blocks, causal attention with a mask, GELU tanh,
+LM head tied to wte over the real vocabulary), trained with torch.optim.AdamW on random tokens,
+fp32 — the same shapes and arithmetic as cputrain-numa's step. Prints one JSON object:
+{"tokens_per_s", "step_ms": [...], "setup": "..."}.
+
+Modes:
+  --threads N            one process with N intra-op threads
+  --ddp P                P processes of one thread each, torch.distributed gloo, DDP
+Thread counts must be set before torch is imported (OpenBLAS reads OMP_NUM_THREADS /
+OPENBLAS_NUM_THREADS at load, and ignores torch.set_num_threads); this script sets them from its
+arguments before the import. Which OpenBLAS build torch loads (pthread or OpenMP) is chosen by the
+caller with LD_LIBRARY_PATH (NOTES.md: the OpenMP build is PyTorch's best 2-thread setup here).
+Run with Debian's /usr/bin/python3 (python3-torch).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+
+
+def parse():
+    p = argparse.ArgumentParser()
+    p.add_argument("--layers", type=int, required=True)
+    p.add_argument("--channels", type=int, required=True)
+    p.add_argument("--heads", type=int, required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--seq-len", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True, help="global batch (sequences per step)")
+    p.add_argument("--steps", type=int, default=5, help="timed steps")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--threads", type=int)
+    mode.add_argument("--ddp", type=int)
+    return p.parse_args()
+
+
+def build(args, torch):
+    nn, F = torch.nn, torch.nn.functional
+    C, NH, L, V, T = args.channels, args.heads, args.layers, args.vocab, args.seq_len
+    Vp = (V + 127) // 128 * 128
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(C)
+            self.qkv = nn.Linear(C, 3 * C)
+            self.proj = nn.Linear(C, C)
+            self.ln2 = nn.LayerNorm(C)
+            self.fc = nn.Linear(C, 4 * C)
+            self.fcproj = nn.Linear(4 * C, C)
+            # A plain attribute, not a buffer: gloo cannot broadcast bool buffers (DDP init).
+            self.mask = torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T)
+
+        def forward(self, x):
+            B = x.size(0)
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q = q.view(B, T, NH, C // NH).transpose(1, 2)
+            k = k.view(B, T, NH, C // NH).transpose(1, 2)
+            v = v.view(B, T, NH, C // NH).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // NH))
+            att = att.masked_fill(~self.mask, float("-inf")).softmax(dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            x = x + self.proj(y)
+            return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Parameter(torch.randn(Vp, C) * 0.02)
+            self.wpe = nn.Parameter(torch.randn(T, C) * 0.02)
+            self.blocks = nn.ModuleList([Block() for _ in range(L)])
+            self.lnf = nn.LayerNorm(C)
+
+        def forward(self, idx, targets):
+            x = self.wte[idx] + self.wpe[: idx.size(1)]
+            for b in self.blocks:
+                x = b(x)
+            logits = self.lnf(x) @ self.wte[:V].t()
+            return F.cross_entropy(logits.view(-1, V), targets.reshape(-1))
+
+    return GPT()
+
+
+def run(args, rank=0, world=1, init_file=None):
+    threads = args.threads if args.threads else 1
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    import torch  # after the thread variables
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(1234 + rank)
+    model = build(args, torch)
+    if world > 1:
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    B = args.batch // world
+    g = torch.Generator().manual_seed(rank)
+    times = []
+    for step in range(args.warmup + args.steps):
+        idx = torch.randint(0, args.vocab, (B, args.seq_len + 1), generator=g)
+        if world > 1:
+            torch.distributed.barrier()
+        t0 = time.perf_counter()
+        loss = model(idx[:, :-1], idx[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if world > 1:
+            torch.distributed.barrier()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    if world > 1:
+        torch.distributed.destroy_process_group()
+    return times
+
+
+def ddp_worker(rank, args, init_file, out):
+    times = run(args, rank, args.ddp, init_file)
+    if rank == 0:
+        out.put(times)
+
+
+def main():
+    args = parse()
+    if args.ddp:
+        import multiprocessing as mp
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        init_file = tempfile.mktemp(prefix="cputrain-gloo-")
+        procs = [ctx.Process(target=ddp_worker, args=(r, args, init_file, q)) for r in range(args.ddp)]
+        for p in procs:
+            p.start()
+        times = q.get()
+        for p in procs:
+            p.join()
+        if os.path.exists(init_file):
+            os.unlink(init_file)
+        setup = f"gloo DDP, {args.ddp} processes x 1 thread"
+    else:
+        times = run(args)
+        setup = f"1 process x {args.threads} threads"
+    times.sort()
+    median = times[len(times) // 2]
+    print(json.dumps({"tokens_per_s": args.batch * args.seq_len / median,
+                      "step_ms": [t * 1e3 for t in times], "setup": setup,
+                      "blas": os.environ.get("LD_LIBRARY_PATH", "")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

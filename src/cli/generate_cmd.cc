@@ -1,0 +1,100 @@
+// `cputrain-numa generate`: continues a prompt with a trained checkpoint, one position per new
+// token (KV cache), printing tokens as they come.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "data/tokenizer.h"
+#include "kernels/kernels.h"
+#include "model/checkpoint.h"
+#include "model/decoder.h"
+#include "topology/binding.h"
+#include "topology/placement.h"
+#include "topology/topology.h"
+
+namespace cputrain::cli {
+
+void AddGenerateCommand(CLI::App& app) {
+  struct Opts {
+    std::string checkpoint, tokenizer = "gpt2", prompt;
+    int tokens = 256;
+    float temperature = 1.0f;
+    int top_k = 40;
+    uint64_t seed = 1337;
+    std::string topology = "this";
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a trained checkpoint");
+  cmd->add_option("--checkpoint", o->checkpoint, "llm.c checkpoint (e.g. out/quickstart/model.bin)")
+      ->required();
+  cmd->add_option("--tokenizer", o->tokenizer, "gpt2 or bytes: the one the model was trained with")
+      ->check(CLI::IsMember({"gpt2", "bytes"}));
+  cmd->add_option("--prompt", o->prompt, "text to continue (empty: start of a document)");
+  cmd->add_option("--tokens", o->tokens, "tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", o->temperature, "0 = greedy; higher = more random")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", o->seed, "sampling seed");
+  cmd->add_option("--topology", o->topology, "machine whose first group's CPUs run it");
+  cmd->callback([o] {
+    kernels::InitBlas();
+    std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(o->tokenizer);
+    const model::Shape shape = model::ReadCheckpointShape(o->checkpoint);
+    if (tok->vocab_size() > shape.V) {
+      throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {} but tokenizer '{}' has "
+                                   "{} tokens",
+                                   o->checkpoint, shape.V, o->tokenizer, tok->vocab_size()),
+                       shape.V == 256 ? "use --tokenizer bytes" : "use the model's tokenizer");
+    }
+    model::ParamLayout layout(shape);
+    std::vector<float> params(layout.total());
+    model::LoadCheckpoint(o->checkpoint, layout, params.data());
+
+    // Run on the first group's pinned CPUs of this machine.
+    const topo::Topology t = topo::LoadTopology(o->topology);
+    const topo::Plan plan = topo::PlanPlacement(t, topo::PlacementConfig{}, std::getenv("OMP_NUM_THREADS"));
+    auto binder = topo::MakeBinder(t);
+    WorkerPool pool(plan.groups[0].cpus, binder.get(), "gen");
+
+    std::vector<int> ids;
+    if (o->prompt.empty()) {
+      ids.push_back(tok->eot_token() >= 0 ? tok->eot_token() : '\n');
+    } else {
+      tok->Encode(o->prompt, &ids);
+    }
+    if (static_cast<int>(ids.size()) >= shape.maxT) {
+      throw InputError(fmt::format("the prompt is {} tokens; the model has {} positions",
+                                   ids.size(), shape.maxT),
+                       "shorten the prompt");
+    }
+    const int budget = std::min(o->tokens, shape.maxT - static_cast<int>(ids.size()));
+    if (budget < o->tokens) {
+      std::fprintf(stderr, "note: the model has %d positions: generating %d tokens, not %d\n",
+                   shape.maxT, budget, o->tokens);
+    }
+    std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
+    std::fflush(stdout);
+    pool.Run([&] {
+      model::Decoder dec(pool, layout, params.data());
+      model::Sampler sampler(o->temperature, o->top_k, o->seed);
+      const float* logits = nullptr;
+      for (int id : ids) logits = dec.Feed(id);
+      for (int i = 0; i < budget; ++i) {
+        const int next = sampler.Next(logits, shape.V);
+        if (next == tok->eot_token()) break;
+        const std::string text = tok->Decode(&next, 1);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        if (i + 1 < budget) logits = dec.Feed(next);
+      }
+    });
+    std::fputc('\n', stdout);
+  });
+}
+
+}  // namespace cputrain::cli

@@ -1,0 +1,137 @@
+// `cputrain-numa train`, `generate` and `plot` end to end, as a user runs them: a short run
+// writes its outputs and they feed generate and plot; every bad input the issue lists (wrong
+// magic or version, truncated file, header disagreeing with the size, token id >= vocab,
+// seq_len > max_seq_len) exits 2 with the file named and a hint, and leaves no model.bin.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace cputrain {
+namespace {
+
+std::string Fixture(const std::string& f) {
+  return std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/odd/" + f;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Train args for the odd fixture writing into out, plus extra --set overrides.
+std::vector<std::string> TrainArgs(const std::string& out, std::vector<std::string> sets) {
+  std::vector<std::string> a = {"train", "--config", Fixture("config.yaml"), "--progress", "quiet",
+                                "--set", "model.init_from=" + Fixture("model.bin"),
+                                "--set", "data.train=" + Fixture("train.bin"),
+                                "--set", "data.val=" + Fixture("val.bin"),
+                                "--set", "train.out_dir=" + out};
+  for (const std::string& s : sets) {
+    a.push_back("--set");
+    a.push_back(s);
+  }
+  return a;
+}
+
+void ExpectInputError(const test::CliResult& r, const std::string& needle, const std::string& out) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.bin")) << "a failed run wrote model.bin";
+}
+
+TEST(CliTrain, ShortRunFeedsGenerateAndPlot) {
+  test::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  test::CliResult r = test::RunCli(TrainArgs(out, {"train.steps=6", "optim.warmup_steps=2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream metrics(out + "/metrics.jsonl");
+  int steps = 0, evals = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("loss")) {
+      ++steps;
+      EXPECT_EQ(j["step"], steps);
+      for (const char* k : {"lr", "tokens_per_s", "ms", "grad_norm"}) EXPECT_TRUE(j.contains(k)) << k;
+    }
+    evals += j.contains("val_loss");
+  }
+  EXPECT_EQ(steps, 6);
+  EXPECT_EQ(evals, 2);  // before training and after the last step
+  for (const char* f : {"model.bin", "placement.json", "config.yaml"}) {
+    EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
+  }
+  // No temporary files left next to the outputs.
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+  test::CliResult p = test::RunCli({"plot", out + "/metrics.jsonl", "-o", out + "/loss.svg"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(Slurp(out + "/loss.svg").rfind("<svg", 0), 0u);
+  // odd's vocabulary (300) is not a tokenizer's: generate refuses gpt2 (50257 > 300)...
+  test::CliResult g = test::RunCli({"generate", "--checkpoint", out + "/model.bin", "--tokenizer",
+                                    "gpt2", "--prompt", "hi"});
+  EXPECT_EQ(g.exit_code, 2);
+  EXPECT_NE(g.err.find("has a vocabulary of 300"), std::string::npos) << g.err;
+  // ...and runs with bytes (ids < 256 < 300), printing the prompt and new text.
+  g = test::RunCli({"generate", "--checkpoint", out + "/model.bin", "--tokenizer", "bytes",
+                    "--prompt", "abc", "--tokens", "10", "--temperature", "0"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;
+  EXPECT_GT(g.out.size(), 4u);
+}
+
+TEST(CliTrain, CheckpointErrorsExitTwoAndNameTheFile) {
+  test::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  // A token file given as the checkpoint: its magic gets its own hint.
+  ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=" + Fixture("train.bin")})),
+                   "bad magic 20240520", out);
+  const std::string model = Slurp(Fixture("model.bin"));
+  // Truncated.
+  const std::string cut = dir.path() + "/cut.bin";
+  std::ofstream(cut, std::ios::binary) << model.substr(0, model.size() / 2);
+  ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=" + cut})), "but its header", out);
+  // A header that disagrees with the size (trailing data).
+  const std::string longer = dir.path() + "/long.bin";
+  std::ofstream(longer, std::ios::binary) << model << "extra";
+  ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=" + longer})), "trailing data", out);
+  // llm.c's bf16 checkpoint version.
+  std::string v5 = model;
+  v5[4] = 5;
+  const std::string bf16 = dir.path() + "/v5.bin";
+  std::ofstream(bf16, std::ios::binary) << v5;
+  test::CliResult r = test::RunCli(TrainArgs(out, {"model.init_from=" + bf16}));
+  ExpectInputError(r, "version 5 is not supported", out);
+  EXPECT_NE(r.err.find("bf16"), std::string::npos) << r.err;
+  // Missing file.
+  ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=" + dir.path() + "/nope.bin"})),
+                   "nope.bin", out);
+}
+
+TEST(CliTrain, DataErrorsExitTwoAndNameTheFile) {
+  test::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  // A checkpoint given as the training data.
+  ExpectInputError(test::RunCli(TrainArgs(out, {"data.train=" + Fixture("model.bin")})),
+                   "model.bin", out);
+  // Token ids >= the vocabulary: odd's data has ids up to 299, a fresh model with V=256.
+  ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=", "model.vocab_size=256"})),
+                   "train.bin", out);
+  // seq_len beyond the checkpoint's 40 positions.
+  ExpectInputError(test::RunCli(TrainArgs(out, {"data.seq_len=64"})), "larger than the model's max_seq_len", out);
+  // Not set at all.
+  ExpectInputError(test::RunCli(TrainArgs(out, {"data.train="})), "data.train is not set", out);
+  // Fewer tokens than one batch.
+  ExpectInputError(test::RunCli(TrainArgs(out, {"data.batch_size=64"})), "fewer than one batch", out);
+}
+
+}  // namespace
+}  // namespace cputrain
