@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "mpi/bridge.h"
 #include "train/trainer.h"
 
 namespace cputrain::cli {
@@ -36,7 +37,26 @@ void AddTrainCommand(CLI::App& app) {
                  : opts->progress == "quiet" ? train::Progress::kQuiet
                                              : train::Progress::kAuto;
     o.handle_sigint = true;
-    train::TrainResult r = train::Train(cfg, o);
+    // Under mpirun (or with mpi.enabled: on) the bridge joins this process to the others.
+    std::unique_ptr<mpi::Bridge> bridge = mpi::Bridge::Start(cfg.mpi);
+    o.dist = bridge.get();
+    train::TrainResult r;
+    try {
+      r = train::Train(cfg, o);
+    } catch (const Error& e) {
+      // The other ranks wait for this one: end the whole job with this error's exit code.
+      if (bridge && bridge->size() > 1) {
+        bridge->Abort(e.exit_code(), fmt::format("error: {}{}", e.what(),
+                                                 e.hint().empty() ? "" : "\nhint: " + e.hint()));
+      }
+      if (bridge) bridge->Finish();
+      throw;
+    } catch (const std::exception& e) {
+      if (bridge && bridge->size() > 1) bridge->Abort(1, fmt::format("error: {}", e.what()));
+      if (bridge) bridge->Finish();
+      throw;
+    }
+    if (bridge) bridge->Finish();
     if (r.interrupted) {
       throw Interrupted(fmt::format("interrupted after step {}; checkpoint saved in {}/model.bin",
                                     r.steps.empty() ? 0 : r.steps.back().step, cfg.train.out_dir));

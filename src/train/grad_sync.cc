@@ -34,10 +34,12 @@ std::vector<comm::Range> MakeBuckets(const model::ParamLayout& layout, std::size
 
 GradSync::GradSync(const model::ParamLayout& layout, std::vector<WorkerPool*> pools,
                    std::vector<WorkerPool*> comm_pools, std::vector<float*> grads,
-                   std::size_t bucket_floats)
+                   std::size_t bucket_floats, Distributed* dist)
     : total_(layout.total()),
       pools_(std::move(pools)),
       comm_pools_(std::move(comm_pools)),
+      grads_(grads),
+      dist_(dist),
       buckets_(MakeBuckets(layout, bucket_floats)),
       sync_(static_cast<int>(pools_.size()), total_, static_cast<int>(buckets_.size())),
       next_bucket_(pools_.size(), 0),
@@ -78,8 +80,14 @@ void GradSync::ReduceBucket(int group, WorkerPool& pool, uint64_t step, int b) {
   sync_.WaitAll(comm::BucketSync::Stage::kWritten, step, b);
   const comm::Range r = buckets_[b];
   const comm::Range own = Owned(group);
-  if (std::max(r.lo, own.lo) < std::min(r.hi, own.hi)) {
-    pool.ForEachThread([&](int t) { sync_.ReduceScatterRange(group, r, t, pool.size()); });
+  const std::size_t lo = std::max(r.lo, own.lo), hi = std::min(r.hi, own.hi);
+  if (lo < hi) {
+    if (groups() > 1) {
+      pool.ForEachThread([&](int t) { sync_.ReduceScatterRange(group, r, t, pool.size()); });
+    }
+    // Every process has the same layout, buckets and shards, so all call this for the same
+    // (group, bucket) sequence — and all skip the empty intersections alike.
+    if (dist_) dist_->AllreduceShard(group, grads_[group] + lo, hi - lo);
   }
   sync_.Publish(comm::BucketSync::Stage::kReduced, group, step, b);
 }

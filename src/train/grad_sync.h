@@ -2,6 +2,10 @@
 // bucket by bucket while backward is still running, leaving each group with the global sum of
 // the shard of the gradient it owns (ZeRO-1: it then updates that shard alone).
 //
+// With a Distributed (multi-node), each owner then allreduces its part of the bucket with the
+// same group of every other process before it marks the bucket reduced: intra-node
+// reduce-scatter, inter-node allreduce of the shard, overlapped with backward in the same way.
+//
 // Buckets follow backward's completion order. Backward reports that the suffix [from, total) of
 // the flat gradient is final (model.h: after lnf, after each block, after the embeddings); the
 // suffix between two reports is cut into buckets of about bucket_floats (a multi-block range
@@ -34,16 +38,18 @@
 #include "common/wait.h"
 #include "model/gpt2.h"
 #include "runtime/worker_pool.h"
+#include "train/distributed.h"
 
 namespace cputrain::train {
 
 class GradSync {
  public:
   // pools[g]: group g's compute pool; comm_pools[g]: its communication pool, or empty for the
-  // inline mode; grads[g]: its gradient buffer (layout.total() floats).
+  // inline mode; grads[g]: its gradient buffer (layout.total() floats). dist: the other
+  // processes of a multi-node run (each owned part is then allreduced across them), or null.
   GradSync(const model::ParamLayout& layout, std::vector<WorkerPool*> pools,
            std::vector<WorkerPool*> comm_pools, std::vector<float*> grads,
-           std::size_t bucket_floats);
+           std::size_t bucket_floats, Distributed* dist = nullptr);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -67,6 +73,8 @@ class GradSync {
 
   const std::size_t total_;
   std::vector<WorkerPool*> pools_, comm_pools_;
+  std::vector<float*> grads_;
+  Distributed* dist_;
   std::vector<comm::Range> buckets_;  // in completion order: buckets_[0] ends at total_
   comm::BucketSync sync_;
   std::vector<int> next_bucket_;  // per group, owned by its driver: first unpublished bucket

@@ -159,8 +159,32 @@ class MetricsFile {
 
 }  // namespace
 
+uint64_t Hash64(const void* data, std::size_t bytes, uint64_t h) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+namespace {
+
+// FNV-1a over 64-bit words: the same role as Hash64 at a pace that suits 500 MB of parameters.
+uint64_t HashFloats(const float* p, std::size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const std::size_t words = n / 2;
+  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
+  for (std::size_t i = 0; i < words; ++i) h = (h ^ w[i]) * 0x100000001b3ULL;
+  if (n % 2) h = Hash64(p + n - 1, sizeof(float), h);
+  return h;
+}
+
+}  // namespace
+
 TrainResult Train(const Config& cfg, const TrainOptions& options) {
   kernels::InitBlas();
+  Distributed* dist = options.dist;
+  const int R = dist ? dist->size() : 1;
+  const int rank = dist ? dist->rank() : 0;
+  const bool writer = rank == 0;  // only rank 0 writes out_dir and shows progress
   const topo::Topology topology = topo::LoadTopology(cfg.topology);
   const topo::Plan plan = topo::PlanPlacement(topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   for (const std::string& w : plan.warnings) log::Warn("{}", w);
@@ -181,13 +205,15 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
                                  T, shape.maxT),
                      "lower data.seq_len");
   }
-  if (B % G != 0) {
-    throw InputError(fmt::format("data.batch_size ({}) is not divisible by the {} replica groups "
-                                 "of the placement plan",
-                                 B, G),
-                     fmt::format("use a batch size that is a multiple of {}, or change "
-                                 "placement.groups",
-                                 G));
+  if (B % (R * G) != 0) {
+    throw InputError(
+        R == 1 ? fmt::format("data.batch_size ({}) is not divisible by the {} replica groups of "
+                             "the placement plan",
+                             B, G)
+               : fmt::format("data.batch_size ({}) is not divisible by {} processes x {} replica "
+                             "groups",
+                             B, R, G),
+        fmt::format("use a batch size that is a multiple of {}, or change placement.groups", R * G));
   }
   const data::TokenFile train_file = OpenTokens(cfg.data.train, "data.train", shape.V, B, T);
   std::unique_ptr<data::TokenFile> val_file;
@@ -203,27 +229,29 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   }
   const std::size_t train_windows = Windows(train_file, B, T);
 
-  // ---- outputs
+  // ---- outputs (rank 0 only)
   const std::string out = cfg.train.out_dir;
-  MakeDirs(out);
-  WriteFileAtomic(out + "/config.yaml", ConfigToYaml(cfg));
+  if (writer) {
+    MakeDirs(out);
+    WriteFileAtomic(out + "/config.yaml", ConfigToYaml(cfg));
+  }
 
   // ---- groups: pinned pools, NUMA-local memory, first touch on the group's own workers
   alloc::Configure(alloc::OptionsFor(topology));
   std::unique_ptr<topo::Binder> binder = topo::MakeBinder(topology);
-  const bool sync_groups = G > 1;
+  const bool sync_groups = G > 1 || dist != nullptr;
   std::vector<Group> groups(G);
   for (int g = 0; g < G; ++g) {
     const topo::Group& pg = plan.groups[g];
     Group& grp = groups[g];
     grp.index = g;
     grp.node = pg.numa_node >= 0 ? pg.numa_node : 0;
-    grp.rows = B / G;
+    grp.rows = B / (R * G);
     grp.pool = std::make_unique<WorkerPool>(pg.cpus, binder.get(), fmt::format("g{}", g));
     if (sync_groups && !pg.comm_cpus.empty()) {
       grp.comm_pool = std::make_unique<WorkerPool>(pg.comm_cpus, binder.get(), fmt::format("c{}", g));
     }
-    grp.owned = sync_groups ? comm::ShardBounds(layout.total(), G, g) : comm::Range{0, layout.total()};
+    grp.owned = G > 1 ? comm::ShardBounds(layout.total(), G, g) : comm::Range{0, layout.total()};
     grp.act = std::make_unique<model::Activations>(shape, grp.rows, T, grp.pool->size());
     grp.params = alloc::NodeBuffer<float>(grp.node, layout.total());
     grp.grads = alloc::NodeBuffer<float>(grp.node, layout.total());
@@ -281,7 +309,17 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
                          {"topology", cfg.topology},
                          {"threads_source", plan.threads_source},
                          {"allocator", alloc::BackendName()}};
-    WriteFileAtomic(out + "/placement.json", pj.dump(2) + "\n");
+    if (dist) {
+      // Every process's own placement, gathered to rank 0 (the top level is rank 0's).
+      char host[256] = {};
+      gethostname(host, sizeof(host) - 1);
+      pj["rank"] = rank;
+      pj["host"] = host;
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const std::string& one : dist->Gather(pj.dump())) ranks.push_back(nlohmann::json::parse(one));
+      pj["ranks"] = ranks;
+    }
+    if (writer) WriteFileAtomic(out + "/placement.json", pj.dump(2) + "\n");
   }
 
   // ---- communication between groups
@@ -300,22 +338,36 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     if (!all_comm) comm_pools.clear();
     const std::size_t bucket_floats =
         static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float));
-    sync = std::make_unique<GradSync>(layout, pools, comm_pools, grads, bucket_floats);
-    std::vector<int> threads;
-    for (Group& grp : groups) threads.push_back(grp.pool->size());
-    comm = std::make_unique<comm::Communicator>(threads);
+    sync = std::make_unique<GradSync>(layout, pools, comm_pools, grads, bucket_floats, dist);
+    if (G > 1) {
+      std::vector<int> threads;
+      for (Group& grp : groups) threads.push_back(grp.pool->size());
+      comm = std::make_unique<comm::Communicator>(threads);
+    }
+  }
+  if (dist) {
+    // Every process must train the same thing from the same start.
+    dist->CheckConsistent(Hash64(ConfigToYaml(cfg).data(), ConfigToYaml(cfg).size()),
+                          HashFloats(groups[0].params.data(), layout.total()), G);
   }
   auto abort_all = [&](const std::string& reason) {
     if (sync) sync->Abort(reason);
     if (comm) comm->Abort(reason);
   };
 
-  log::Info("training {} on {} group(s) [{}], B={} T={}, {} parameters, {} train windows",
-            shape.ToString(), G, plan.threads_source, B, T, layout.total(), train_windows);
-  MetricsFile metrics(out + "/metrics.jsonl");
+  if (R > 1) {
+    log::Info("training {} on {} processes x {} group(s) [{}], B={} T={}, {} parameters, {} train "
+              "windows",
+              shape.ToString(), R, G, plan.threads_source, B, T, layout.total(), train_windows);
+  } else {
+    log::Info("training {} on {} group(s) [{}], B={} T={}, {} parameters, {} train windows",
+              shape.ToString(), G, plan.threads_source, B, T, layout.total(), train_windows);
+  }
+  std::unique_ptr<MetricsFile> metrics;
+  if (writer) metrics = std::make_unique<MetricsFile>(out + "/metrics.jsonl");
   const bool bar = options.progress == Progress::kBar ||
                    (options.progress == Progress::kAuto && isatty(STDERR_FILENO));
-  ProgressDisplay progress(cfg.train.steps, bar, options.progress == Progress::kQuiet);
+  ProgressDisplay progress(cfg.train.steps, bar, options.progress == Progress::kQuiet || !writer);
   struct sigaction old_action {};
   if (options.handle_sigint) {
     g_interrupted.store(false);
@@ -335,35 +387,42 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   TrainResult result;
   const float dloss = 1.0f / (static_cast<float>(B) * T);
 
+  // This process's first row of every window; group g takes the next grp.rows after g*rows.
+  const int rank_row0 = rank * (B / R);
   auto evaluate = [&](int after_steps) {
     double sum = 0;
     for (int w = 0; w < eval_windows; ++w) {
       OnAllGroups(groups, [&](Group& grp) {
-        LoadRows(*val_file, static_cast<std::size_t>(w), B, T, grp.index * grp.rows, grp.rows,
-                 grp.act->inputs, grp.act->targets);
+        LoadRows(*val_file, static_cast<std::size_t>(w), B, T, rank_row0 + grp.index * grp.rows,
+                 grp.rows, grp.act->inputs, grp.act->targets);
         grp.loss_sum = model::Forward(*grp.pool, layout, grp.params.data(), *grp.act, grp.rows, T, true);
       }, abort_all);
       for (const Group& grp : groups) sum += grp.loss_sum;
     }
+    if (dist) sum = dist->SumAcrossRanks(sum);
     const double val = sum / (static_cast<double>(eval_windows) * B * T);
     result.evals.push_back({after_steps, val});
-    metrics.Write({{"step", after_steps}, {"val_loss", val}});
+    if (metrics) metrics->Write({{"step", after_steps}, {"val_loss", val}});
     progress.Eval(after_steps, val);
   };
-  auto checkpoint = [&] { model::SaveCheckpoint(out + "/model.bin", layout, groups[0].params.data()); };
+  auto checkpoint = [&] {
+    if (writer) model::SaveCheckpoint(out + "/model.bin", layout, groups[0].params.data());
+  };
 
   if (val_file) evaluate(0);
   for (int s = 0; s < cfg.train.steps; ++s) {
     const auto t0 = Clock::now();
     const double lr = optim::LearningRate(cfg.optim, s, cfg.train.steps);
     const std::size_t window = static_cast<std::size_t>(s) % train_windows;
+    if (dist) dist->SetStep(s + 1);
     OnAllGroups(groups, [&](Group& grp) {
       const int g = grp.index;
       WorkerPool& pool = *grp.pool;
       auto ms_since = [](Clock::time_point t) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
       };
-      LoadRows(train_file, window, B, T, g * grp.rows, grp.rows, grp.act->inputs, grp.act->targets);
+      LoadRows(train_file, window, B, T, rank_row0 + g * grp.rows, grp.rows, grp.act->inputs,
+               grp.act->targets);
       auto t = Clock::now();
       grp.loss_sum = model::Forward(pool, layout, grp.params.data(), *grp.act, grp.rows, T, true);
       grp.forward_ms = ms_since(t);
@@ -409,11 +468,12 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     double loss_sum = 0;
     for (const Group& grp : groups) loss_sum += grp.loss_sum;
+    if (dist) loss_sum = dist->SumAcrossRanks(loss_sum);
     StepRecord rec{s + 1, loss_sum / (static_cast<double>(B) * T), lr, groups[0].grad_norm,
                    B * T / secs, secs * 1e3, groups[0].forward_ms, groups[0].backward_ms,
                    groups[0].comm_ms, groups[0].optimizer_ms};
     result.steps.push_back(rec);
-    metrics.Write({{"step", rec.step}, {"loss", rec.loss}, {"lr", rec.lr},
+    if (metrics) metrics->Write({{"step", rec.step}, {"loss", rec.loss}, {"lr", rec.lr},
                    {"grad_norm", rec.grad_norm}, {"tokens_per_s", rec.tokens_per_s}, {"ms", rec.ms},
                    {"forward_ms", rec.forward_ms}, {"backward_ms", rec.backward_ms},
                    {"comm_ms", rec.comm_ms}, {"optimizer_ms", rec.optimizer_ms}});
@@ -430,7 +490,11 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     if (!last && cfg.train.checkpoint_every > 0 && (s + 1) % cfg.train.checkpoint_every == 0) {
       checkpoint();
     }
-    if (options.handle_sigint && g_interrupted.load()) {
+    // Ctrl-C reaches every process at a slightly different step: stop together, at the first
+    // step any of them saw it.
+    bool stop = options.handle_sigint && g_interrupted.load();
+    if (dist) stop = dist->SumAcrossRanks(stop ? 1.0 : 0.0) > 0;
+    if (stop) {
       progress.Message(fmt::format("interrupted after step {}: saving {}/model.bin", s + 1, out));
       result.interrupted = true;
       break;

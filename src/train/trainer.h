@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "train/distributed.h"
 
 namespace cputrain::train {
 
@@ -49,6 +50,9 @@ enum class Progress { kAuto, kBar, kLines, kQuiet };
 struct TrainOptions {
   Progress progress = Progress::kAuto;  // auto: a bar when stderr is a terminal, else lines
   bool handle_sigint = false;  // Ctrl-C stops after the current step and saves a checkpoint
+  // The other processes of a multi-node run (src/mpi), or null. The global batch is split
+  // across processes, then across each process's groups, in order; only rank 0 writes out_dir.
+  Distributed* dist = nullptr;
 };
 
 // Runs the configured training; writes out_dir/{config.yaml, placement.json, metrics.jsonl,

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The MPI bridge end to end on this machine (mpirun -n 2, shared memory between the ranks):
+#   1. parity with the PyTorch reference (tests/reference/fixtures/odd), 20 steps within 1e-4:
+#      1 group per rank, 2 groups per rank (simulated topology) with inline sync, and with comm
+#      threads and small buckets — the last two must give bit-identical metrics;
+#   2. a rank started with a different config: every rank exits 2 naming it;
+#   3. a rank killed mid-run (SIGKILL): the job ends non-zero within 20 s (mpirun notices);
+#   4. a rank stopped mid-run (SIGSTOP, so it neither dies nor answers): the others' watchdog
+#      (mpi.watchdog_seconds=4) ends the job non-zero within 20 s, naming the silent rank.
+# Usage: tests/mpi/mpi_tests.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "${1:?usage: mpi_tests.sh BUILD_DIR}" && pwd)
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin=$build/src/cli/cputrain-numa
+fixture=$src/tests/reference/fixtures/odd
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Shared memory between the two local ranks; --oversubscribe: this box may have 2 cores only.
+mpirun=(mpirun -n 2 --oversubscribe --mca btl self,vader)
+work=$(mktemp -d)
+trap 'pkill -CONT -f "$work" 2>/dev/null || true; pkill -KILL -f "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
+fail() { echo "FAILED: $*"; exit 1; }
+train_args() {  # out_dir, extra --set ...
+  local out=$1; shift
+  echo train --config "$fixture/config.yaml" --progress quiet \
+    --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
+    --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" "$@"
+}
+strip_timings() {
+  /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    o = json.loads(l)
+    for k in ("ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms"):
+        o.pop(k, None)
+    print(json.dumps(o, sort_keys=True))' "$1"
+}
+
+echo "== 1. parity, 2 ranks x 1 group"
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(train_args "$work/r1") 2>"$work/r1.log" || { cat "$work/r1.log"; fail "2x1 run"; }
+/usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$work/r1/metrics.jsonl" "$fixture/losses.json"
+/usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert len(p["ranks"])==2, p' "$work/r1/placement.json"
+
+echo "== 1b. parity, 2 ranks x 2 groups, inline sync and comm threads"
+topo="synthetic:pack:2 numa:1 core:2 pu:1"
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(train_args "$work/r2" --set placement.threads_per_group=1 --set comm.bucket_mb=0.05) \
+  --topology "$topo" 2>"$work/r2.log" || { cat "$work/r2.log"; fail "2x2 inline run"; }
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(train_args "$work/r3" --set placement.comm_threads=1 --set comm.bucket_mb=0.05) \
+  --topology "$topo" 2>"$work/r3.log" || { cat "$work/r3.log"; fail "2x2 comm-thread run"; }
+/usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$work/r2/metrics.jsonl" "$fixture/losses.json"
+cmp <(strip_timings "$work/r2/metrics.jsonl") <(strip_timings "$work/r3/metrics.jsonl") \
+  || fail "inline and comm-thread sync differ across ranks"
+echo "inline and comm-thread runs: bit-identical metrics"
+
+echo "== 2. a rank with a different config"
+set +e
+# shellcheck disable=SC2046
+mpirun -n 1 --oversubscribe --mca btl self,vader "$bin" $(train_args "$work/m") : \
+  -n 1 "$bin" $(train_args "$work/m" --set optim.lr=0.5) >"$work/m.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || { cat "$work/m.log"; fail "config mismatch exited $rc, expected 2"; }
+grep -q "rank(s) 1 run a different configuration than rank 0" "$work/m.log" \
+  || { cat "$work/m.log"; fail "config mismatch message"; }
+echo "config mismatch: exit 2, rank 1 named"
+
+long=(--set train.steps=1000000 --set mpi.watchdog_seconds=4 --set "train.out_dir=$work/long")
+start_long() {  # runs the long job in the background; sets job_pid
+  # shellcheck disable=SC2046
+  "${mpirun[@]}" "$bin" $(train_args "$work/long") "${long[@]}" >"$work/$1.log" 2>&1 &
+  job_pid=$!
+  for _ in $(seq 100); do  # wait until both ranks run steps
+    [ "$(pgrep -c -f -- "^$bin .*train.out_dir=$work/long")" -ge 2 ] && [ -s "$work/long/metrics.jsonl" ] && break
+    sleep 0.2
+  done
+  sleep 1
+}
+# The newest rank process (not mpirun, whose command line is the same but starts first).
+victim() { pgrep -f -- "^$bin .*train.out_dir=$work/long" | sort -n | tail -1; }
+wait_job() {  # seconds allowed; sets rc and took
+  local t0=$SECONDS
+  for _ in $(seq $(( $1 * 10 ))); do kill -0 "$job_pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job_pid" 2>/dev/null; then kill -KILL "$job_pid"; fail "the job was still running after $1 s"; fi
+  set +e; wait "$job_pid"; rc=$?; set -e
+  took=$(( SECONDS - t0 ))
+}
+
+echo "== 3. a rank killed mid-run"
+start_long kill
+kill -KILL "$(victim)"
+wait_job 20
+[ "$rc" -ne 0 ] || fail "the job exited 0 after a rank was killed"
+echo "killed rank: job ended with exit code $rc after ~${took} s"
+
+echo "== 4. a rank stopped mid-run (no heartbeats)"
+start_long stop
+v=$(victim)
+kill -STOP "$v"
+wait_job 20
+kill -KILL "$v" 2>/dev/null || true
+[ "$rc" -ne 0 ] || fail "the job exited 0 after a rank stopped"
+grep -q "has sent no heartbeat for" "$work/stop.log" || { cat "$work/stop.log"; fail "no watchdog message"; }
+grep "has sent no heartbeat" "$work/stop.log" | head -1
+echo "stopped rank: job ended with exit code $rc after ~${took} s"
+echo "MPI bridge tests passed"
