@@ -2,23 +2,47 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include "common/error.h"
+#include "common/files.h"
+
+extern "C" {
+// OpenBLAS extensions (in openblas_config.h of some builds only; declared here to be sure).
+char* openblas_get_config(void);
+char* openblas_get_corename(void);
+}
 
 namespace cputrain::bench {
 
+void Report::Add(nlohmann::json record) {
+  if (!suite_.empty() && record.is_object() && !record.contains("suite")) {
+    record["suite"] = suite_;
+  }
+  records_.push_back(std::move(record));
+}
+
 void Report::WriteJson(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) throw RuntimeError(fmt::format("cannot write the benchmark records to '{}'", path));
-  out << records_.dump(2) << "\n";
-  out.close();
-  if (!out) throw RuntimeError(fmt::format("error while writing '{}'", path));
+  WriteFileAtomic(path, records_.dump(2) + "\n");
+}
+
+double Percentile(std::vector<double> v, double p) {
+  CPUTRAIN_CHECK(!v.empty(), "Percentile of no values");
+  std::sort(v.begin(), v.end());
+  const double pos = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(v.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
 double Median(std::vector<double> v) {
@@ -81,6 +105,88 @@ MappedBuffer& MappedBuffer::operator=(MappedBuffer&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
+}
+
+ScratchDir::ScratchDir(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = (tmp && *tmp ? std::string(tmp) : std::string("/tmp")) + "/" + prefix +
+                        "-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw RuntimeError(fmt::format("cannot create a scratch directory '{}': {}", pattern,
+                                   std::strerror(errno)),
+                       "set TMPDIR to a writable directory");
+  }
+  path_ = pattern;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::size_t b = colon + 1;
+        while (b < line.size() && line[b] == ' ') ++b;
+        return line.substr(b);
+      }
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+nlohmann::json MachineInfo() {
+  nlohmann::json j;
+  j["cpu_model"] = CpuModelName();
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  j["date"] = date;
+  utsname u{};
+  if (uname(&u) == 0) {
+    j["hostname"] = u.nodename;
+    j["kernel"] = std::string(u.sysname) + " " + u.release;
+  }
+  j["logical_cpus"] = sysconf(_SC_NPROCESSORS_ONLN);
+  j["openblas"] = fmt::format("{} (core {})", openblas_get_config(), openblas_get_corename());
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) == 3) j["load_average"] = {load[0], load[1], load[2]};
+  return j;
+}
+
+std::string CommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  std::size_t start = 0;
+  while (start < all.size()) {
+    std::size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    std::string arg = all.substr(start, end - start);
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789-_./=:,+@%") == std::string::npos;
+    if (!out.empty()) out += ' ';
+    if (plain) {
+      out += arg;
+    } else {
+      out += '\'';
+      for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    }
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace cputrain::bench

@@ -1,13 +1,15 @@
-// bench/: the suites behind `cputrain-numa bench <suite>` (collectives now; memory, gemm, train
-// later). A suite is a class registered in one list (suites.cc); the CLI (src/cli/bench_cmd.cc)
-// gives every suite the same shared options and the same output conventions:
+// bench/: the suites behind `cputrain-numa bench <suite>`: memory, gemm, collectives, train, and
+// `bench all` that runs them in one go (docs/benchmarks.md describes each one's method). A suite
+// is a class registered in one list (suites.cc); the CLI (src/cli/bench_cmd.cc) gives every suite
+// the same shared options and the same output conventions:
 //
 //   --config FILE, --set k=v, --topology SPEC   the run's config, as every command loads it
 //   --json FILE                                 the suite's records, one JSON list, to FILE
 //   --quick                                     small sizes, few repetitions: a CI smoke run
 //
 // Output: the human table on stdout, diagnostics on stderr (common/log.h), records through
-// Report. Timings are medians of repetitions after warm-up unless a suite says otherwise;
+// Report (each record carries "suite": its suite's name, so a list of records says what it is).
+// Timings are medians of repetitions after warm-up unless a suite says otherwise;
 // benchmarks are never asserted by tests (numbers on shared CI machines are too noisy), CI only
 // runs `--quick` to see that each suite still works.
 //
@@ -37,12 +39,15 @@ struct BenchContext {
 // (the collectives suite: op, impl, groups, bytes, seconds, busbw_gbs).
 class Report {
  public:
-  void Add(nlohmann::json record) { records_.push_back(std::move(record)); }
+  explicit Report(std::string suite = "") : suite_(std::move(suite)) {}
+  // Appends the record, with "suite" set to this report's suite unless the record has one.
+  void Add(nlohmann::json record);
   const nlohmann::json& records() const { return records_; }
   // Writes the records as one JSON list. Throws RuntimeError naming the file if it cannot.
   void WriteJson(const std::string& path) const;
 
  private:
+  std::string suite_;
   nlohmann::json records_ = nlohmann::json::array();
 };
 
@@ -69,6 +74,8 @@ double Median(std::vector<double> v);
 std::string FormatBytes(uint64_t bytes);
 // "12.3 us", "4.56 ms", "1.23 s".
 std::string FormatSeconds(double seconds);
+// Percentile p in [0, 100] of v (v non-empty; linear interpolation between order statistics).
+double Percentile(std::vector<double> v, double p);
 // Seconds on the steady clock (CLOCK_MONOTONIC: comparable between the threads and the
 // processes of one machine).
 double NowSeconds();
@@ -93,5 +100,26 @@ class MappedBuffer {
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
 };
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction. Throws
+// RuntimeError if it cannot be created.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// What a report needs to say which machine produced the numbers: {"cpu_model", "date" (UTC,
+// ISO 8601), "hostname", "kernel", "openblas" (its build configuration and core name),
+// "logical_cpus"}. The topology is added by the caller (topo::TopologyToJson).
+nlohmann::json MachineInfo();
+// This process's command line, as one shell-quoted string (from /proc/self/cmdline).
+std::string CommandLine();
 
 }  // namespace cputrain::bench

@@ -10,6 +10,11 @@
 // participant's end minus the first one's start; the median is reported. Out-of-place forms.
 // Bus bandwidth follows nccl-tests: allreduce 2(G-1)/G * bytes / time, reduce-scatter and
 // allgather (G-1)/G * bytes / time, bytes = the full buffer (n floats * 4).
+//
+// Variants: besides the default store policy (CommOptions: non-temporal stores from 16 MiB), the
+// same size sweep runs with cached stores only and with non-temporal stores only (records
+// impl "cputrain-cached" / "cputrain-streaming"), so the threshold can be checked on any machine
+// in one run (--no-variants skips them).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -114,6 +119,8 @@ class CollectivesSuite : public Suite {
                     "non-temporal stores in the allgather copies: default (CommOptions' "
                     "threshold), on (always), off (never); for side-by-side measurements")
         ->check(CLI::IsMember({"default", "on", "off"}));
+    cmd->add_flag("--no-variants", no_variants_,
+                  "skip the sweeps with cached-only and streaming-only stores");
   }
 
   void Run(const BenchContext& ctx, Report* report) override;
@@ -133,6 +140,7 @@ class CollectivesSuite : public Suite {
   bool no_mpi_ = false;
   std::string mpi_worker_;
   std::string streaming_ = "default";
+  bool no_variants_ = false;
 
   // Run state.
   std::vector<std::unique_ptr<WorkerPool>> pools_;
@@ -383,7 +391,6 @@ void CollectivesSuite::Run(const BenchContext& ctx, Report* report) {
   comm::CommOptions opts;
   if (streaming_ == "on") opts.streaming_store_bytes = 1;
   if (streaming_ == "off") opts.streaming_store_bytes = 0;
-  comm_ = std::make_unique<comm::Communicator>(tpg, opts);
   std::unique_ptr<topo::Binder> binder = layout.pin ? topo::MakeBinder(topo) : nullptr;
   for (int g = 0; g < G; ++g) {
     pools_.push_back(std::make_unique<WorkerPool>(layout.cpus[static_cast<std::size_t>(g)],
@@ -409,9 +416,30 @@ void CollectivesSuite::Run(const BenchContext& ctx, Report* report) {
         (g ? " | " : "") + topo::Topology::FormatCpuList(layout.cpus[static_cast<std::size_t>(g)]);
   }
   std::map<std::pair<std::string, uint64_t>, std::pair<double, int>> ours;
+  comm_ = std::make_unique<comm::Communicator>(tpg, opts);
   for (Op op : kOps) {
     for (uint64_t bytes : sizes) {
       ours[{OpKey(op), bytes}] = TimeOurs(op, bytes / sizeof(float), policy);
+    }
+  }
+  // The store-policy variants: the same sweep with each policy forced.
+  struct Variant {
+    const char* impl;
+    std::size_t streaming_store_bytes;
+  };
+  const std::vector<Variant> variants =
+      no_variants_ ? std::vector<Variant>{}
+                   : std::vector<Variant>{{"cputrain-cached", 0}, {"cputrain-streaming", 1}};
+  std::map<std::tuple<std::string, std::string, uint64_t>, double> variant_secs;
+  for (const Variant& v : variants) {
+    comm::CommOptions vo;
+    vo.streaming_store_bytes = v.streaming_store_bytes;
+    comm_ = std::make_unique<comm::Communicator>(tpg, vo);
+    for (Op op : kOps) {
+      for (uint64_t bytes : sizes) {
+        variant_secs[{v.impl, OpKey(op), bytes}] =
+            TimeOurs(op, bytes / sizeof(float), policy).first;
+      }
     }
   }
   pools_.clear();  // give the CPUs back before mpirun starts its ranks
@@ -490,6 +518,33 @@ void CollectivesSuite::Run(const BenchContext& ctx, Report* report) {
       std::printf("%-15s %9s | %10s %9.2f | %10s %9s | %8s | %9.2f %6.0f%%\n", OpKey(op),
                   FormatBytes(bytes).c_str(), FormatSeconds(secs).c_str(), busbw, mpi_time.c_str(),
                   mpi_bw.c_str(), ratio.c_str(), bound_busbw, 100.0 * t_bound / secs);
+    }
+  }
+  if (!variants.empty()) {
+    std::printf(
+        "\nstore-policy variants (busbw GB/s): default = non-temporal stores from %s, cached = "
+        "never, streaming = always\n",
+        FormatBytes(comm::kDefaultStreamingStoreBytes).c_str());
+    std::printf("%-15s %9s | %9s %9s %9s\n", "op", "size", "default", "cached", "streaming");
+    for (Op op : kOps) {
+      for (uint64_t bytes : sizes) {
+        const double factor = BusFactor(op, G);
+        const double bw = factor * static_cast<double>(bytes) / 1e9;
+        std::printf("%-15s %9s | %9.2f", OpKey(op), FormatBytes(bytes).c_str(),
+                    bw / ours[{OpKey(op), bytes}].first);
+        for (const Variant& v : variants) {
+          const double secs = variant_secs[{v.impl, OpKey(op), bytes}];
+          std::printf(" %9.2f", bw / secs);
+          report->Add({{"op", OpKey(op)},
+                       {"impl", v.impl},
+                       {"groups", G},
+                       {"threads_per_group", tpg},
+                       {"bytes", bytes},
+                       {"seconds", secs},
+                       {"busbw_gbs", bw / secs}});
+        }
+        std::printf("\n");
+      }
     }
   }
   std::fflush(stdout);

@@ -17,7 +17,8 @@ extern char** environ;
 
 namespace cputrain::bench {
 
-ProcessResult RunProcess(const std::vector<std::string>& argv) {
+ProcessResult RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                         bool quiet_stderr) {
   CPUTRAIN_CHECK(!argv.empty(), "RunProcess needs a program");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -27,11 +28,25 @@ ProcessResult RunProcess(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  if (quiet_stderr) posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The child's environment: ours, with each NAME in `env` replaced or added.
+  std::vector<std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& add : env) replaced |= add.substr(0, add.find('=')) == name;
+    if (!replaced) merged.push_back(entry);
+  }
+  merged.insert(merged.end(), env.begin(), env.end());
+  std::vector<char*> envp;
+  for (const std::string& e : merged) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (rc != 0) {

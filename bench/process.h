@@ -1,4 +1,5 @@
-// Running a helper program (mpirun and the MPI worker) and reading its standard output.
+// Running a helper program (mpirun and the MPI worker, PyTorch's training script) and reading its
+// standard output.
 #pragma once
 
 #include <string>
@@ -12,8 +13,10 @@ struct ProcessResult {
 };
 
 // Runs argv[0] (searched in PATH when it has no '/') with argv, stdin from /dev/null, stdout
-// captured, stderr passed through. Throws RuntimeError if it cannot be started.
-ProcessResult RunProcess(const std::vector<std::string>& argv);
+// captured, stderr passed through (or discarded with quiet_stderr). `env` entries "NAME=VALUE"
+// are set on top of this process's environment. Throws RuntimeError if it cannot be started.
+ProcessResult RunProcess(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env = {}, bool quiet_stderr = false);
 
 // The full path of `program` found in PATH, or "" if it is not there.
 std::string FindInPath(const std::string& program);

@@ -11,21 +11,31 @@
 
 namespace cputrain::bench {
 
-StreamResult MeasureStream(WorkerPool& pool, std::size_t elems, int reps) {
-  const std::size_t bytes = elems * sizeof(float);
-  MappedBuffer a(bytes), b(bytes), c(bytes);
-  float* __restrict pa = a.floats();
-  float* __restrict pb = b.floats();
-  float* __restrict pc = c.floats();
+void TouchStreamArrays(WorkerPool& pool, float* a, float* b, float* c, std::size_t elems) {
   pool.ParallelFor(elems, [&](std::size_t lo, std::size_t hi, int) {
     for (std::size_t i = lo; i < hi; ++i) {
       // Index-dependent, so that no two pages are equal (see collectives_bench.cc: the host may
       // merge identical pages).
-      pa[i] = static_cast<float>(i);
-      pb[i] = static_cast<float>(i) + 1.0f;
-      pc[i] = 0.5f * static_cast<float>(i);
+      a[i] = static_cast<float>(i);
+      b[i] = static_cast<float>(i) + 1.0f;
+      c[i] = 0.5f * static_cast<float>(i);
     }
   });
+}
+
+StreamResult MeasureStream(WorkerPool& pool, std::size_t elems, int reps) {
+  const std::size_t bytes = elems * sizeof(float);
+  MappedBuffer a(bytes), b(bytes), c(bytes);
+  TouchStreamArrays(pool, a.floats(), b.floats(), c.floats(), elems);
+  return MeasureStreamOn(pool, a.floats(), b.floats(), c.floats(), elems, reps);
+}
+
+StreamResult MeasureStreamOn(WorkerPool& pool, float* a, float* b, float* c, std::size_t elems,
+                             int reps, bool with_nt) {
+  const std::size_t bytes = elems * sizeof(float);
+  float* __restrict pa = a;
+  float* __restrict pb = b;
+  float* __restrict pc = c;
   auto copy = [&](std::size_t lo, std::size_t hi, int) {
     for (std::size_t i = lo; i < hi; ++i) pc[i] = pa[i];
   };
@@ -66,12 +76,14 @@ StreamResult MeasureStream(WorkerPool& pool, std::size_t elems, int reps) {
   res.threads = pool.size();
   res.copy_seconds = best(copy);
   res.triad_seconds = best(triad);
-  res.copy_nt_seconds = best(copy_nt);
-  res.triad_nt_seconds = best(triad_nt);
   res.copy_gbs = 2.0 * static_cast<double>(bytes) / res.copy_seconds / 1e9;
   res.triad_gbs = 3.0 * static_cast<double>(bytes) / res.triad_seconds / 1e9;
-  res.copy_nt_gbs = 2.0 * static_cast<double>(bytes) / res.copy_nt_seconds / 1e9;
-  res.triad_nt_gbs = 3.0 * static_cast<double>(bytes) / res.triad_nt_seconds / 1e9;
+  if (with_nt) {
+    res.copy_nt_seconds = best(copy_nt);
+    res.triad_nt_seconds = best(triad_nt);
+    res.copy_nt_gbs = 2.0 * static_cast<double>(bytes) / res.copy_nt_seconds / 1e9;
+    res.triad_nt_gbs = 3.0 * static_cast<double>(bytes) / res.triad_nt_seconds / 1e9;
+  }
   return res;
 }
 

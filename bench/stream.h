@@ -1,6 +1,7 @@
 // STREAM-style memory bandwidth (McCalpin's copy and triad), measured on a WorkerPool so that it
 // uses the same pinned threads as the code it is a yardstick for. The collectives suite uses it
-// for the memory-bandwidth bound of its ops; a memory suite can reuse it.
+// for the memory-bandwidth bound of its ops; the memory suite runs it per NUMA node and for every
+// (CPU node, memory node) pair on arrays it places itself (MeasureStreamOn).
 #pragma once
 
 #include <cstddef>
@@ -30,5 +31,14 @@ struct StreamResult {
 // split as the kernels (so each thread's pages are local to it); `reps` timed repetitions after
 // one warm-up. Plain stores as in STREAM, then the same with non-temporal stores.
 StreamResult MeasureStream(WorkerPool& pool, std::size_t elems, int reps);
+
+// The same kernels on arrays the caller allocated, placed and initialized (finite values: the
+// triad computes on them). with_nt = false skips the non-temporal variants (their fields stay 0).
+StreamResult MeasureStreamOn(WorkerPool& pool, float* a, float* b, float* c, std::size_t elems,
+                             int reps, bool with_nt = true);
+
+// Fills the three arrays with index-dependent finite values from the pool's threads, split as
+// the kernels split them (first touch places each thread's pages, when nothing binds them).
+void TouchStreamArrays(WorkerPool& pool, float* a, float* b, float* c, std::size_t elems);
 
 }  // namespace cputrain::bench

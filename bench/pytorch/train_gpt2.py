@@ -4,7 +4,9 @@
 A nanoGPT-style model (nn.Linear, pre-LayerNorm blocks, causal attention with a mask, GELU tanh,
 LM head tied to wte over the real vocabulary), trained with torch.optim.AdamW on random tokens,
 fp32 — the same shapes and arithmetic as cputrain-numa's step. Prints one JSON object:
-{"tokens_per_s", "step_ms": [...], "setup": "..."}.
+{"tokens_per_s", "step_ms": [...], "forward_ms", "backward_ms", "optimizer_ms", "setup", "blas"}
+(the three parts are medians over the timed steps, of rank 0 under DDP, where backward includes
+the gradient allreduce that DDP overlaps with it).
 
 Modes:
   --threads N            one process with N intra-op threads
@@ -106,30 +108,39 @@ def run(args, rank=0, world=1, init_file=None):
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     B = args.batch // world
     g = torch.Generator().manual_seed(rank)
-    times = []
+    times, parts = [], []
     for step in range(args.warmup + args.steps):
         idx = torch.randint(0, args.vocab, (B, args.seq_len + 1), generator=g)
         if world > 1:
             torch.distributed.barrier()
         t0 = time.perf_counter()
         loss = model(idx[:, :-1], idx[:, 1:])
+        t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        t2 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        t3 = time.perf_counter()
         if world > 1:
             torch.distributed.barrier()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
+            parts.append((t1 - t0, t2 - t1, t3 - t2))
     if world > 1:
         torch.distributed.destroy_process_group()
-    return times
+    return times, parts
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2]
 
 
 def ddp_worker(rank, args, init_file, out):
-    times = run(args, rank, args.ddp, init_file)
+    result = run(args, rank, args.ddp, init_file)
     if rank == 0:
-        out.put(times)
+        out.put(result)
 
 
 def main():
@@ -142,20 +153,21 @@ def main():
         procs = [ctx.Process(target=ddp_worker, args=(r, args, init_file, q)) for r in range(args.ddp)]
         for p in procs:
             p.start()
-        times = q.get()
+        times, parts = q.get()
         for p in procs:
             p.join()
         if os.path.exists(init_file):
             os.unlink(init_file)
         setup = f"gloo DDP, {args.ddp} processes x 1 thread"
     else:
-        times = run(args)
+        times, parts = run(args)
         setup = f"1 process x {args.threads} threads"
-    times.sort()
-    median = times[len(times) // 2]
-    print(json.dumps({"tokens_per_s": args.batch * args.seq_len / median,
-                      "step_ms": [t * 1e3 for t in times], "setup": setup,
-                      "blas": os.environ.get("LD_LIBRARY_PATH", "")}))
+    print(json.dumps({"tokens_per_s": args.batch * args.seq_len / median(times),
+                      "step_ms": [t * 1e3 for t in times],
+                      "forward_ms": median([p[0] for p in parts]) * 1e3,
+                      "backward_ms": median([p[1] for p in parts]) * 1e3,
+                      "optimizer_ms": median([p[2] for p in parts]) * 1e3,
+                      "setup": setup, "blas": os.environ.get("LD_LIBRARY_PATH", "")}))
     return 0
 
 

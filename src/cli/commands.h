@@ -30,6 +30,8 @@ void AddBenchCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddPlotCommand(CLI::App& app);
+// report RESULTS.json -o DIR: benchmark charts and README.md (report_cmd.cc).
+void AddReportCommand(CLI::App& app);
 // prepare-data: text files -> train.bin/val.bin token files (prepare_data_cmd.cc).
 void AddPrepareDataCommand(CLI::App& app);
 

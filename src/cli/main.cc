@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddTrainCommand(app);
   cputrain::cli::AddGenerateCommand(app);
   cputrain::cli::AddPlotCommand(app);
+  cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
   try {
     app.parse(argc, argv);

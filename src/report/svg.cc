@@ -31,12 +31,21 @@ double NiceStep(double lo, double hi, int target) {
 struct Scale {
   double lo = 0, hi = 1, a = 0, b = 1;  // pixel = a + (v' - lo) / (hi - lo) * (b - a)
   bool log = false;
+  bool pow2 = false;  // log ticks at powers of two (byte sizes)
   double Map(double v) const {
     const double t = log ? std::log10(v) : v;
     return a + (t - lo) / (hi - lo) * (b - a);
   }
   std::vector<double> Ticks() const {
     std::vector<double> out;
+    if (log && pow2) {
+      // lo, hi are log10 values; ticks at 2^k, every `step`-th power so that at most ~10 show.
+      const double l2 = std::log10(2.0);
+      const int k0 = static_cast<int>(std::ceil(lo / l2 - 1e-9)), k1 = static_cast<int>(std::floor(hi / l2 + 1e-9));
+      const int step = std::max(1, (k1 - k0 + 9) / 10);
+      for (int k = k0; k <= k1; k += step) out.push_back(std::pow(2.0, k));
+      return out;
+    }
     if (log) {
       for (double e = std::ceil(lo - 1e-9); e <= hi + 1e-9; e += 1) out.push_back(std::pow(10.0, e));
       if (out.size() < 3) {  // short range: add 2x and 5x
@@ -62,6 +71,7 @@ struct Scale {
 Scale MakeScale(const Axis& axis, double dmin, double dmax, double a, double b) {
   Scale s;
   s.log = axis.log;
+  s.pow2 = axis.log && axis.format == "bytes";
   s.a = a;
   s.b = b;
   if (!std::isfinite(dmin) || !std::isfinite(dmax)) dmin = 0, dmax = 1;
@@ -195,13 +205,25 @@ std::string RenderLineChart(const LineChart& c) {
     }
     if (!se.name.empty()) legend.push_back({se.name, col});
   }
-  Legend(s, legend, kLeft + pw - 190, kTop + 18);
+  Legend(s, legend, c.legend_left ? kLeft + 12 : kLeft + pw - 190, kTop + 18);
   s += "</svg>\n";
   return s;
 }
 
 std::string RenderBarChart(const BarChart& c) {
-  const double pw = c.width - kLeft - kRight, ph = c.height - kTop - kBottom - 20;
+  // Category labels: horizontal when they fit their slot, else slanted (which needs more room
+  // below the plot).
+  const std::size_t ncat = std::max<std::size_t>(c.categories.size(), 1);
+  const double pw = c.width - kLeft - kRight;
+  const double slot = pw / ncat;
+  std::size_t longest = 0;
+  for (const std::string& cat : c.categories) longest = std::max(longest, cat.size());
+  const bool slant = static_cast<double>(longest) * 7.0 > slot;
+  const double label_room = slant ? std::min(160.0, 6.0 * static_cast<double>(longest)) : 20.0;
+  const std::size_t legend_rows = c.series.size() + c.ref_lines.size();
+  const double legend_room = 18.0 * static_cast<double>((legend_rows + 2) / 3);
+  const int height = static_cast<int>(std::max<double>(c.height, kTop + 220 + label_room + legend_room + 30));
+  const double ph = height - kTop - label_room - legend_room - 30;
   double ymax = 0;
   for (std::size_t i = 0; i < c.categories.size(); ++i) {
     double stack = 0;
@@ -211,10 +233,13 @@ std::string RenderBarChart(const BarChart& c) {
       ymax = std::max(ymax, c.stacked ? stack : v);
     }
   }
+  for (const auto& r : c.ref_lines) {
+    if (std::isfinite(r.value)) ymax = std::max(ymax, r.value);
+  }
   Axis ya;
   ya.min = 0;
-  const Scale ys = MakeScale(ya, 0, ymax > 0 ? ymax : 1, kTop + ph, kTop);
-  std::string s = Header(c.width, c.height, c.title);
+  const Scale ys = MakeScale(ya, 0, ymax > 0 ? ymax * 1.05 : 1, kTop + ph, kTop);
+  std::string s = Header(c.width, height, c.title);
   for (double t : ys.Ticks()) {
     const double py = ys.Map(t);
     s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#e4e4e4\"/>"
@@ -223,8 +248,6 @@ std::string RenderBarChart(const BarChart& c) {
   }
   s += fmt::format("<text transform=\"translate(18,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
                    kTop + ph / 2, Escape(c.y_label));
-  const std::size_t ncat = std::max<std::size_t>(c.categories.size(), 1);
-  const double slot = pw / ncat;
   const std::size_t per = c.stacked ? 1 : std::max<std::size_t>(c.series.size(), 1);
   const double bw = slot * 0.8 / per;
   for (std::size_t i = 0; i < c.categories.size(); ++i) {
@@ -233,25 +256,48 @@ std::string RenderBarChart(const BarChart& c) {
       const auto& se = c.series[k];
       const double v = i < se.values.size() && std::isfinite(se.values[i]) ? se.values[i] : 0;
       const double x = kLeft + slot * i + slot * 0.1 + (c.stacked ? 0 : bw * k);
-      const double y0 = ys.Map(base + (c.stacked ? v : 0) + (c.stacked ? 0 : v));
-      const double y1 = ys.Map(c.stacked ? base : 0);
-      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
-                       "<title>{}: {:.4g}</title></rect>\n",
-                       x, y0, bw, std::max(0.0, y1 - y0), Color(se.color, k), Escape(se.name), v);
-      if (!c.stacked && v > 0) {
-        s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"11\">{:.3g}</text>\n",
-                         x + bw / 2, y0 - 3, v);
+      const double y0 = ys.Map(base + v);
+      const double y1 = ys.Map(base);
+      if (v > 0) {
+        s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
+                         "<title>{}: {:.4g}</title></rect>\n",
+                         x, y0, bw, std::max(0.0, y1 - y0), Color(se.color, k), Escape(se.name), v);
+      }
+      if (!c.stacked && c.value_labels && v > 0) {
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"{}\">{:.3g}</text>\n",
+                         x + bw / 2, y0 - 3, bw < 22 ? 9 : 11, v);
       }
       if (c.stacked) base += v;
     }
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
-                     kLeft + slot * (i + 0.5), kTop + ph + 18, Escape(c.categories[i]));
+    const double cx = kLeft + slot * (i + 0.5), cy = kTop + ph + 16;
+    if (slant) {
+      s += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"end\" font-size=\"11\" "
+                       "transform=\"rotate(-35 {0:.1f} {1:.1f})\">{2}</text>\n",
+                       cx, cy, Escape(c.categories[i]));
+    } else {
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx, cy + 2,
+                       Escape(c.categories[i]));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (std::size_t k = 0; k < c.series.size(); ++k) legend.push_back({c.series[k].name, Color(c.series[k].color, k)});
+  for (const auto& r : c.ref_lines) {
+    if (!std::isfinite(r.value)) continue;
+    const std::string col = r.color.empty() ? "#444444" : r.color;
+    const double py = ys.Map(r.value);
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" "
+                     "stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>"
+                     "<text x=\"{2:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" font-size=\"11\" fill=\"{3}\">{5}</text>\n",
+                     kLeft, py, kLeft + pw - 4, col, py - 4, Escape(fmt::format("{} {:.4g}", r.name, r.value)));
+    legend.push_back({r.name + " (dashed)", col});
   }
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
                    kLeft, kTop, pw, ph);
-  std::vector<std::pair<std::string, std::string>> legend;
-  for (std::size_t k = 0; k < c.series.size(); ++k) legend.push_back({c.series[k].name, Color(c.series[k].color, k)});
-  Legend(s, legend, kLeft + 10, kTop + ph + 40);
+  // Legend in up to three columns below the labels.
+  const double ly = kTop + ph + label_room + 24;
+  for (std::size_t k = 0; k < legend.size(); ++k) {
+    Legend(s, {legend[k]}, kLeft + 10 + (pw / 3) * static_cast<double>(k % 3), ly + 18.0 * static_cast<double>(k / 3));
+  }
   s += "</svg>\n";
   return s;
 }

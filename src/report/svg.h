@@ -22,7 +22,8 @@ struct Axis {
   std::string label;
   bool log = false;                  // log10 scale (values must be > 0)
   std::optional<double> min, max;    // default: from the data, padded to nice ticks
-  // How tick values print: "" = plain numbers, "bytes" = 4 KiB / 16 MiB.
+  // How tick values print: "" = plain numbers, "bytes" = 4 KiB / 16 MiB (a log axis in bytes
+  // gets its ticks at powers of two).
   std::string format;
 };
 
@@ -31,6 +32,7 @@ struct LineChart {
   Axis x, y;
   std::vector<Series> series;
   int width = 820, height = 460;
+  bool legend_left = false;  // legend in the top-left corner (default: top-right)
 };
 
 std::string RenderLineChart(const LineChart& chart);
@@ -47,7 +49,15 @@ struct BarChart {
   std::vector<BarSeries> series;
   std::string y_label;
   bool stacked = false;  // stack the series in one bar per category
-  int width = 820, height = 460;
+  // Horizontal reference lines across the plot (e.g. a measured peak), dashed, labelled.
+  struct RefLine {
+    std::string name;
+    double value = 0;
+    std::string color;  // "" = dark grey
+  };
+  std::vector<RefLine> ref_lines;
+  bool value_labels = true;  // write each bar's value above it (grouped bars only)
+  int width = 820, height = 460;  // category labels are slanted when they would not fit
 };
 
 std::string RenderBarChart(const BarChart& chart);

@@ -1,0 +1,466 @@
+// `cputrain-numa bench gemm`: GFLOP/s of the matrix products of a training step, per replica
+// group, against the measured FMA peak (bench/peak.h), and the BLAS choice made by measurement:
+//
+//   ours         what training runs: one single-threaded OpenBLAS call per pool worker on its
+//                slice of the output (kernels::MatmulForward / MatmulBackward on the group's
+//                pinned pool; see src/kernels/matmul.cc)
+//   openblas-mt  one OpenBLAS call over the same number of threads, OpenBLAS threading itself
+//                (openblas_set_num_threads(T), then back to 1), called from a thread bound to the
+//                group's CPUs. OpenBLAS's own threads are created by OpenBLAS (at load time, from
+//                the unpinned main thread) and are not pinned by us.
+//   own-avx2     our own packed 6x16 AVX2/FMA kernel (bench/own_sgemm.h), single-threaded per
+//                worker on the same slices as `ours`
+//
+// Shapes of a block, for N = (B/G) * T rows of a group: qkv C -> 3C, attproj C -> C, fc C -> 4C,
+// fcproj 4C -> C, and the LM head C -> V (tied to wte, output row stride Vp). For each, the three
+// products of a training step, as sgemm M x N x K:
+//   fwd         out (N, OC) = inp (N, C) @ W (OC, C)^T          M = N,  N = OC, K = C
+//   bwd_input   dinp (N, C) = dout (N, OC) @ W (OC, C)          M = N,  N = C,  K = OC
+//   bwd_weight  dW (OC, C) = dout (N, OC)^T @ inp (N, C)        M = OC, N = C,  K = N
+// FLOPs = 2 M N K each. Biases are left out (MatmulForward with a null bias; the bias row copy and
+// dbias column sums are memory passes of N x OC, not products). kernels::MatmulBackward computes
+// dinp and dW in one call; bwd_weight is timed through it with dinp null, and bwd_input, which it
+// does not expose alone, with the same partition replicated here.
+//
+// Timing: buffers on the group's NUMA node, first touched by its pool; per (shape, product,
+// implementation) one warm-up call, then repetitions until ~0.5 s (3..50; --quick ~0.05 s, 2..5),
+// the median reported. Groups are measured one at a time. "per step" weights each shape by its
+// use in one step (L x each block shape + the LM head once) and gives total FLOPs / total time.
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "alloc/numa_alloc.h"
+#include "bench/bench.h"
+#include "bench/models.h"
+#include "bench/own_sgemm.h"
+#include "bench/peak.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "kernels/kernels.h"
+#include "runtime/worker_pool.h"
+#include "topology/binding.h"
+#include "topology/placement.h"
+#include "topology/topology.h"
+
+extern "C" {
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+char* openblas_get_config(void);
+char* openblas_get_corename(void);
+}
+
+namespace cputrain::bench {
+namespace {
+
+enum class Product { kFwd, kBwdInput, kBwdWeight };
+constexpr Product kProducts[] = {Product::kFwd, Product::kBwdInput, Product::kBwdWeight};
+const char* ProductName(Product p) {
+  switch (p) {
+    case Product::kFwd:
+      return "fwd";
+    case Product::kBwdInput:
+      return "bwd_input";
+    case Product::kBwdWeight:
+      return "bwd_weight";
+  }
+  return "?";
+}
+
+enum class Impl { kOurs, kOpenblasMt, kOwn };
+constexpr Impl kImpls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn};
+const char* ImplName(Impl i) {
+  switch (i) {
+    case Impl::kOurs:
+      return "ours";
+    case Impl::kOpenblasMt:
+      return "openblas-mt";
+    case Impl::kOwn:
+      return "own-avx2";
+  }
+  return "?";
+}
+
+struct Shape {
+  std::string name;
+  int C = 0, OC = 0, ld = 0;  // in, out channels; output row stride
+  int per_step = 1;           // uses per training step
+};
+
+std::vector<Shape> ShapesOf(const ModelPreset& m) {
+  const int C = m.C, Vp = model::Shape::PadVocab(m.V);
+  return {{"qkv", C, 3 * C, 3 * C, m.L},
+          {"attproj", C, C, C, m.L},
+          {"fc", C, 4 * C, 4 * C, m.L},
+          {"fcproj", 4 * C, C, C, m.L},
+          {"lm_head", C, m.V, Vp, 1}};
+}
+
+// sgemm dimensions of a product.
+void Dims(Product p, std::size_t N, const Shape& s, std::size_t* M, std::size_t* Nn,
+          std::size_t* K) {
+  switch (p) {
+    case Product::kFwd:
+      *M = N, *Nn = static_cast<std::size_t>(s.OC), *K = static_cast<std::size_t>(s.C);
+      return;
+    case Product::kBwdInput:
+      *M = N, *Nn = static_cast<std::size_t>(s.C), *K = static_cast<std::size_t>(s.OC);
+      return;
+    case Product::kBwdWeight:
+      *M = static_cast<std::size_t>(s.OC), *Nn = static_cast<std::size_t>(s.C), *K = N;
+      return;
+  }
+}
+
+// Worker tid's share of [0, n), cut at multiples of 16: kernels/matmul.cc's Slice, replicated so
+// that the own kernel and the bwd_input product get exactly training's partition.
+void Slice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t* e) {
+  const std::size_t blocks = (n + 15) / 16;
+  std::size_t bb, be;
+  WorkerPool::Split(blocks, parts, tid, &bb, &be);
+  *b = std::min(n, bb * 16);
+  *e = std::min(n, be * 16);
+}
+
+int I(std::size_t v) { return static_cast<int>(v); }
+
+// A float buffer on a NUMA node.
+struct Buffer {
+  Buffer(int node, std::size_t n)
+      : p(static_cast<float*>(alloc::AllocateOnNode(node, n * sizeof(float)))), n(n) {}
+  ~Buffer() { alloc::FreeOnNode(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  float* p;
+  std::size_t n;
+};
+
+// The operands of one shape for a group.
+struct Operands {
+  Operands(int node, std::size_t N, const Shape& s)
+      : inp(node, N * s.C),
+        w(node, static_cast<std::size_t>(s.OC) * s.C),
+        out(node, N * s.ld),
+        dout(node, N * s.ld),
+        dinp(node, N * s.C),
+        dw(node, static_cast<std::size_t>(s.OC) * s.C),
+        ref(node, std::max({N * s.ld, N * s.C, static_cast<std::size_t>(s.OC) * s.C})) {}
+  Buffer inp, w, out, dout, dinp, dw, ref;
+};
+
+// Small, varied, finite values (|v| <= 0.05): no overflow, no denormals.
+void Fill(WorkerPool& pool, float* p, std::size_t n, uint32_t salt) {
+  pool.ParallelFor(n, [&](std::size_t lo, std::size_t hi, int) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + salt * 40503u;
+      p[i] = (static_cast<float>(h >> 8 & 1023) / 1023.0f - 0.5f) * 0.1f;
+    }
+  });
+}
+
+class GemmSuite : public Suite {
+ public:
+  std::string name() const override { return "gemm"; }
+  std::string description() const override {
+    return "GFLOP/s of the model's matrix products per group vs the measured FMA peak; "
+           "partitioned OpenBLAS (ours) vs OpenBLAS threading vs an own AVX2 kernel";
+  }
+  void AddOptions(CLI::App* cmd) override {
+    cmd->add_option("--model", models_,
+                    "model whose shapes to run (repeatable): " + ModelNames() +
+                        " (default: config)");
+  }
+  void Run(const BenchContext& ctx, Report* report) override;
+
+ private:
+  // Runs `product` with `impl` once.
+  void Call(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
+            const Shape& s);
+  float* Output(Product product, Operands& o) {
+    return product == Product::kFwd ? o.out.p : product == Product::kBwdInput ? o.dinp.p : o.dw.p;
+  }
+
+  std::vector<std::string> models_;
+};
+
+void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
+                     const Shape& s) {
+  const int C = s.C, OC = s.OC, ld = s.ld;
+  const std::size_t uC = static_cast<std::size_t>(C), uOC = static_cast<std::size_t>(OC);
+  if (impl == Impl::kOpenblasMt) {
+    // The calling thread (bound to the group's CPUs by the caller) makes one call; OpenBLAS
+    // splits it over openblas_set_num_threads(T) threads.
+    switch (product) {
+      case Product::kFwd:
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(N), OC, C, 1.f, o.inp.p, C, o.w.p,
+                    C, 0.f, o.out.p, ld);
+        return;
+      case Product::kBwdInput:
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), C, OC, 1.f, o.dout.p, ld,
+                    o.w.p, C, 0.f, o.dinp.p, C);
+        return;
+      case Product::kBwdWeight:
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, I(N), 1.f, o.dout.p, ld,
+                    o.inp.p, C, 0.f, o.dw.p, C);
+        return;
+    }
+  }
+  if (impl == Impl::kOurs && product == Product::kFwd) {
+    kernels::MatmulForward(pool, o.out.p, o.inp.p, o.w.p, nullptr, N, C, OC, ld);
+    return;
+  }
+  if (impl == Impl::kOurs && product == Product::kBwdWeight) {
+    kernels::MatmulBackward(pool, nullptr, o.dw.p, nullptr, o.dout.p, o.inp.p, o.w.p, N, C, OC,
+                            ld);
+    return;
+  }
+  // The partitioned calls: bwd_input of ours (cblas), every product of the own kernel.
+  const bool own = impl == Impl::kOwn;
+  pool.ForEachThread([&](int tid) {
+    const int nt = pool.size();
+    std::size_t b, e;
+    switch (product) {
+      case Product::kFwd: {  // as MatmulForward: split OC if OC >= N, else N
+        const bool split_cols = uOC >= N;
+        Slice(split_cols ? uOC : N, nt, tid, &b, &e);
+        if (b >= e) return;
+        const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
+        const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : uOC;
+        OwnSgemm(I(r1 - r0), I(c1 - c0), C, {o.inp.p + r0 * uC, C, 1}, {o.w.p + c0 * uC, 1, C},
+                 o.out.p + r0 * ld + c0, ld, false);
+        return;
+      }
+      case Product::kBwdInput: {  // as MatmulBackward's dinp: split N if N >= C, else C
+        const bool split_rows = N >= uC;
+        Slice(split_rows ? N : uC, nt, tid, &b, &e);
+        if (b >= e) return;
+        if (split_rows) {
+          if (own) {
+            OwnSgemm(I(e - b), C, OC, {o.dout.p + b * ld, ld, 1}, {o.w.p, C, 1},
+                     o.dinp.p + b * uC, C, false);
+          } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
+                        o.dout.p + b * ld, ld, o.w.p, C, 0.f, o.dinp.p + b * uC, C);
+          }
+        } else {
+          if (own) {
+            OwnSgemm(I(N), I(e - b), OC, {o.dout.p, ld, 1}, {o.w.p + b, C, 1}, o.dinp.p + b, C,
+                     false);
+          } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), I(e - b), OC, 1.f,
+                        o.dout.p, ld, o.w.p + b, C, 0.f, o.dinp.p + b, C);
+          }
+        }
+        return;
+      }
+      case Product::kBwdWeight: {  // as MatmulBackward's dweight: split OC
+        Slice(uOC, nt, tid, &b, &e);
+        if (b >= e) return;
+        OwnSgemm(I(e - b), C, I(N), {o.dout.p + b, 1, ld}, {o.inp.p, C, 1}, o.dw.p + b * uC, C,
+                 false);
+        return;
+      }
+    }
+  });
+}
+
+// max |x - ref| / max |ref| over the product's output.
+double RelErr(const float* x, const float* ref, std::size_t rows, std::size_t cols,
+              std::size_t ld) {
+  double err = 0, mag = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < cols; ++c) {
+      err = std::max(err, static_cast<double>(std::fabs(x[r * ld + c] - ref[r * ld + c])));
+      mag = std::max(mag, static_cast<double>(std::fabs(ref[r * ld + c])));
+    }
+  }
+  return mag > 0 ? err / mag : err;
+}
+
+void GemmSuite::Run(const BenchContext& ctx, Report* report) {
+  kernels::InitBlas();
+  const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
+  const topo::Plan plan =
+      topo::PlanPlacement(topo, ctx.config.placement, std::getenv("OMP_NUM_THREADS"));
+  alloc::Configure(alloc::OptionsFor(topo));
+  std::unique_ptr<topo::Binder> binder = topo::MakeBinder(topo);
+  const int G = static_cast<int>(plan.groups.size());
+  const double target = ctx.quick ? 0.05 : 0.5;
+  const int min_reps = ctx.quick ? 2 : 3, max_reps = ctx.quick ? 5 : 50;
+  std::vector<std::string> names = models_.empty() ? std::vector<std::string>{"config"} : models_;
+
+  std::printf("gemm: %d group(s) of the placement plan%s; OpenBLAS %s (core %s)\n", G,
+              topo.simulated ? " (SIMULATED topology: threads not pinned, memory not bound; the "
+                               "numbers are this machine's)"
+                             : "",
+              openblas_get_config(), openblas_get_corename());
+  std::printf(
+      "  ours = partitioned single-threaded OpenBLAS (training's path); openblas-mt = one call, "
+      "OpenBLAS threads; own-avx2 = our 6x16 kernel, same partition. Median of reps after a "
+      "warm-up.\n");
+
+  for (int g = 0; g < G; ++g) {
+    const topo::Group& pg = plan.groups[static_cast<std::size_t>(g)];
+    const int node = pg.numa_node >= 0 ? pg.numa_node : topo.numa_nodes.front().os_index;
+    WorkerPool pool(pg.cpus, binder.get(), fmt::format("gemm{}", g));
+    const int T = pool.size();
+    const PeakResult peak = MeasurePeak(pool, binder.get(), ctx.quick);
+    std::printf(
+        "\ngroup %d: %d thread(s) on CPUs %s, memory on node %d\n  FMA peak (GFLOP/s): one core "
+        "%.1f (256-bit)%s; group %.1f (256-bit)%s -> peak used for %% = %.1f\n",
+        g, T, topo::Topology::FormatCpuList(pg.cpus).c_str(), node, peak.core_256,
+        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.core_512).c_str() : "",
+        peak.group_256,
+        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.group_512).c_str() : "",
+        peak.group());
+    for (auto [scope, width, gflops, threads] :
+         {std::tuple{"core", FmaWidth::k256, peak.core_256, 1},
+          std::tuple{"core", FmaWidth::k512, peak.core_512, 1},
+          std::tuple{"group", FmaWidth::k256, peak.group_256, T},
+          std::tuple{"group", FmaWidth::k512, peak.group_512, T}}) {
+      if (width == FmaWidth::k512 && !peak.avx512) continue;
+      report->Add({{"kind", "peak"},
+                   {"scope", scope},
+                   {"isa", FmaWidthName(width)},
+                   {"group", g},
+                   {"threads", threads},
+                   {"cpus", pg.cpus},
+                   {"gflops", gflops}});
+    }
+
+    // The bound calling thread of openblas-mt: this thread, bound to the group's CPUs for the
+    // duration (and given its old binding back after).
+    const std::vector<int> old_binding = binder->ThisThreadBinding();
+
+    for (const std::string& mname : names) {
+      const ModelPreset m = ResolveModel(mname, ctx.config);
+      if (m.B % G != 0) {
+        throw InputError(fmt::format("model {}: B = {} is not divisible by the {} groups", m.name,
+                                     m.B, G),
+                         "pick a placement whose group count divides the batch");
+      }
+      const std::size_t N = static_cast<std::size_t>(m.B / G) * static_cast<std::size_t>(m.T);
+      std::printf("\n  model %s (%s): N = %d x %d = %zu rows per group\n", m.name.c_str(),
+                  m.Describe().c_str(), m.B / G, m.T, N);
+      std::printf("  %-8s %-10s %6s %6s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s\n", "shape",
+                  "product", "M", "N", "K", "ours", "%peak", "blas-mt", "%peak", "own", "%peak",
+                  "mt/ours", "own/ours");
+      std::map<Impl, double> step_secs;
+      double step_flops = 0, worst_err = 0;
+      for (const Shape& s : ShapesOf(m)) {
+        Operands o(node, N, s);
+        Fill(pool, o.inp.p, o.inp.n, 1);
+        Fill(pool, o.w.p, o.w.n, 2);
+        Fill(pool, o.dout.p, o.dout.n, 3);
+        Fill(pool, o.out.p, o.out.n, 4);
+        Fill(pool, o.dinp.p, o.dinp.n, 5);
+        Fill(pool, o.dw.p, o.dw.n, 6);
+        Fill(pool, o.ref.p, o.ref.n, 7);
+        for (Product p : kProducts) {
+          std::size_t M = 0, Nn = 0, K = 0;
+          Dims(p, N, s, &M, &Nn, &K);
+          const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(Nn) *
+                               static_cast<double>(K);
+          const std::size_t out_ld = p == Product::kFwd ? static_cast<std::size_t>(s.ld) : Nn;
+          std::map<Impl, double> gf;
+          for (Impl impl : kImpls) {
+            if (impl == Impl::kOpenblasMt) {
+              binder->BindThisThread(pg.cpus);
+              openblas_set_num_threads(T);
+            }
+            std::vector<double> times;
+            double spent = 0;
+            for (int r = 0; r <= max_reps; ++r) {
+              const double t0 = NowSeconds();
+              Call(impl, p, pool, o, N, s);
+              const double t = NowSeconds() - t0;
+              if (r > 0) {  // r == 0: warm-up
+                times.push_back(t);
+                spent += t;
+                if (static_cast<int>(times.size()) >= min_reps && spent >= target) break;
+              }
+            }
+            if (impl == Impl::kOpenblasMt) {
+              openblas_set_num_threads(1);
+              if (!old_binding.empty()) binder->BindThisThread(old_binding);
+            }
+            const double secs = Median(times);
+            gf[impl] = flops / secs / 1e9;
+            step_secs[impl] += secs * s.per_step;
+            double err = 0;
+            float* out = Output(p, o);
+            if (impl == Impl::kOurs) {
+              std::copy(out, out + M * out_ld, o.ref.p);
+            } else {
+              err = RelErr(out, o.ref.p, M, Nn, out_ld);
+              worst_err = std::max(worst_err, err);
+            }
+            report->Add({{"kind", "gemm"},
+                         {"model", m.name},
+                         {"group", g},
+                         {"threads", T},
+                         {"shape", s.name},
+                         {"product", ProductName(p)},
+                         {"impl", ImplName(impl)},
+                         {"M", M},
+                         {"N", Nn},
+                         {"K", K},
+                         {"per_step", s.per_step},
+                         {"seconds", secs},
+                         {"reps", times.size()},
+                         {"gflops", gf[impl]},
+                         {"peak_gflops", peak.group()},
+                         {"pct_peak", 100.0 * gf[impl] / peak.group()},
+                         {"rel_err_vs_ours", err}});
+          }
+          step_flops += flops * s.per_step;
+          std::printf("  %-8s %-10s %6zu %6zu %6zu | %8.1f %5.0f%% | %8.1f %5.0f%% | %8.1f %5.0f%% "
+                      "| %6.2fx %6.2fx\n",
+                      s.name.c_str(), ProductName(p), M, Nn, K, gf[Impl::kOurs],
+                      100 * gf[Impl::kOurs] / peak.group(), gf[Impl::kOpenblasMt],
+                      100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
+                      100 * gf[Impl::kOwn] / peak.group(),
+                      gf[Impl::kOpenblasMt] / gf[Impl::kOurs], gf[Impl::kOwn] / gf[Impl::kOurs]);
+        }
+      }
+      std::printf("  per step (%d x each block shape + LM head, 3 products each; %.1f GFLOP):\n",
+                  m.L, step_flops / 1e9);
+      for (Impl impl : kImpls) {
+        const double gflops = step_flops / step_secs[impl] / 1e9;
+        std::printf("    %-12s %9.1f ms  %7.1f GFLOP/s  %5.1f%% of peak  %5.2fx ours\n",
+                    ImplName(impl), step_secs[impl] * 1e3, gflops, 100 * gflops / peak.group(),
+                    step_secs[Impl::kOurs] / step_secs[impl]);
+        report->Add({{"kind", "summary"},
+                     {"model", m.name},
+                     {"group", g},
+                     {"threads", T},
+                     {"impl", ImplName(impl)},
+                     {"step_gemm_seconds", step_secs[impl]},
+                     {"step_gemm_flops", step_flops},
+                     {"gflops", gflops},
+                     {"peak_gflops", peak.group()},
+                     {"pct_peak", 100 * gflops / peak.group()},
+                     {"speedup_vs_ours", step_secs[Impl::kOurs] / step_secs[impl]}});
+      }
+      std::printf("    largest relative difference from ours' results: %.1e%s\n", worst_err,
+                  worst_err > 1e-4 ? "  (WARNING: larger than fp32 reordering explains)" : "");
+      if (worst_err > 1e-4) {
+        log::Warn("bench gemm: an implementation's results differ from ours by {:.1e} (relative)",
+                  worst_err);
+      }
+    }
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+std::unique_ptr<Suite> MakeGemmSuite() { return std::make_unique<GemmSuite>(); }
+
+}  // namespace cputrain::bench

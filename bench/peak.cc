@@ -1,0 +1,116 @@
+#include "bench/peak.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "bench/bench.h"
+
+namespace cputrain::bench {
+namespace {
+
+constexpr int kChains256 = 12;  // 16 ymm registers: 12 accumulators + x + y
+constexpr int kChains512 = 24;  // 32 zmm registers: 24 accumulators + x + y
+
+// Read through a volatile so the compiler cannot fold the loop's arithmetic.
+volatile float g_x = 0.999f, g_y = 0.001f;
+std::atomic<float> g_sink{0};
+
+float FmaLoop256(uint64_t iters) {
+  const __m256 x = _mm256_set1_ps(g_x), y = _mm256_set1_ps(g_y);
+  __m256 acc[kChains256];
+  for (int i = 0; i < kChains256; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+  for (uint64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains256; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  }
+  __m256 s = acc[0];
+  for (int i = 1; i < kChains256; ++i) s = _mm256_add_ps(s, acc[i]);
+  alignas(32) float out[8];
+  _mm256_store_ps(out, s);
+  return out[0] + out[7];
+}
+
+__attribute__((target("avx512f"))) float FmaLoop512(uint64_t iters) {
+  const __m512 x = _mm512_set1_ps(g_x), y = _mm512_set1_ps(g_y);
+  __m512 acc[kChains512];
+  for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (uint64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kChains512; ++i) s = _mm512_add_ps(s, acc[i]);
+  // (Stored and summed by hand: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.)
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0] + out[15];
+}
+
+double FlopsPerIter(FmaWidth w) {
+  return w == FmaWidth::k256 ? kChains256 * 8.0 * 2.0 : kChains512 * 16.0 * 2.0;
+}
+
+// One run on every thread of the pool: GFLOP/s over the slowest thread.
+double RunOnce(WorkerPool& pool, FmaWidth w, uint64_t iters) {
+  std::vector<double> secs(static_cast<std::size_t>(pool.size()));
+  pool.ForEachThread([&](int t) {
+    const double t0 = NowSeconds();
+    const float r = w == FmaWidth::k256 ? FmaLoop256(iters) : FmaLoop512(iters);
+    secs[static_cast<std::size_t>(t)] = NowSeconds() - t0;
+    g_sink.store(r, std::memory_order_relaxed);
+  });
+  const double slowest = *std::max_element(secs.begin(), secs.end());
+  return FlopsPerIter(w) * static_cast<double>(iters) * pool.size() / slowest / 1e9;
+}
+
+}  // namespace
+
+const char* FmaWidthName(FmaWidth w) { return w == FmaWidth::k256 ? "avx2-fma" : "avx512f"; }
+
+bool HasAvx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+double MeasureFmaGflops(WorkerPool& pool, FmaWidth width, double seconds_per_rep, int reps) {
+  // Calibrate: a short run tells the rate, then size the runs to seconds_per_rep.
+  const uint64_t probe = 1 << 16;
+  const double rate = RunOnce(pool, width, probe);  // GFLOP/s of the probe (warms up too)
+  const double per_thread_flops = rate * 1e9 / pool.size() * seconds_per_rep;
+  const uint64_t iters =
+      std::max<uint64_t>(probe, static_cast<uint64_t>(per_thread_flops / FlopsPerIter(width)));
+  double best = 0;
+  for (int r = 0; r < reps; ++r) best = std::max(best, RunOnce(pool, width, iters));
+  return best;
+}
+
+std::string PeakResult::best_isa() const {
+  return FmaWidthName(core_512 > core_256 ? FmaWidth::k512 : FmaWidth::k256);
+}
+
+PeakResult MeasurePeak(WorkerPool& pool, topo::Binder* binder, bool quick) {
+  PeakResult p;
+  p.threads = pool.size();
+  p.avx512 = HasAvx512();
+  const double secs = quick ? 0.02 : 0.1;
+  const int reps = quick ? 2 : 5;
+  {
+    WorkerPool one({pool.cpus()[0]}, binder, "peak1");
+    p.core_256 = MeasureFmaGflops(one, FmaWidth::k256, secs, reps);
+    if (p.avx512) p.core_512 = MeasureFmaGflops(one, FmaWidth::k512, secs, reps);
+  }
+  if (pool.size() == 1) {
+    p.group_256 = p.core_256;
+    p.group_512 = p.core_512;
+  } else {
+    p.group_256 = MeasureFmaGflops(pool, FmaWidth::k256, secs, reps);
+    if (p.avx512) p.group_512 = MeasureFmaGflops(pool, FmaWidth::k512, secs, reps);
+  }
+  return p;
+}
+
+}  // namespace cputrain::bench

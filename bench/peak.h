@@ -1,0 +1,45 @@
+// The measured fp32 FMA peak: the yardstick for "% of peak" in the gemm suite and for MFU in the
+// train suite. Nominal peaks (cores x GHz x flop/cycle) are guesses on a VM whose clock we cannot
+// read (NOTES.md: /proc/cpuinfo shows the TSC, not the clock), so we measure instead.
+//
+// Method: each thread runs a loop of independent FMA chains, acc_i = acc_i * x + y, on 256-bit
+// registers (12 chains: enough to cover a 4-cycle FMA latency on 2 FMA pipes, with registers left
+// for x and y), and, when the CPU has AVX-512F (checked at run time with
+// __builtin_cpu_supports), on 512-bit registers (24 chains), compiled for that ISA with
+// __attribute__((target("avx512f"))) since the baseline build is x86-64-v3. flops = chains x
+// lanes x 2 per iteration. The values converge to 1 (x = 0.999, y = 0.001), so no denormal or
+// overflow slows the loop. A measurement is the best of `reps` runs (a peak is a best case).
+#pragma once
+
+#include <string>
+
+#include "runtime/worker_pool.h"
+
+namespace cputrain::bench {
+
+enum class FmaWidth { k256, k512 };
+const char* FmaWidthName(FmaWidth w);  // "avx2-fma" / "avx512f"
+
+// True if this CPU can run the 512-bit loop.
+bool HasAvx512();
+
+// GFLOP/s of all the pool's threads running the loop at once: total flops over the slowest
+// thread's time, best of `reps`. seconds_per_rep: about how long one run lasts (calibrated).
+double MeasureFmaGflops(WorkerPool& pool, FmaWidth width, double seconds_per_rep, int reps);
+
+struct PeakResult {
+  double core_256 = 0, core_512 = 0;    // one thread (the pool's first CPU)
+  double group_256 = 0, group_512 = 0;  // all the pool's threads at once
+  int threads = 0;
+  bool avx512 = false;
+  // The better of the two widths: the peak a kernel could reach on these cores.
+  double core() const { return core_512 > core_256 ? core_512 : core_256; }
+  double group() const { return group_512 > group_256 ? group_512 : group_256; }
+  std::string best_isa() const;
+};
+
+// Per-core and whole-pool peaks on the pool's CPUs (the one-thread figure on a one-worker pool
+// made from the pool's first CPU, with the same binder). quick: shorter runs.
+PeakResult MeasurePeak(WorkerPool& pool, topo::Binder* binder, bool quick);
+
+}  // namespace cputrain::bench
