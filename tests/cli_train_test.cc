@@ -86,6 +86,11 @@ TEST(CliTrain, ShortRunFeedsGenerateAndPlot) {
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;
   EXPECT_GT(g.out.size(), 4u);
+  // More tokens than the model's 40 positions: the window slides, all 100 are printed.
+  g = test::RunCli({"generate", "--checkpoint", out + "/model.bin", "--tokenizer", "bytes",
+                    "--prompt", "abc", "--tokens", "100", "--seed", "3"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(g.out.size(), 3u + 100u + 1u) << g.out;  // prompt, 100 bytes, newline
 }
 
 TEST(CliTrain, CheckpointErrorsExitTwoAndNameTheFile) {

@@ -67,30 +67,52 @@ void AddGenerateCommand(CLI::App& app) {
     } else {
       tok->Encode(o->prompt, &ids);
     }
-    if (static_cast<int>(ids.size()) >= shape.maxT) {
-      throw InputError(fmt::format("the prompt is {} tokens; the model has {} positions",
-                                   ids.size(), shape.maxT),
-                       "shorten the prompt");
-    }
-    const int budget = std::min(o->tokens, shape.maxT - static_cast<int>(ids.size()));
-    if (budget < o->tokens) {
-      std::fprintf(stderr, "note: the model has %d positions: generating %d tokens, not %d\n",
-                   shape.maxT, budget, o->tokens);
+    for (int id : ids) {
+      if (id >= shape.V) {
+        throw InputError(fmt::format("the prompt has token {}, outside the model's vocabulary of {}",
+                                     id, shape.V),
+                         "use the tokenizer the model was trained with");
+      }
     }
     std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     std::fflush(stdout);
+    // The model sees at most maxT positions. When the cache is full, generation goes on with a
+    // sliding window: the cache is rebuilt from the last maxT/2 tokens (a recompute every
+    // maxT/2 tokens, instead of one per token without a cache).
+    const int keep = std::max(1, shape.maxT / 2);
+    if (static_cast<int>(ids.size()) > shape.maxT) {
+      std::fprintf(stderr, "note: the prompt is %zu tokens; the model sees its last %d\n",
+                   ids.size(), keep);
+    }
     pool.Run([&] {
       model::Decoder dec(pool, layout, params.data());
       model::Sampler sampler(o->temperature, o->top_k, o->seed);
-      const float* logits = nullptr;
-      for (int id : ids) logits = dec.Feed(id);
-      for (int i = 0; i < budget; ++i) {
-        const int next = sampler.Next(logits, shape.V);
+      std::vector<int> history = ids;
+      auto refill = [&]() -> const float* {
+        dec.Reset();
+        const float* logits = nullptr;
+        const std::size_t from = history.size() > static_cast<std::size_t>(shape.maxT)
+                                     ? history.size() - keep
+                                     : 0;
+        for (std::size_t i = from; i < history.size(); ++i) logits = dec.Feed(history[i]);
+        return logits;
+      };
+      const float* logits = refill();
+      for (int i = 0; i < o->tokens; ++i) {
+        // Only ids the tokenizer can print (a model may have a larger, padded vocabulary).
+        const int next = sampler.Next(logits, std::min(shape.V, tok->vocab_size()));
         if (next == tok->eot_token()) break;
         const std::string text = tok->Decode(&next, 1);
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
-        if (i + 1 < budget) logits = dec.Feed(next);
+        history.push_back(next);
+        if (i + 1 == o->tokens) break;
+        if (dec.position() == dec.max_positions()) {
+          history.erase(history.begin(), history.end() - keep);  // `next` stays, last
+          logits = refill();
+        } else {
+          logits = dec.Feed(next);
+        }
       }
     });
     std::fputc('\n', stdout);
