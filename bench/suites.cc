@@ -8,6 +8,7 @@ std::unique_ptr<Suite> MakeMemorySuite();       // memory_bench.cc
 std::unique_ptr<Suite> MakeGemmSuite();         // gemm_bench.cc
 std::unique_ptr<Suite> MakeCollectivesSuite();  // collectives_bench.cc
 std::unique_ptr<Suite> MakeTrainSuite();        // train_bench.cc
+std::unique_ptr<Suite> MakeMpiSyncSuite();      // mpi_sync_bench.cc
 
 std::vector<std::unique_ptr<Suite>> MakeSuites() {
   std::vector<std::unique_ptr<Suite>> suites;
@@ -15,6 +16,7 @@ std::vector<std::unique_ptr<Suite>> MakeSuites() {
   suites.push_back(MakeGemmSuite());
   suites.push_back(MakeCollectivesSuite());
   suites.push_back(MakeTrainSuite());
+  suites.push_back(MakeMpiSyncSuite());
   return suites;
 }
 

@@ -1,5 +1,7 @@
 // `cputrain-numa topo` end to end: the "done when" cases, run as a user would, checking
 // exit codes, that --json prints exactly one JSON document, and that errors name the problem.
+#include <sched.h>
+
 #include <fstream>
 #include <set>
 
@@ -52,6 +54,32 @@ TEST(CliTopo, OmpNumThreadsIsTheBudgetAndSaysSo) {
       TopoJson({"--topology", "synthetic:pack:2 numa:1 core:4 pu:1"}, {"OMP_NUM_THREADS=3"});
   EXPECT_EQ(j["groups"][0]["threads"], 3);
   EXPECT_EQ(j["threads_source"], "OMP_NUM_THREADS=3");
+}
+
+// The process's affinity mask is part of the allowed cpuset: a process started with taskset or
+// bound by mpirun (--bind-to socket/core) plans only its CPUs.
+TEST(CliTopo, AffinityMaskLimitsThePlan) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c) {
+    if (CPU_ISSET(c, &saved)) first = c;
+  }
+  if (CPU_COUNT(&saved) < 2) GTEST_SKIP() << "needs 2 CPUs to restrict to one";
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the child inherits it
+  nlohmann::json j = TopoJson({});
+  test::TempDir dir;
+  std::ofstream(dir.path() + "/c.yaml") << "placement:\n  cpus: [[" << (first == 0 ? 1 : 0) << "]]\n";
+  test::CliResult r = test::RunCli({"topo", "--config", dir.path() + "/c.yaml"});
+  sched_setaffinity(0, sizeof(saved), &saved);
+  EXPECT_EQ(j["topology"]["allowed_cpus"], nlohmann::json::array({first}));
+  ASSERT_EQ(j["groups"].size(), 1u);
+  EXPECT_EQ(j["groups"][0]["cpus"], nlohmann::json::array({first}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("outside this process's allowed cpuset"), std::string::npos) << r.err;
 }
 
 TEST(CliTopo, TypoedKeyExitsTwoNamingTheLine) {

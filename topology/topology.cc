@@ -160,7 +160,21 @@ Topology LoadTopology(const std::string& spec) {
     return -1;
   };
 
-  hwloc_const_cpuset_t allowed = hwloc_topology_get_allowed_cpuset(h);
+  // Allowed = what cgroups/cpusets allow (hwloc's allowed set) and, on the real machine, what
+  // this process's affinity mask allows (taskset, mpirun --bind-to socket|core): a process
+  // started per socket must plan only its socket.
+  hwloc_bitmap_t allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(h));
+  if (!simulated) {
+    hwloc_bitmap_t bound = hwloc_bitmap_alloc();
+    if (hwloc_get_cpubind(h, bound, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(bound)) {
+      hwloc_bitmap_and(allowed, allowed, bound);
+    }
+    hwloc_bitmap_free(bound);
+  }
+  struct BitmapFree {
+    hwloc_bitmap_t b;
+    ~BitmapFree() { hwloc_bitmap_free(b); }
+  } free_allowed{allowed};
   std::map<hwloc_obj_t, int> core_index;
   for (int i = 0; i < ncore; ++i) {
     hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_CORE, i);

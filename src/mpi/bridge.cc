@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/kernels.h"
 #include "common/error.h"
 #include "common/log.h"
 
@@ -54,7 +55,7 @@ struct Bridge::Impl {
   MPI_Comm main = MPI_COMM_NULL;  // the main thread's collectives
   MPI_Comm hb = MPI_COMM_NULL;    // heartbeats (the watchdog thread only)
   std::vector<MPI_Comm> groups;   // group index h of every process
-  std::vector<std::vector<float>> scratch;       // per group: its reduce-scatter block
+  std::vector<std::vector<float>> scratch;       // per group: one received message
   std::vector<std::vector<int>> counts, displs;  // per group: block sizes and offsets
   std::vector<std::string> hosts;                // per rank
   // Since when (Now(), as bits) each slot has been blocked in an inter-node call; 0 = not.
@@ -220,23 +221,56 @@ void Bridge::AllreduceShard(int group, float* data, std::size_t n) {
   Impl& im = *impl_;
   CPUTRAIN_CHECK(group >= 0 && group < static_cast<int>(im.groups.size()),
                  "AllreduceShard before CheckConsistent");
-  CPUTRAIN_CHECK(n <= static_cast<std::size_t>(INT32_MAX), "bucket too large for one MPI call");
-  // Rank r reduces block r (cut at multiples of 16 floats) and everyone gathers the blocks.
-  std::vector<int>& counts = im.counts[group];
+  if (size_ == 1 || n == 0) return;
+  // A ring allreduce (reduce-scatter then allgather, bandwidth-optimal: each rank sends and
+  // receives 2(R-1)/R of the data) with point-to-point messages in pieces of kPiece floats.
+  // Each block is reduced exactly once, along the ring in a fixed order, then copied to the
+  // others: every rank gets the same bits, run after run. Measured on this box with 2 ranks and
+  // a GPT-2 124M gradient, Open MPI's MPI_Reduce_scatter + MPI_Allgatherv took 1.33 s and
+  // MPI_Allreduce 0.39 s (both allocate and fault in temporary buffers per call).
+  constexpr std::size_t kPiece = 1 << 20;  // 4 MiB per message
   std::vector<int>& displs = im.displs[group];
-  for (int r = 0; r <= size_; ++r) {
+  std::vector<int>& counts = im.counts[group];
+  for (int r = 0; r <= size_; ++r) {  // block r = [displs[r], displs[r] + counts[r]), 16-aligned
     const std::size_t cut = r == size_ ? n : n * r / size_ / 16 * 16;
     if (r < size_) displs[r] = static_cast<int>(cut);
     if (r > 0) counts[r - 1] = static_cast<int>(cut) - displs[r - 1];
   }
-  std::vector<float>& block = im.scratch[group];
-  if (block.size() < static_cast<std::size_t>(counts[rank_])) block.resize(counts[rank_]);
+  std::vector<float>& piece = im.scratch[group];
+  if (piece.size() < kPiece) piece.resize(kPiece);
+  const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  MPI_Comm comm = im.groups[group];
+  auto block = [&](int b) { return (b % size_ + size_) % size_; };
   EnterWait(group);
-  Check(MPI_Reduce_scatter(data, block.data(), counts.data(), MPI_FLOAT, MPI_SUM, im.groups[group]),
-        "MPI_Reduce_scatter(gradients)");
-  Check(MPI_Allgatherv(block.data(), counts[rank_], MPI_FLOAT, data, counts.data(), displs.data(),
-                       MPI_FLOAT, im.groups[group]),
-        "MPI_Allgatherv(gradients)");
+  // Reduce-scatter: at step k, send block (rank - k), receive block (rank - k - 1) and add
+  // into it (received first, own second: block j sums ranks j, j+1, ... in ring order).
+  for (int k = 0; k < size_ - 1; ++k) {
+    const int sb = block(rank_ - k), rb = block(rank_ - k - 1);
+    for (std::size_t off = 0;; off += kPiece) {
+      const std::size_t sn = off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
+      const std::size_t rn = off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
+      if (sn == 0 && rn == 0) break;
+      Check(MPI_Sendrecv(data + displs[sb] + off, static_cast<int>(sn), MPI_FLOAT, right, k,
+                         piece.data(), static_cast<int>(rn), MPI_FLOAT, left, k, comm, MPI_STATUS_IGNORE),
+            "MPI_Sendrecv(reduce-scatter)");
+      float* dst = data + displs[rb] + off;
+      const float* srcs[2] = {piece.data(), dst};
+      comm::SumInto(dst, srcs, 2, rn);
+    }
+  }
+  // Allgather: rank r now owns reduced block r + 1; pass the reduced blocks around the ring.
+  for (int k = 0; k < size_ - 1; ++k) {
+    const int sb = block(rank_ + 1 - k), rb = block(rank_ - k);
+    for (std::size_t off = 0;; off += kPiece) {
+      const std::size_t sn = off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
+      const std::size_t rn = off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
+      if (sn == 0 && rn == 0) break;
+      Check(MPI_Sendrecv(data + displs[sb] + off, static_cast<int>(sn), MPI_FLOAT, right, size_ + k,
+                         data + displs[rb] + off, static_cast<int>(rn), MPI_FLOAT, left, size_ + k,
+                         comm, MPI_STATUS_IGNORE),
+            "MPI_Sendrecv(allgather)");
+    }
+  }
   LeaveWait(group);
 }
 

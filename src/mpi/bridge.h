@@ -7,10 +7,10 @@
 //    count, compared with rank 0's; a mismatch is an InputError naming the ranks. It also
 //    creates one communicator per group index (group h of every process), so the groups'
 //    inter-node allreduces run concurrently from their own threads (MPI_THREAD_MULTIPLE).
-//  - AllreduceShard: a group's part of a gradient bucket summed over processes as
-//    MPI_Reduce_scatter + MPI_Allgatherv: every element is reduced once, by one rank, and
-//    copied to the others, so all processes get identical bits (an allreduce whose algorithm
-//    adds in rank-dependent orders would let the replicas drift apart).
+//  - AllreduceShard: a group's part of a gradient bucket summed over processes by a ring
+//    (reduce-scatter then allgather over MPI_Sendrecv, in 4 MiB pieces): every element is
+//    reduced once, by one rank, and copied to the others, so all processes get identical bits
+//    (an allreduce whose algorithm adds in rank-dependent orders would let the replicas drift).
 //  - SumAcrossRanks / Gather: small exchanges in rank order, identical everywhere.
 //  - A watchdog thread: heartbeats to every peer on a communicator of their own. A peer whose
 //    heartbeats stop for mpi.watchdog_seconds (a stopped or partitioned process) makes this

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -318,6 +319,26 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       nlohmann::json ranks = nlohmann::json::array();
       for (const std::string& one : dist->Gather(pj.dump())) ranks.push_back(nlohmann::json::parse(one));
       pj["ranks"] = ranks;
+      // Two processes on one host pinning the same CPU would halve both silently (e.g. mpirun
+      // --bind-to none with two processes per machine: each plans the whole box). Every rank
+      // sees the same gathered list, so every rank refuses alike.
+      std::map<std::pair<std::string, int>, int> pinned;  // (host, cpu) -> rank
+      for (const auto& r : ranks) {
+        if (r["simulated"].get<bool>()) continue;
+        for (const auto& grp : r["groups"]) {
+          for (int cpu : grp["cpus"]) {
+            auto [it, fresh] = pinned.emplace(std::make_pair(r["host"].get<std::string>(), cpu),
+                                              r["rank"].get<int>());
+            if (!fresh) {
+              throw InputError(
+                  fmt::format("ranks {} and {} on host {} both pin a worker to CPU {}",
+                              it->second, r["rank"].get<int>(), it->first.first, cpu),
+                  "give each process its own CPUs: one process per machine, or mpirun "
+                  "--map-by socket --bind-to socket for one per socket (docs/multi-node.md)");
+            }
+          }
+        }
+      }
     }
     if (writer) WriteFileAtomic(out + "/placement.json", pj.dump(2) + "\n");
   }

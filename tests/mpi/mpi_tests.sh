@@ -3,7 +3,8 @@
 #   1. parity with the PyTorch reference (tests/reference/fixtures/odd), 20 steps within 1e-4:
 #      1 group per rank, 2 groups per rank (simulated topology) with inline sync, and with comm
 #      threads and small buckets — the last two must give bit-identical metrics;
-#   2. a rank started with a different config: every rank exits 2 naming it;
+#   2. a rank started with a different config: every rank exits 2 naming it; two ranks of one
+#      host pinning the same CPUs (mpirun --bind-to none): exit 2 naming them;
 #   3. a rank killed mid-run (SIGKILL): the job ends non-zero within 20 s (mpirun notices);
 #   4. a rank stopped mid-run (SIGSTOP, so it neither dies nor answers): the others' watchdog
 #      (mpi.watchdog_seconds=4) ends the job non-zero within 20 s, naming the silent rank.
@@ -65,6 +66,16 @@ set -e
 grep -q "rank(s) 1 run a different configuration than rank 0" "$work/m.log" \
   || { cat "$work/m.log"; fail "config mismatch message"; }
 echo "config mismatch: exit 2, rank 1 named"
+
+echo "== 2b. two ranks on one host pinning the same CPUs (mpirun --bind-to none)"
+set +e
+# shellcheck disable=SC2046
+mpirun -n 2 --oversubscribe --mca btl self,vader --bind-to none "$bin" $(train_args "$work/o") >"$work/o.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || { cat "$work/o.log"; fail "overlapping pinning exited $rc, expected 2"; }
+grep -q "both pin a worker to CPU" "$work/o.log" || { cat "$work/o.log"; fail "overlap message"; }
+echo "overlapping pinning: exit 2, $(grep -o 'ranks [0-9]* and [0-9]* on host [^ ]* both pin a worker to CPU [0-9]*' "$work/o.log" | head -1)"
 
 long=(--set train.steps=1000000 --set mpi.watchdog_seconds=4 --set "train.out_dir=$work/long")
 start_long() {  # runs the long job in the background; sets job_pid
