@@ -7,7 +7,9 @@
 #      its stress tests, plus multi-group training with comm threads: TSan must report nothing
 #   4. the MPI bridge under mpirun -n 2: parity with PyTorch, a mismatched rank, a killed rank,
 #      a stopped rank (tests/mpi/mpi_tests.sh)
-#   5. the multi-socket VM tests: QEMU guests with 2 sockets / 2 NUMA nodes and 2 sockets / 4
+#   5. the bridge across two hosts (network namespaces, Open MPI over TCP): parity, a killed
+#      rank, a stopped rank, a partitioned host (tests/netns/train_tests.sh)
+#   6. the multi-socket VM tests: QEMU guests with 2 sockets / 2 NUMA nodes and 2 sockets / 4
 #      nodes run the NUMA tests and a short training run whose placement and losses are checked
 # Exits non-zero if any step fails. .ci/run runs exactly this.
 set -euo pipefail
@@ -39,6 +41,9 @@ TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/train_test --gtest_b
 
 step "MPI bridge tests (tests/mpi)"
 bash tests/mpi/mpi_tests.sh build
+
+step "MPI bridge across two hosts (tests/netns)"
+bash tests/netns/train_tests.sh build
 
 step "multi-socket VM tests (tests/numa-vm)"
 bash tests/numa-vm/vm_tests.sh build

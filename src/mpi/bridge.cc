@@ -295,6 +295,11 @@ void Bridge::Abort(int exit_code, const std::string& why) {
   std::fprintf(stderr, "[rank %d] %s\n", rank_, why.c_str());
   std::fflush(stderr);
   finished_ = true;
+  // MPI_Abort asks mpirun to end the job. After a network partition mpirun cannot reach the
+  // lost host's daemon and the call never returns (measured with tests/netns: "abort is
+  // already in progress" for minutes). This process must still end, non-zero, in bounded
+  // time: SIGALRM's default action terminates it 10 s from now whatever MPI does.
+  alarm(10);
   MPI_Abort(MPI_COMM_WORLD, exit_code);
   std::_Exit(exit_code);  // MPI_Abort does not return; in case it does
 }
