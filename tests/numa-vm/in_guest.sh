@@ -18,3 +18,31 @@ fixture=$src/tests/reference/fixtures/odd
 /usr/bin/python3 "$src/tests/numa-vm/check_placement.py" "$out" "$groups"
 /usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$out/metrics.jsonl" "$fixture/losses.json"
 rm -rf "$out"
+
+# One process per socket (the seeds' `mpirun -ppn 2`): mpirun binds each rank to its socket, each
+# plans only its cpuset, so rank r's one group runs on socket r with its memory on its node.
+if [ "$group_by" = socket ]; then
+  # The guest boots without a hostname ("(none)"), which Open MPI refuses as a node name.
+  [ "$(hostname)" != "(none)" ] || hostname numa-vm-guest
+  out=$(mktemp -d)
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun -n 2 --map-by socket --bind-to socket --mca btl self,vader \
+    "$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+    --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
+    --set "data.val=$fixture/val.bin" --set "train.out_dir=$out"
+  /usr/bin/python3 - "$out/placement.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for r in p["ranks"]:
+    g = r["groups"]
+    assert len(g) == 1, f"rank {r['rank']} planned {len(g)} groups"
+    g = g[0]
+    assert g["numa_node"] == r["rank"], f"rank {r['rank']} on node {g['numa_node']}"
+    for buf, nodes in g["memory_nodes"].items():
+        assert nodes == [r["rank"]], f"rank {r['rank']} {buf} on {nodes}"
+    print(f"rank {r['rank']}: CPUs {g['cpus']}, node {g['numa_node']}, memory {g['memory_nodes']}")
+print("one process per socket: each rank planned its socket and kept its memory on its node")
+PY
+  /usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$out/metrics.jsonl" "$fixture/losses.json"
+  rm -rf "$out"
+fi

@@ -3,7 +3,8 @@
 # (tests/numa-vm/run.sh) and runs in_guest.sh in each: the placement and memory tests that need
 # real NUMA nodes, and a short training run (one replica group per socket, resp. per NUMA node)
 # whose placement.json must show every worker on its node's CPUs and every buffer of group g on
-# node g, and whose losses must match the PyTorch reference.
+# node g, and whose losses must match the PyTorch reference; in the 2-socket guest also one
+# process per socket under mpirun (--map-by socket --bind-to socket), each planning its socket.
 # Usage: tests/numa-vm/vm_tests.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
