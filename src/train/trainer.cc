@@ -436,6 +436,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     const double lr = optim::LearningRate(cfg.optim, s, cfg.train.steps);
     const std::size_t window = static_cast<std::size_t>(s) % train_windows;
     if (dist) dist->SetStep(s + 1);
+    if (options.step_probe) options.step_probe(true);
     OnAllGroups(groups, [&](Group& grp) {
       const int g = grp.index;
       WorkerPool& pool = *grp.pool;
@@ -486,6 +487,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       }
       grp.comm_ms = comm_ms;
     }, abort_all);
+    if (options.step_probe) options.step_probe(false);
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     double loss_sum = 0;
     for (const Group& grp : groups) loss_sum += grp.loss_sum;

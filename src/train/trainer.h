@@ -53,6 +53,10 @@ struct TrainOptions {
   // The other processes of a multi-node run (src/mpi), or null. The global batch is split
   // across processes, then across each process's groups, in order; only rank 0 writes out_dir.
   Distributed* dist = nullptr;
+  // Called on the main thread right before (true) and after (false) the groups run each
+  // training step: forward, backward, sync, optimizer, allgather — not the logging around it.
+  // Tests use it to check that a step allocates nothing after the first.
+  std::function<void(bool begin)> step_probe;
 };
 
 // Runs the configured training; writes out_dir/{config.yaml, placement.json, metrics.jsonl,
