@@ -39,7 +39,9 @@ class Distributed {
   virtual void SetStep(int step) = 0;
 };
 
-// 64-bit FNV-1a, for the consistency hashes.
+// 64-bit FNV-1a, for the consistency hashes (seed: a previous hash, to continue it).
 uint64_t Hash64(const void* data, std::size_t bytes, uint64_t seed = 0xcbf29ce484222325ULL);
+// The same over 64-bit words, at a pace that suits 500 MB of parameters.
+uint64_t HashFloats(const float* p, std::size_t n);
 
 }  // namespace cputrain::train

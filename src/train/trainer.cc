@@ -160,26 +160,6 @@ class MetricsFile {
 
 }  // namespace
 
-uint64_t Hash64(const void* data, std::size_t bytes, uint64_t h) {
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  return h;
-}
-
-namespace {
-
-// FNV-1a over 64-bit words: the same role as Hash64 at a pace that suits 500 MB of parameters.
-uint64_t HashFloats(const float* p, std::size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const std::size_t words = n / 2;
-  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
-  for (std::size_t i = 0; i < words; ++i) h = (h ^ w[i]) * 0x100000001b3ULL;
-  if (n % 2) h = Hash64(p + n - 1, sizeof(float), h);
-  return h;
-}
-
-}  // namespace
-
 TrainResult Train(const Config& cfg, const TrainOptions& options) {
   kernels::InitBlas();
   Distributed* dist = options.dist;
@@ -368,7 +348,8 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   }
   if (dist) {
     // Every process must train the same thing from the same start.
-    dist->CheckConsistent(Hash64(ConfigToYaml(cfg).data(), ConfigToYaml(cfg).size()),
+    const std::string effective = ConfigToYaml(cfg);
+    dist->CheckConsistent(Hash64(effective.data(), effective.size()),
                           HashFloats(groups[0].params.data(), layout.total()), G);
   }
   auto abort_all = [&](const std::string& reason) {
