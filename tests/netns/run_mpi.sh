@@ -111,6 +111,13 @@ on_exit() {
     # shellcheck disable=SC2086  # one pid per word
     if [[ -n $pids ]]; then kill -KILL $pids 2>/dev/null || true; fi
   done
+  # SIGKILL is asynchronous: wait (up to 5 s) until they are gone, so that a caller finds the
+  # namespaces empty when this script returns.
+  for _ in {1..50}; do
+    pids=$(for ns in "${CTN_HOSTS[@]}"; do ip netns pids "$ns" 2>/dev/null; done)
+    [[ -n $pids ]] || break
+    sleep 0.1
+  done
   if ((created && !keep)); then "$here/setup.sh" down || true; fi
 }
 trap on_exit EXIT

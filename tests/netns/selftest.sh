@@ -40,12 +40,14 @@ while (($#)); do
 done
 
 failures=0
+failed=()
 results=()
 check() {  # check NAME GOT WANT
   if [[ $2 == "$3" ]]; then
     echo "  PASS $1"
   else
     echo "  FAIL $1"
+    failed+=("$1")
     echo "       got:  ${2//$'\n'/$'\n'             }"
     echo "       want: ${3//$'\n'/$'\n'             }"
     failures=$((failures + 1))
@@ -307,6 +309,7 @@ echo
 echo "results:"
 printf '  %s\n' "${results[@]}"
 if ((failures)); then
+  printf '  FAILED: %s\n' "${failed[@]}"
   echo "selftest: $failures check(s) FAILED"
   exit 1
 fi
