@@ -24,8 +24,9 @@ PACKAGES=(
   bible-kjv-text bible-kjv
   # multi-socket VM harness (tests/numa-vm): TCG guest booted from Debian's kernel
   qemu-system-x86 busybox-static cpio xz-utils
-  # two-host network-namespace tests for the MPI bridge
-  iproute2
+  # two-host network-namespace tests for the MPI bridge (tests/netns: ip netns, and ps to
+  # find the rank or daemon a fault experiment kills)
+  iproute2 procps
 )
 
 SUDO=""
