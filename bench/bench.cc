@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -105,6 +106,39 @@ MappedBuffer& MappedBuffer::operator=(MappedBuffer&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
+}
+
+namespace {
+
+double MachineCpuSeconds() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, sys = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> sys >> idle >> iowait >> irq >> softirq >> steal)) return 0;
+  return (user + nice + sys + irq + softirq + steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double OurCpuSeconds() {
+  double t = 0;
+  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
+    rusage ru{};
+    getrusage(who, &ru);
+    t += static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  }
+  return t;
+}
+
+}  // namespace
+
+OthersMeter::OthersMeter()
+    : wall0_(NowSeconds()), machine0_(MachineCpuSeconds()), ours0_(OurCpuSeconds()) {}
+
+double OthersMeter::Percent() const {
+  const double wall = NowSeconds() - wall0_;
+  if (wall <= 0) return 0;
+  const double others = (MachineCpuSeconds() - machine0_) - (OurCpuSeconds() - ours0_);
+  return std::max(0.0, others) / (wall * static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN))) * 100;
 }
 
 ScratchDir::ScratchDir(const std::string& prefix) {

@@ -101,6 +101,19 @@ class MappedBuffer {
   std::size_t bytes_ = 0;
 };
 
+// How much of the machine OTHER processes used over an interval: (CPU time of the whole machine
+// from /proc/stat - this process's and its waited-for children's, from getrusage) / (wall time x
+// CPUs), in percent. On a shared box this is what says whether a measurement was disturbed; the
+// load average cannot, since it counts the benchmark's own threads. Starts at construction.
+class OthersMeter {
+ public:
+  OthersMeter();
+  double Percent() const;
+
+ private:
+  double wall0_, machine0_, ours0_;
+};
+
 // A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction. Throws
 // RuntimeError if it cannot be created.
 class ScratchDir {

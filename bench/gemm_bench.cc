@@ -22,9 +22,10 @@
 // dinp and dW in one call; bwd_weight is timed through it with dinp null, and bwd_input, which it
 // does not expose alone, with the same partition replicated here.
 //
-// Timing: buffers on the group's NUMA node, first touched by its pool; per (shape, product,
-// implementation) one warm-up call, then repetitions until ~0.5 s (3..50; --quick ~0.05 s, 2..5),
-// the median reported. Groups are measured one at a time. "per step" weights each shape by its
+// Timing: buffers on the group's NUMA node, first touched by its pool; per (shape, product) one
+// warm-up call of each implementation, then rounds of one call of each in turn (so a disturbance
+// hits all three alike) until each had ~0.5 s (3..50 rounds; --quick ~0.05 s, 2..5), the median
+// reported (and the best, in the records). Groups are measured one at a time. "per step" weights each shape by its
 // use in one step (L x each block shape + the LM head once) and gives total FLOPs / total time.
 #include <cblas.h>
 #include <fmt/format.h>
@@ -368,39 +369,50 @@ void GemmSuite::Run(const BenchContext& ctx, Report* report) {
           const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(Nn) *
                                static_cast<double>(K);
           const std::size_t out_ld = p == Product::kFwd ? static_cast<std::size_t>(s.ld) : Nn;
-          std::map<Impl, double> gf;
-          for (Impl impl : kImpls) {
+          // One warm-up call each (its result checked against ours), then the implementations
+          // in turns, one call each per round, so that a disturbance from another process
+          // lands on all of them alike rather than on whichever was running then.
+          auto call = [&](Impl impl) {
             if (impl == Impl::kOpenblasMt) {
               binder->BindThisThread(pg.cpus);
               openblas_set_num_threads(T);
             }
-            std::vector<double> times;
-            double spent = 0;
-            for (int r = 0; r <= max_reps; ++r) {
-              const double t0 = NowSeconds();
-              Call(impl, p, pool, o, N, s);
-              const double t = NowSeconds() - t0;
-              if (r > 0) {  // r == 0: warm-up
-                times.push_back(t);
-                spent += t;
-                if (static_cast<int>(times.size()) >= min_reps && spent >= target) break;
-              }
-            }
+            const double t0 = NowSeconds();
+            Call(impl, p, pool, o, N, s);
+            const double t = NowSeconds() - t0;
             if (impl == Impl::kOpenblasMt) {
               openblas_set_num_threads(1);
               if (!old_binding.empty()) binder->BindThisThread(old_binding);
             }
-            const double secs = Median(times);
-            gf[impl] = flops / secs / 1e9;
-            step_secs[impl] += secs * s.per_step;
-            double err = 0;
+            return t;
+          };
+          std::map<Impl, double> err;
+          for (Impl impl : kImpls) {
+            call(impl);
             float* out = Output(p, o);
             if (impl == Impl::kOurs) {
               std::copy(out, out + M * out_ld, o.ref.p);
             } else {
-              err = RelErr(out, o.ref.p, M, Nn, out_ld);
-              worst_err = std::max(worst_err, err);
+              err[impl] = RelErr(out, o.ref.p, M, Nn, out_ld);
+              worst_err = std::max(worst_err, err[impl]);
             }
+          }
+          std::map<Impl, std::vector<double>> times;
+          double spent = 0;
+          for (int r = 0; r < max_reps; ++r) {
+            for (Impl impl : kImpls) {
+              const double t = call(impl);
+              times[impl].push_back(t);
+              spent += t;
+            }
+            if (r + 1 >= min_reps && spent >= target * std::size(kImpls)) break;
+          }
+          std::map<Impl, double> gf;
+          for (Impl impl : kImpls) {
+            const double secs = Median(times[impl]);
+            gf[impl] = flops / secs / 1e9;
+            step_secs[impl] += secs * s.per_step;
+            const double best = *std::min_element(times[impl].begin(), times[impl].end());
             report->Add({{"kind", "gemm"},
                          {"model", m.name},
                          {"group", g},
@@ -413,11 +425,12 @@ void GemmSuite::Run(const BenchContext& ctx, Report* report) {
                          {"K", K},
                          {"per_step", s.per_step},
                          {"seconds", secs},
-                         {"reps", times.size()},
+                         {"reps", times[impl].size()},
                          {"gflops", gf[impl]},
+                         {"gflops_best", flops / best / 1e9},
                          {"peak_gflops", peak.group()},
                          {"pct_peak", 100.0 * gf[impl] / peak.group()},
-                         {"rel_err_vs_ours", err}});
+                         {"rel_err_vs_ours", err[impl]}});
           }
           step_flops += flops * s.per_step;
           std::printf("  %-8s %-10s %6zu %6zu %6zu | %8.1f %5.0f%% | %8.1f %5.0f%% | %8.1f %5.0f%% "

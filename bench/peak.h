@@ -9,9 +9,13 @@
 // __attribute__((target("avx512f"))) since the baseline build is x86-64-v3. flops = chains x
 // lanes x 2 per iteration. The values converge to 1 (x = 0.999, y = 0.001), so no denormal or
 // overflow slows the loop. A measurement is the best of `reps` runs (a peak is a best case).
+// Each thread's rate is taken over its own CPU time, not the wall clock, so that a busy shared
+// box (other processes taking turns on our cores) does not lower the peak; all threads run at
+// once, so an all-core clock that is lower than the one-core clock is seen.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/worker_pool.h"
 
@@ -23,8 +27,9 @@ const char* FmaWidthName(FmaWidth w);  // "avx2-fma" / "avx512f"
 // True if this CPU can run the 512-bit loop.
 bool HasAvx512();
 
-// GFLOP/s of all the pool's threads running the loop at once: total flops over the slowest
-// thread's time, best of `reps`. seconds_per_rep: about how long one run lasts (calibrated).
+// GFLOP/s of all the pool's threads running the loop at once: the sum of the threads' rates
+// (flops over the thread's CPU time), best of `reps`. seconds_per_rep: about how long one run
+// lasts (calibrated).
 double MeasureFmaGflops(WorkerPool& pool, FmaWidth width, double seconds_per_rep, int reps);
 
 struct PeakResult {
@@ -34,9 +39,23 @@ struct PeakResult {
   bool avx512 = false;
   // The better of the two widths: the peak a kernel could reach on these cores.
   double core() const { return core_512 > core_256 ? core_512 : core_256; }
-  double group() const { return group_512 > group_256 ? group_512 : group_256; }
+  // The group's peak: the all-threads measurement, or threads x the one-core figure if that is
+  // larger. On a quiet machine the two agree (or the all-core clock is lower, which the first
+  // shows); on a busy one the all-threads run is the one disturbed (a vCPU taken away by the
+  // host still counts as CPU time), and taking the larger keeps "% of peak" from being
+  // inflated by a low peak.
+  double group() const {
+    const double measured = group_512 > group_256 ? group_512 : group_256;
+    return measured > threads * core() ? measured : threads * core();
+  }
   std::string best_isa() const;
 };
+
+// Each pool thread's 256-bit FMA rate over the WALL clock, all threads at once, for about
+// `seconds`: a quick check of how fast each core runs right now. On a shared VM a core can run
+// at half speed for tens of seconds (the host puts another guest on its SMT sibling) while no
+// process inside the VM is busy; CPU-time accounting cannot see that, this check does.
+std::vector<double> CoreRates(WorkerPool& pool, double seconds);
 
 // Per-core and whole-pool peaks on the pool's CPUs (the one-thread figure on a one-worker pool
 // made from the pool's first CPU, with the same binder). quick: shorter runs.

@@ -193,6 +193,8 @@ struct Row {
   std::string label, note;
   double tokens_per_s = 0, step_ms = 0, fwd = 0, bwd = 0, comm = 0, opt = 0, other = 0;
   double gflops = 0, mfu = 0;
+  double others_pct = 0;  // CPU share other processes took meanwhile (OthersMeter)
+  double slowest_core_pct = 100;  // slowest core's FMA speed before/after, % of its peak
   bool ok = false;
 };
 
@@ -226,6 +228,11 @@ class TrainSuite : public Suite {
                              const std::string& out_dir, Report* report);
   void RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report* report);
   double PeakFor(int cores) const { return peak_per_core_ * cores; }
+  // The slowest core's FMA rate right now, in % of the per-core peak (CoreRates on all cores).
+  double SlowestCorePct() {
+    const std::vector<double> r = CoreRates(*check_pool_, 0.03);
+    return 100 * *std::min_element(r.begin(), r.end()) / peak_per_core_;
+  }
 
   std::vector<std::string> models_, placements_;
   int steps_ = 0, warmup_ = -1;
@@ -238,6 +245,8 @@ class TrainSuite : public Suite {
   double peak_per_core_ = 0;
   std::string peak_isa_;
   std::string torch_version_;  // "" = not available
+  std::unique_ptr<topo::Binder> check_binder_;
+  std::unique_ptr<WorkerPool> check_pool_;  // one pinned thread per core, for SlowestCorePct
 };
 
 std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m,
@@ -291,7 +300,11 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   }
   train::TrainOptions opts;
   opts.progress = train::Progress::kQuiet;
+  const double speed0 = SlowestCorePct();
+  const OthersMeter others;
   const train::TrainResult res = train::Train(cfg, opts);
+  const double others_pct = others.Percent();
+  const double slowest = std::min(speed0, SlowestCorePct());
   std::vector<double> ms, fwd, bwd, comm, opt, other;
   for (std::size_t i = static_cast<std::size_t>(warmup_run_); i < res.steps.size(); ++i) {
     const train::StepRecord& s = res.steps[i];
@@ -316,12 +329,16 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
   row.gflops = fpt * row.tokens_per_s / 1e9;
   row.mfu = row.gflops / PeakFor(cores_used);
+  row.others_pct = others_pct;
+  row.slowest_core_pct = slowest;
   row.ok = true;
   rec.update({{"steps", ms.size()},
               {"warmup", warmup_run_},
               {"step_ms", row.step_ms},
               {"step_ms_min", *std::min_element(ms.begin(), ms.end())},
               {"step_ms_max", *std::max_element(ms.begin(), ms.end())},
+              {"per_step", {{"ms", ms}, {"forward_ms", fwd}, {"backward_ms", bwd},
+                            {"comm_ms", comm}, {"optimizer_ms", opt}}},
               {"tokens_per_s", row.tokens_per_s},
               {"forward_ms", row.fwd},
               {"backward_ms", row.bwd},
@@ -331,7 +348,9 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
               {"flops_per_token", fpt},
               {"gflops", row.gflops},
               {"peak_gflops", PeakFor(cores_used)},
-              {"mfu", row.mfu}});
+              {"mfu", row.mfu},
+              {"others_cpu_pct", others_pct},
+              {"slowest_core_pct", slowest}});
   report->Add(rec);
   return row;
 }
@@ -370,7 +389,11 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report
     argv.insert(argv.end(), s.args.begin(), s.args.end());
     log::Info("bench train: {} {}{}", s.label, s.env.empty() ? "" : s.env[0] + " ",
               fmt::format("{}", fmt::join(argv, " ")));
+    const double speed0 = SlowestCorePct();
+    const OthersMeter others;
     const ProcessResult pr = RunProcess(argv, s.env);
+    const double others_pct = others.Percent();
+    const double slowest = std::min(speed0, SlowestCorePct());
     nlohmann::json out;
     std::istringstream lines(pr.out);
     for (std::string line; std::getline(lines, line);) {
@@ -401,6 +424,8 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report
     row.other = std::max(0.0, row.step_ms - row.fwd - row.bwd - row.opt);
     row.gflops = fpt * row.tokens_per_s / 1e9;
     row.mfu = row.gflops / PeakFor(N);
+    row.others_pct = others_pct;
+    row.slowest_core_pct = slowest;
     row.ok = true;
     rows->push_back(row);
     rec.update({{"steps", steps_run_},
@@ -416,7 +441,9 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report
                 {"flops_per_token", fpt},
                 {"gflops", row.gflops},
                 {"peak_gflops", PeakFor(N)},
-                {"mfu", row.mfu}});
+                {"mfu", row.mfu},
+                {"others_cpu_pct", others_pct},
+                {"slowest_core_pct", slowest}});
     report->Add(rec);
   }
 }
@@ -436,22 +463,17 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
     specs.push_back(ParseSpec(p, topo));
   }
 
-  // The peak: this machine's allowed cores (one per physical core), all busy at once.
+  // The peak: this machine's allowed cores (one per physical core), all busy at once, and one
+  // alone (bench/peak.h: the larger of the two readings counts).
   const topo::Topology real = topo.simulated ? topo::LoadTopology("this") : topo;
   {
     const std::vector<int> cores = CoreCpus(real);
     real_cores_ = static_cast<int>(cores.size());
-    std::unique_ptr<topo::Binder> binder = topo::MakeBinder(real);
-    WorkerPool pool(cores, binder.get(), "peak");
-    const double secs = ctx.quick ? 0.02 : 0.1;
-    const int reps = ctx.quick ? 2 : 5;
-    double best = MeasureFmaGflops(pool, FmaWidth::k256, secs, reps);
-    peak_isa_ = FmaWidthName(FmaWidth::k256);
-    if (HasAvx512()) {
-      const double p512 = MeasureFmaGflops(pool, FmaWidth::k512, secs, reps);
-      if (p512 > best) best = p512, peak_isa_ = FmaWidthName(FmaWidth::k512);
-    }
-    peak_per_core_ = best / real_cores_;
+    check_binder_ = topo::MakeBinder(real);
+    check_pool_ = std::make_unique<WorkerPool>(cores, check_binder_.get(), "check");
+    const PeakResult p = MeasurePeak(*check_pool_, check_binder_.get(), ctx.quick);
+    peak_per_core_ = p.group() / real_cores_;
+    peak_isa_ = p.best_isa();
   }
   report->Add({{"kind", "peak"},
                {"cores", real_cores_},
@@ -500,11 +522,14 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
       w.Commit();
     }
     const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
-    std::printf("\nmodel %s: %s, %.1f MFLOP per token (model::TrainFlopsPerToken)\n",
+    std::printf("\nmodel %s: %s, %.1f MFLOP per token (model::TrainFlopsPerToken)\n"
+                "  others = CPU share other processes took during the row; core = the slowest "
+                "core's FMA speed just before and after it, %% of peak (a shared VM's core can "
+                "run at half speed for a while): a few %% / below ~90%% mean a disturbed row\n",
                 m.name.c_str(), m.Describe().c_str(), fpt / 1e6);
-    std::printf("  %-26s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %s\n", "placement", "tokens/s",
-                "GFLOP/s", "MFU", "step ms", "forward", "backward", "comm", "optim", "other",
-                "how");
+    std::printf("  %-26s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %6s %5s | %s\n", "placement",
+                "tokens/s", "GFLOP/s", "MFU", "step ms", "forward", "backward", "comm", "optim",
+                "other", "others", "core", "how");
     std::vector<Row> rows;
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const std::optional<Row> r =
@@ -516,9 +541,11 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
     if (pytorch_ && !torch_version_.empty()) RunPytorch(m, &rows, report);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      std::printf("  %-26s %9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %s\n",
-                  r.label.c_str(), r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd,
-                  r.comm, r.opt, r.other, r.note.c_str());
+      std::printf(
+          "  %-26s %9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %5.0f%% %4.0f%% | "
+          "%s\n",
+          r.label.c_str(), r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm,
+          r.opt, r.other, r.others_pct, r.slowest_core_pct, r.note.c_str());
       if (i + 1 == ours && ours < rows.size()) std::printf("  %s\n", std::string(60, '-').c_str());
     }
     // Summary against the targets (reported, not asserted).

@@ -48,5 +48,12 @@ bash tests/netns/train_tests.sh build
 step "multi-socket VM tests (tests/numa-vm)"
 bash tests/numa-vm/vm_tests.sh build
 
+# The benchmarks once, as a smoke test (LevelDB runs db_bench in CI): every suite's --quick run
+# and the report drawn from it must finish; no number is asserted (docs/benchmarks.md). PyTorch
+# is not run here (--pytorch is left out: it would add its start-up to every CI run).
+step "benchmark smoke run (bench all --quick, report)"
+build/src/cli/cputrain-numa bench all --quick --json build/bench-quick.json
+build/src/cli/cputrain-numa report build/bench-quick.json -o build/bench-report
+
 echo
 echo "all test steps passed"

@@ -4,7 +4,8 @@
 // JSON report (docs/benchmarks.md):
 //   {"machine": {cpu_model, date, hostname, kernel, openblas, topology, ...}, "command": "...",
 //    "quick": bool, "suites": {"memory": [...], "gemm": [...], "collectives": [...],
-//    "train": [...]}, "errors": {suite: message}}
+//    "train": [...]}, "runs": {suite: {seconds, load_start, load_end, others_cpu_pct}},
+//    "errors": {suite: message}}
 // A suite's own options reach it through `bench all --<suite> "ARGS"` (parsed by that suite's
 // option parser before anything runs), e.g. --train "--model small --placement 2x1";
 // --pytorch is short for --train "--pytorch".
@@ -16,6 +17,7 @@
 #if defined(CPUTRAIN_HAVE_BENCH)
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -39,14 +41,22 @@ struct AllOptions {
   std::map<std::string, std::string> args;  // suite -> its options, as one string
 };
 
+// The 1-minute load average now (getloadavg), or -1. It includes the benchmark's own threads.
+double LoadNow() {
+  double l[1] = {-1};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
 void RunAll(const AllOptions& o) {
   std::vector<std::unique_ptr<bench::Suite>> suites = bench::MakeSuites();
   std::set<std::string> names;
   for (const auto& s : suites) names.insert(s->name());
   for (const std::string& s : o.skip) {
     if (!names.count(s)) {
+      std::string all;
+      for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
       throw InputError(fmt::format("bench all --skip {}: there is no such suite", s),
-                       "the suites are memory, gemm, collectives, train");
+                       "the suites are " + all);
     }
   }
   // Every suite's options are parsed before anything runs, so a typo fails in a second, not
@@ -80,7 +90,8 @@ void RunAll(const AllOptions& o) {
   nlohmann::json doc = {{"machine", machine},
                         {"command", bench::CommandLine()},
                         {"quick", o.quick},
-                        {"suites", nlohmann::json::object()}};
+                        {"suites", nlohmann::json::object()},
+                        {"runs", nlohmann::json::object()}};
   nlohmann::json errors = nlohmann::json::object();
   for (const auto& s : suites) {
     if (std::find(o.skip.begin(), o.skip.end(), s->name()) != o.skip.end()) continue;
@@ -88,6 +99,8 @@ void RunAll(const AllOptions& o) {
     std::fflush(stdout);
     bench::Report report(s->name());
     const double t0 = bench::NowSeconds();
+    const double load0 = LoadNow();
+    const bench::OthersMeter others_meter;
     try {
       s->Run(ctx, &report);
     } catch (const InputError&) {
@@ -98,8 +111,16 @@ void RunAll(const AllOptions& o) {
       log::Warn("bench all: suite {} failed: {}", s->name(), e.what());
       errors[s->name()] = e.what();
     }
-    log::Info("bench all: {} took {:.1f} s", s->name(), bench::NowSeconds() - t0);
+    const double secs = bench::NowSeconds() - t0, load1 = LoadNow();
+    const double others = others_meter.Percent();
+    log::Info("bench all: {} took {:.1f} s; other processes used {:.0f}% of the CPUs meanwhile "
+              "(1-minute load average {:.2f} before it, {:.2f} after, ours included)",
+              s->name(), secs, others, load0, load1);
     doc["suites"][s->name()] = report.records();
+    doc["runs"][s->name()] = {{"seconds", secs},
+                              {"load_start", load0},
+                              {"load_end", load1},
+                              {"others_cpu_pct", others}};
   }
   if (!errors.empty()) doc["errors"] = errors;
   if (!o.json.empty()) {
@@ -153,17 +174,16 @@ void AddBenchCommand(CLI::App& app) {
   }
   auto all = std::make_shared<AllOptions>();
   CLI::App* cmd = bench->add_subcommand(
-      "all", "Every suite (memory, gemm, collectives, train) in one run; --json FILE writes one "
-             "report for `cputrain-numa report`");
+      "all", "Every suite in one run; --json FILE writes one report for `cputrain-numa report`");
   all->common.AddTo(cmd);
   cmd->add_option("--json", all->json, "write the whole report as one JSON document to this file");
   cmd->add_flag("--quick", all->quick, "every suite's short smoke run");
   cmd->add_flag("--pytorch", all->pytorch, "the train suite also runs PyTorch (its --pytorch)");
   cmd->add_option("--skip", all->skip, "leave a suite out (repeatable)");
-  for (const char* s : {"memory", "gemm", "collectives", "train"}) {
-    cmd->add_option(fmt::format("--{}", s), all->args[s],
+  for (const std::unique_ptr<bench::Suite>& s : bench::MakeSuites()) {
+    cmd->add_option(fmt::format("--{}", s->name()), all->args[s->name()],
                     fmt::format("options for the {} suite, as one string (see `bench {} --help`)",
-                                s, s));
+                                s->name(), s->name()));
   }
   cmd->callback([all] {
     // Options given as "" count as not given (the map has every suite's key from add_option).

@@ -22,7 +22,7 @@ using nlohmann::json;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-const char* const kSuites[] = {"memory", "gemm", "collectives", "train"};
+const char* const kSuites[] = {"memory", "gemm", "collectives", "train", "mpi-sync"};
 
 // ---- small helpers
 
@@ -97,6 +97,7 @@ std::string Classify(const json& r) {
   if (!r.is_object()) return "";
   if (r.contains("suite") && r["suite"].is_string()) return r["suite"].get<std::string>();
   if (r.contains("busbw_gbs")) return "collectives";
+  if (r.contains("algbw_gbs") && r.contains("method")) return "mpi-sync";
   if (r.contains("tokens_per_s")) return "train";
   if (r.contains("product") || r.contains("scope")) return "gemm";
   if (r.contains("ns_per_load") || r.contains("cpu_node")) return "memory";
@@ -361,7 +362,10 @@ void TrainSection(const json& recs, Writer& w) {
           "tokens/s = B x T / median step time; GFLOP/s = model::TrainFlopsPerToken x tokens/s "
           "(the same formula for PyTorch); MFU = GFLOP/s / the measured FMA peak of the cores "
           "used. The step split is group 0's (forward, backward compute, communication, "
-          "optimizer, other = the rest).\n\n";
+          "optimizer, other = the rest). The last two columns say whether a row was disturbed: "
+          "the CPU share other processes took while it ran, and the slowest core's FMA speed "
+          "just before and after it in % of the peak (on a shared VM a core can run at half "
+          "speed for a while with no process of the VM to blame).\n\n";
   std::vector<std::string> models;
   for (const json& r : recs) {
     if (r.contains("tokens_per_s") && r.contains("model")) {
@@ -372,7 +376,7 @@ void TrainSection(const json& recs, Writer& w) {
   for (const std::string& m : models) {
     std::string shape;
     Table t{{"placement", "tokens/s", "GFLOP/s", "MFU", "step (ms)", "forward", "backward", "comm",
-             "optimizer", "other"},
+             "optimizer", "other", "CPU taken by others", "slowest core"},
             {},
             1};
     BarChart tok, split;
@@ -397,7 +401,9 @@ void TrainSection(const json& recs, Writer& w) {
                         F(Num(r, "gflops")), F(100 * Num(r, "mfu")) + "%", F(Num(r, "step_ms")),
                         F(r.value("forward_ms", kNaN)), F(r.value("backward_ms", kNaN)),
                         is_torch ? "(in backward)" : F(r.value("comm_ms", kNaN)),
-                        F(r.value("optimizer_ms", kNaN)), F(r.value("other_ms", kNaN))});
+                        F(r.value("optimizer_ms", kNaN)), F(r.value("other_ms", kNaN)),
+                        r.contains("others_cpu_pct") ? F(Num(r, "others_cpu_pct"), 0) + "%" : "-",
+                        r.contains("slowest_core_pct") ? F(Num(r, "slowest_core_pct"), 0) + "%" : "-"});
       tok.categories.push_back(label);
       ours.values.push_back(is_torch ? kNaN : Num(r, "tokens_per_s"));
       torch.values.push_back(is_torch ? Num(r, "tokens_per_s") : kNaN);
@@ -437,6 +443,27 @@ void TrainSection(const json& recs, Writer& w) {
   }
 }
 
+// ---- mpi-sync
+
+void MpiSyncSection(const json& recs, Writer& w) {
+  w.md += "## Gradient sync across processes (`bench mpi-sync`)\n\n"
+          "The trainer's hierarchical sync (shared-memory reduce-scatter inside a process, the "
+          "owners' parts allreduced across processes, allgather inside) against one flat "
+          "MPI_Allreduce of the whole gradient per process.\n\n";
+  Table t{{"model", "ranks x groups", "method", "time (ms)", "algbw (GB/s)", "vs flat"}, {}, 3};
+  double flat = kNaN;
+  for (const json& r : recs) {
+    if (Str(r, "method").rfind("flat", 0) == 0) flat = Num(r, "seconds");
+  }
+  for (const json& r : recs) {
+    t.rows.push_back({r.value("model", std::string("?")),
+                      fmt::format("{} x {}", r.value("ranks", 0), r.value("groups_per_rank", 0)),
+                      Str(r, "method"), F(Num(r, "seconds") * 1e3), F(Num(r, "algbw_gbs"), 2),
+                      std::isfinite(flat) ? F(flat / Num(r, "seconds"), 2) + "x" : "-"});
+  }
+  w.md += t.Render();
+}
+
 }  // namespace
 
 BenchResults LoadBenchResults(const std::string& path) {
@@ -463,6 +490,7 @@ BenchResults LoadBenchResults(const std::string& path) {
     res.machine = doc.value("machine", json::object());
     if (doc.contains("command") && doc["command"].is_string()) res.command = doc["command"];
     res.quick = doc.value("quick", false);
+    if (doc.contains("runs") && doc["runs"].is_object()) res.runs = doc["runs"];
     for (const auto& [name, recs] : doc["suites"].items()) {
       if (!recs.is_array()) {
         throw InputError(fmt::format("'{}': suites.{} is not a list of records", path, name), hint);
@@ -527,6 +555,20 @@ std::vector<std::string> WriteBenchReport(const BenchResults& results, const std
   w.md += fmt::format("Results: `{}`{}.\n", source, results.quick ? " (a --quick smoke run: small sizes, few repetitions)" : "");
   if (!results.command.empty()) w.md += fmt::format("Produced by: `{}`\n", results.command);
   w.md += fmt::format("Charts and this page: `cputrain-numa report {} -o {}`\n\n", source, dir);
+  if (!results.runs.empty()) {
+    Table t{{"suite", "run time (s)", "CPU taken by other processes", "load average before",
+             "after (ours included)"},
+            {},
+            1};
+    for (const auto& [name, r] : results.runs.items()) {
+      if (!r.is_object()) continue;
+      t.rows.push_back({name, F(r.value("seconds", kNaN)), F(r.value("others_cpu_pct", kNaN), 0) + "%",
+                        F(r.value("load_start", kNaN), 2), F(r.value("load_end", kNaN), 2)});
+    }
+    w.md += "How busy the machine was while each suite ran (the CPU share other processes took; "
+            "the 1-minute load averages count the benchmark's own threads too):\n\n" +
+            t.Render();
+  }
   w.md += "How each figure is measured: docs/benchmarks.md in the cputrain-numa repository.\n\n";
   for (const char* name : kSuites) {
     if (!results.suites.contains(name)) continue;
@@ -536,6 +578,7 @@ std::vector<std::string> WriteBenchReport(const BenchResults& results, const std
       if (std::string(name) == "gemm") GemmSection(recs, w);
       if (std::string(name) == "collectives") CollectivesSection(recs, w);
       if (std::string(name) == "train") TrainSection(recs, w);
+      if (std::string(name) == "mpi-sync") MpiSyncSection(recs, w);
     } catch (const json::exception& e) {
       throw InputError(fmt::format("'{}': a {} record lacks a field the report needs or has the "
                                    "wrong type: {}",

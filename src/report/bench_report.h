@@ -4,10 +4,10 @@
 //
 // Accepted input:
 //   - the document of `bench all --json`: {"machine": {...}, "command": "...", "suites":
-//     {"memory": [...], "gemm": [...], "collectives": [...], "train": [...]}};
+//     {"memory": [...], "gemm": [...], "collectives": [...], "train": [...], "mpi-sync": [...]}};
 //   - one suite's list of records (`bench <suite> --json`); the suite is read from the records'
 //     "suite" field, or inferred from their fields (busbw_gbs: collectives; tokens_per_s: train;
-//     product or scope: gemm; ns_per_load or cpu_node: memory).
+//     product or scope: gemm; ns_per_load or cpu_node: memory; method and algbw_gbs: mpi-sync).
 // Anything else (not JSON, another shape, records of no known suite, a record missing a field a
 // chart needs) is an InputError naming the file and the problem. Every file is written
 // atomically (common/files.h).
@@ -24,6 +24,7 @@ struct BenchResults {
   nlohmann::json machine;  // {} for a single suite's list
   std::string command;     // "" when the file does not say
   bool quick = false;
+  nlohmann::json runs = nlohmann::json::object();  // suite -> {seconds, load_start, load_end}
   // suite name -> its records (a JSON list), for the suites present.
   nlohmann::json suites = nlohmann::json::object();
 };
