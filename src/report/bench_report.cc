@@ -560,8 +560,9 @@ std::vector<std::string> WriteBenchReport(const BenchResults& results, const std
              "after (ours included)"},
             {},
             1};
-    for (const auto& [name, r] : results.runs.items()) {
-      if (!r.is_object()) continue;
+    for (const char* name : kSuites) {  // in the order `bench all` runs them
+      if (!results.runs.contains(name) || !results.runs[name].is_object()) continue;
+      const json& r = results.runs[name];
       t.rows.push_back({name, F(r.value("seconds", kNaN)), F(r.value("others_cpu_pct", kNaN), 0) + "%",
                         F(r.value("load_start", kNaN), 2), F(r.value("load_end", kNaN), 2)});
     }
