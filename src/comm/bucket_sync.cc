@@ -145,6 +145,15 @@ void BucketSync::WaitAll(Stage stage, uint64_t step, int bucket) {
   for (int h = 0; h < groups_; ++h) Wait(stage, h, step, bucket);
 }
 
+bool BucketSync::AllPublished(Stage stage, uint64_t step, int bucket) const {
+  const uint32_t target = Count(step, bucket) + 1;
+  for (int h = 0; h < groups_; ++h) {
+    // WaitWord::Load is an acquire: the group's writes before its Publish are visible.
+    if (!SeqAtLeast(Word(stage, h).Load(), target)) return false;
+  }
+  return true;
+}
+
 void BucketSync::Abort(const std::string& reason) {
   if (!abort_->Set(reason)) return;
   for (int h = 0; h < groups_; ++h) {

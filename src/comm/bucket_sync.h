@@ -82,6 +82,10 @@ class BucketSync {
   void Wait(Stage stage, int group, uint64_t step, int bucket);
   // Waits until every group has.
   void WaitAll(Stage stage, uint64_t step, int bucket);
+  // Without waiting: true if every group has published `stage` for bucket b of step s. An
+  // acquire like WaitAll when it returns true (so the caller may then read the buckets), so a
+  // caller can do other work instead of waiting for the slowest group.
+  bool AllPublished(Stage stage, uint64_t step, int bucket) const;
 
   void Abort(const std::string& reason);
   bool aborted() const;

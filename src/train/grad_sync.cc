@@ -43,6 +43,7 @@ GradSync::GradSync(const model::ParamLayout& layout, std::vector<WorkerPool*> po
       buckets_(MakeBuckets(layout, bucket_floats)),
       sync_(static_cast<int>(pools_.size()), total_, static_cast<int>(buckets_.size())),
       next_bucket_(pools_.size(), 0),
+      next_reduce_(pools_.size(), 0),
       control_(new CommControl[pools_.size()]) {
   CPUTRAIN_CHECK(grads.size() == pools_.size(), "one gradient buffer per group");
   CPUTRAIN_CHECK(comm_pools_.empty() || comm_pools_.size() == pools_.size(),
@@ -73,6 +74,7 @@ void GradSync::Abort(const std::string& reason) { sync_.Abort(reason); }
 
 void GradSync::BeginStep(int group, uint64_t step) {
   next_bucket_[group] = 0;
+  next_reduce_[group] = 0;
   if (!comm_pools_.empty()) control_[group].authorized.Publish(static_cast<uint32_t>(step + 1));
 }
 
@@ -97,14 +99,25 @@ void GradSync::OnBackwardReady(int group, uint64_t step, std::size_t from) {
   while (b < static_cast<int>(buckets_.size()) && buckets_[b].lo >= from) {
     // The compute workers joined at the end of the last kernel: the bucket is written.
     sync_.Publish(comm::BucketSync::Stage::kWritten, group, step, b);
-    if (comm_pools_.empty()) ReduceBucket(group, *pools_[group], step, b);
     ++b;
+  }
+  if (!comm_pools_.empty()) return;  // the comm threads reduce
+  // Inline: reduce, in order, the buckets every group has written by now; don't wait.
+  int& r = next_reduce_[group];
+  while (r < b && sync_.AllPublished(comm::BucketSync::Stage::kWritten, step, r)) {
+    ReduceBucket(group, *pools_[group], step, r);
+    ++r;
   }
 }
 
 void GradSync::FinishStep(int group, uint64_t step) {
   CPUTRAIN_CHECK(next_bucket_[group] == static_cast<int>(buckets_.size()),
                  "FinishStep before backward reported every bucket");
+  if (comm_pools_.empty()) {  // inline: what the other groups had not written yet
+    for (int& r = next_reduce_[group]; r < static_cast<int>(buckets_.size()); ++r) {
+      ReduceBucket(group, *pools_[group], step, r);
+    }
+  }
   const int last = static_cast<int>(buckets_.size()) - 1;
   // Every owner has reduced every bucket (owners publish in bucket order): our shard is final
   // and nobody reads our buffer for this step any more.

@@ -13,8 +13,11 @@
 // they complete. The shard partition is comm::ShardBounds (the same as the optimizer's).
 //
 // Two ways to do the reductions, with identical results (the same sums in the same order):
-//  - inline (no comm threads): at each report, the group's own workers wait for every group to
-//    have written the bucket and reduce its owned part, then backward goes on;
+//  - inline (no comm threads): at each report the group publishes the buckets it has written,
+//    then its own workers reduce its owned part of every earlier bucket that all groups have
+//    written by now — without waiting for the others — and backward goes on; what is left is
+//    reduced in FinishStep. (Waiting at every bucket made the faster group idle once per
+//    bucket: on 2 groups x 1 thread that cost more than the reductions themselves.)
 //  - comm threads (placement.comm_threads >= 1): a pinned communication pool per group reduces
 //    each bucket as soon as every group has written it, while the compute workers go on with
 //    backward (the overlap DDP gets from its buckets).
@@ -68,6 +71,7 @@ class GradSync {
   void Abort(const std::string& reason);
 
  private:
+  // Reduces group's owned part of bucket b (all groups must have written it) and publishes it.
   void ReduceBucket(int group, WorkerPool& pool, uint64_t step, int bucket);
   void CommLoop(int group);
 
@@ -77,7 +81,8 @@ class GradSync {
   Distributed* dist_;
   std::vector<comm::Range> buckets_;  // in completion order: buckets_[0] ends at total_
   comm::BucketSync sync_;
-  std::vector<int> next_bucket_;  // per group, owned by its driver: first unpublished bucket
+  std::vector<int> next_bucket_;   // per group, owned by its driver: first unpublished bucket
+  std::vector<int> next_reduce_;   // per group (inline mode): first bucket it has not reduced
 
   // Comm-thread mode: the driver authorizes step s (BeginStep publishes s + 1); the comm loop
   // waits for it. stop_ is read by the comm loop after a wake-up (release/acquire via the word).
