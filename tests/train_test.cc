@@ -67,6 +67,7 @@ struct ParityCase {
   const char* fixture;
   const char* topology;
   int groups;
+  const char* group_by = "socket";  // l3: groups on one NUMA node, sharing one replica
 };
 
 class Parity : public ::testing::TestWithParam<ParityCase> {};
@@ -74,7 +75,8 @@ class Parity : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(Parity, TwentyStepsMatchPyTorch) {
   const ParityCase pc = GetParam();
   test::TempDir out;
-  Config c = FixtureConfig(pc.fixture, out.path(), {std::string("topology=") + pc.topology});
+  Config c = FixtureConfig(pc.fixture, out.path(), {std::string("topology=") + pc.topology,
+                                                    std::string("placement.group_by=") + pc.group_by});
   TrainResult r = Quiet(c);
   const nlohmann::json ref =
       nlohmann::json::parse(Slurp(FixtureDir(pc.fixture) + "/losses.json"));
@@ -109,10 +111,39 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ParityCase{"tiny", "this", 1}, ParityCase{"odd", "this", 1},
                       ParityCase{"tiny", "synthetic:pack:2 numa:1 core:1 pu:1", 2},
                       ParityCase{"odd", "synthetic:pack:2 numa:1 core:1 pu:1", 2},
-                      ParityCase{"odd", "synthetic:pack:4 numa:1 core:1 pu:1", 4}),
+                      ParityCase{"odd", "synthetic:pack:4 numa:1 core:1 pu:1", 4},
+                      ParityCase{"odd", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1", 2, "l3"},
+                      ParityCase{"odd", "synthetic:pack:1 numa:1 l3:4 core:1 pu:1", 4, "l3"}),
     [](const auto& info) {
-      return std::string(info.param.fixture) + "_" + std::to_string(info.param.groups) + "groups";
+      return std::string(info.param.fixture) + "_" + std::to_string(info.param.groups) + "groups" +
+             (std::string(info.param.group_by) == "l3" ? "_one_node" : "");
     });
+
+// Groups on one NUMA node train on one shared parameter replica (no allgather); groups on
+// different nodes on a replica each. Same sums, same updates: the metrics and the checkpoint are
+// bit-identical, with either gradient sync mode.
+TEST(Train, SharedReplicaOnOneNodeIsBitIdenticalToAReplicaPerGroup) {
+  const std::string two_nodes = "topology=synthetic:pack:2 numa:1 core:2 pu:1";
+  const std::string one_node = "topology=synthetic:pack:1 numa:1 l3:2 core:2 pu:1";
+  test::TempDir a, b, c;
+  Quiet(FixtureConfig("odd", a.path(), {two_nodes, "placement.threads_per_group=1"}));
+  Quiet(FixtureConfig("odd", b.path(), {one_node, "placement.group_by=l3", "placement.threads_per_group=1"}));
+  Quiet(FixtureConfig("odd", c.path(), {one_node, "placement.group_by=l3", "placement.comm_threads=1",
+                                        "comm.bucket_mb=0.05"}));
+  const std::string ma = MetricsWithoutTimings(a.path());
+  EXPECT_EQ(ma, MetricsWithoutTimings(b.path()));
+  EXPECT_EQ(ma, MetricsWithoutTimings(c.path()));
+  EXPECT_EQ(Slurp(a.path() + "/model.bin"), Slurp(b.path() + "/model.bin"));
+  EXPECT_EQ(Slurp(a.path() + "/model.bin"), Slurp(c.path() + "/model.bin"));
+  // placement.json says which replica each group uses.
+  nlohmann::json pa = nlohmann::json::parse(Slurp(a.path() + "/placement.json"));
+  nlohmann::json pb = nlohmann::json::parse(Slurp(b.path() + "/placement.json"));
+  ASSERT_EQ(pa["groups"].size(), 2u);
+  ASSERT_EQ(pb["groups"].size(), 2u);
+  EXPECT_EQ(pa["groups"][1]["param_replica"], 1);
+  EXPECT_EQ(pb["groups"][0]["param_replica"], 0);
+  EXPECT_EQ(pb["groups"][1]["param_replica"], 0);
+}
 
 TEST(Train, TwoGroupRunsAreBitIdenticalWhateverTheSyncMode) {
   const std::string topo = "topology=synthetic:pack:2 numa:1 core:2 pu:1";

@@ -50,7 +50,11 @@ struct Group {
   int rows = 0;  // B/G sequences of each step's window
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<WorkerPool> comm_pool;  // comm_threads >= 1 and G > 1
-  alloc::NodeBuffer<float> params, grads, m, v, acts;
+  alloc::NodeBuffer<float> params, grads, m, v, acts;  // params: only if replica == index
+  // The parameter replica this group reads and updates: its own, or (when every group is on one
+  // NUMA node, where a copy per group buys no locality) group 0's, shared by all.
+  int replica = 0;
+  float* weights = nullptr;
   alloc::NodeBuffer<int> tokens;
   std::unique_ptr<model::Activations> act;
   comm::Range owned;
@@ -222,6 +226,14 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   std::unique_ptr<topo::Binder> binder = topo::MakeBinder(topology);
   const bool sync_groups = G > 1 || dist != nullptr;
   std::vector<Group> groups(G);
+  // Groups that share a NUMA node gain nothing from a parameter replica each: the copies sit in
+  // the same memory, and keeping them equal costs an allgather of the whole model per step plus
+  // twice the weight traffic in the GEMMs. When all groups are on one node (a one-node machine
+  // split by cpus or by L3), they train on group 0's replica: each group's AdamW updates its
+  // shard in place and there is no allgather. Gradients stay one buffer per group
+  // (backward writes them concurrently). Groups on different nodes keep a replica each.
+  bool share_replica = G > 1 && plan.groups[0].numa_node >= 0;
+  for (int g = 1; g < G; ++g) share_replica &= plan.groups[g].numa_node == plan.groups[0].numa_node;
   for (int g = 0; g < G; ++g) {
     const topo::Group& pg = plan.groups[g];
     Group& grp = groups[g];
@@ -234,7 +246,8 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     }
     grp.owned = G > 1 ? comm::ShardBounds(layout.total(), G, g) : comm::Range{0, layout.total()};
     grp.act = std::make_unique<model::Activations>(shape, grp.rows, T, grp.pool->size());
-    grp.params = alloc::NodeBuffer<float>(grp.node, layout.total());
+    grp.replica = share_replica ? 0 : g;
+    if (grp.replica == g) grp.params = alloc::NodeBuffer<float>(grp.node, layout.total());
     grp.grads = alloc::NodeBuffer<float>(grp.node, layout.total());
     grp.m = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
     grp.v = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
@@ -246,6 +259,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   auto no_abort = [](const std::string&) {};
   OnAllGroups(groups, [&](Group& grp) {
     for (alloc::NodeBuffer<float>* b : {&grp.params, &grp.grads, &grp.m, &grp.v, &grp.acts, &grp.scalars}) {
+      if (b->size() == 0) continue;  // a group without its own replica
       float* p = b->data();
       grp.pool->ParallelFor(b->size(), [&](std::size_t lo, std::size_t hi, int) {
         std::fill(p + lo, p + hi, 0.f);
@@ -261,8 +275,9 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       model::LoadCheckpoint(cfg.model.init_from, layout, groups[0].params.data());
     }
   });
+  for (Group& grp : groups) grp.weights = groups[grp.replica].params.data();
   OnAllGroups(groups, [&](Group& grp) {
-    if (grp.index == 0) return;
+    if (grp.index == 0 || grp.replica != grp.index) return;
     const float* src = groups[0].params.data();
     float* dst = grp.params.data();
     grp.pool->ParallelFor(layout.total(), [&](std::size_t lo, std::size_t hi, int) {
@@ -279,8 +294,9 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
                     {"numa_node", grp.node},
                     {"worker_bindings", grp.pool->BindingsReadBack()},
                     {"worker_cpus_seen", grp.pool->CpusSeenAtStart()},
+                    {"param_replica", grp.replica},
                     {"memory_nodes",
-                     {{"params", NodesJson(grp.params.data(), grp.params.bytes())},
+                     {{"params", NodesJson(grp.weights, layout.total() * sizeof(float))},
                       {"grads", NodesJson(grp.grads.data(), grp.grads.bytes())},
                       {"optimizer", NodesJson(grp.m.data(), grp.m.bytes())},
                       {"activations", NodesJson(grp.acts.data(), grp.acts.bytes())}}}});
@@ -397,7 +413,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       OnAllGroups(groups, [&](Group& grp) {
         LoadRows(*val_file, static_cast<std::size_t>(w), B, T, rank_row0 + grp.index * grp.rows,
                  grp.rows, grp.act->inputs, grp.act->targets);
-        grp.loss_sum = model::Forward(*grp.pool, layout, grp.params.data(), *grp.act, grp.rows, T, true);
+        grp.loss_sum = model::Forward(*grp.pool, layout, grp.weights, *grp.act, grp.rows, T, true);
       }, abort_all);
       for (const Group& grp : groups) sum += grp.loss_sum;
     }
@@ -427,12 +443,12 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       LoadRows(train_file, window, B, T, rank_row0 + g * grp.rows, grp.rows, grp.act->inputs,
                grp.act->targets);
       auto t = Clock::now();
-      grp.loss_sum = model::Forward(pool, layout, grp.params.data(), *grp.act, grp.rows, T, true);
+      grp.loss_sum = model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T, true);
       grp.forward_ms = ms_since(t);
       double comm_ms = 0;  // inline bucket reductions happen inside backward: counted here
       t = Clock::now();
       if (sync) sync->BeginStep(g, static_cast<uint64_t>(s));
-      model::Backward(pool, layout, grp.params.data(), grp.grads.data(), *grp.act, grp.rows, T,
+      model::Backward(pool, layout, grp.weights, grp.grads.data(), *grp.act, grp.rows, T,
                       dloss, [&](std::size_t from) {
                         if (!sync) return;
                         const auto c = Clock::now();
@@ -455,14 +471,18 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       optim::AdamWStep step{lr, cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps,
                             cfg.optim.weight_decay, s + 1,
                             optim::ClipCoefficient(grp.grad_norm, cfg.optim.grad_clip)};
-      optim::AdamWUpdate(pool, layout, grp.params.data(), grp.grads.data(), grp.m.data(),
+      optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(),
                          grp.v.data(), grp.owned.lo, grp.owned.hi, step);
       grp.optimizer_ms = ms_since(t);
-      if (comm) {
-        // Every group pulls the other shards into its replica before the next forward.
+      if (comm && !share_replica) {
+        // Every group pulls the other shards into its replica before the next forward. (With one
+        // shared replica the shards are already in place: this OnAllGroups returns only after
+        // every group's update, so they all happen before any group's next forward. And no
+        // group updates while another still reads the weights in backward: the sum-of-squares
+        // allreduce above is a barrier after every group's backward.)
         t = Clock::now();
         pool.ForEachThread([&](int th) {
-          comm->Allgather(g, th, grp.params.data() + grp.owned.lo, grp.params.data(), layout.total());
+          comm->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
         });
         comm_ms += ms_since(t);
       }
