@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/vmath.h"
+
 namespace cputrain::optim {
 
 double LearningRate(const OptimConfig& c, int step, int steps) {
@@ -17,41 +19,47 @@ double LearningRate(const OptimConfig& c, int step, int steps) {
 
 namespace {
 
-// The per-element update, 8 lanes at a time with exactly the scalar operations (multiply, add,
-// sqrt, divide; no FMA), so the vector and scalar paths give the same bits. AdamW moves 28 bytes
-// per parameter; vectorized it runs at memory speed (the scalar loop took 9% of a GPT-2 124M
-// step in a profile, about 3x the memory-bound time).
+// The per-element update, 8 lanes at a time. AdamW moves 28 bytes per parameter; vectorized it
+// runs at memory speed (the scalar loop took 9% of a GPT-2 124M step in a profile, about 3x the
+// memory-bound time). The tail shorter than 8 goes through the same code, padded with zeros (a
+// padded lane computes 0 / eps and is never stored), so an element's update has the same bits
+// wherever thread ranges and ZeRO shards cut the buffer. (A separate scalar tail did not: the
+// compiler contracts multiply-adds into FMAs differently in the two forms.)
 struct AdamWConsts {
   float step_size, decay_keep, b1, one_minus_b1, b2, one_minus_b2, bc2, eps, scale;
 };
 
 template <bool kDecay>
 void AdamWRange(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWConsts& k) {
-  std::size_t i = 0;
   const __m256 step = _mm256_set1_ps(k.step_size), keep = _mm256_set1_ps(k.decay_keep),
                b1 = _mm256_set1_ps(k.b1), c1 = _mm256_set1_ps(k.one_minus_b1),
                b2 = _mm256_set1_ps(k.b2), c2 = _mm256_set1_ps(k.one_minus_b2),
                bc2 = _mm256_set1_ps(k.bc2), eps = _mm256_set1_ps(k.eps), scale = _mm256_set1_ps(k.scale);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), scale);
-    __m256 pi = _mm256_loadu_ps(p + i);
+  // In: 8 lanes of p, g, m, v; out: the updated p, m, v.
+  auto update = [&](__m256& pi, __m256 graw, __m256& mi, __m256& vi) {
+    const __m256 gi = _mm256_mul_ps(graw, scale);
     if (kDecay) pi = _mm256_mul_ps(pi, keep);
-    const __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(gi, c1));
-    const __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
-                                    _mm256_mul_ps(_mm256_mul_ps(gi, gi), c2));
+    mi = _mm256_add_ps(_mm256_mul_ps(mi, b1), _mm256_mul_ps(gi, c1));
+    vi = _mm256_add_ps(_mm256_mul_ps(vi, b2), _mm256_mul_ps(_mm256_mul_ps(gi, gi), c2));
     const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
+    pi = _mm256_add_ps(pi, _mm256_mul_ps(step, _mm256_div_ps(mi, denom)));
+  };
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 pi = _mm256_loadu_ps(p + i), mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+    update(pi, _mm256_loadu_ps(g + i), mi, vi);
     _mm256_storeu_ps(m + i, mi);
     _mm256_storeu_ps(v + i, vi);
-    _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_mul_ps(step, _mm256_div_ps(mi, denom))));
+    _mm256_storeu_ps(p + i, pi);
   }
-  for (; i < n; ++i) {
-    const float gi = g[i] * k.scale;
-    float pi = p[i];
-    if (kDecay) pi = pi * k.decay_keep;
-    m[i] = m[i] * k.b1 + gi * k.one_minus_b1;
-    v[i] = v[i] * k.b2 + gi * gi * k.one_minus_b2;
-    const float denom = std::sqrt(v[i]) / k.bc2 + k.eps;
-    p[i] = pi + k.step_size * (m[i] / denom);
+  if (i < n) {
+    const std::size_t r = n - i;
+    __m256 pi = kernels::LoadPartial(p + i, r, 0.f), mi = kernels::LoadPartial(m + i, r, 0.f),
+           vi = kernels::LoadPartial(v + i, r, 0.f);
+    update(pi, kernels::LoadPartial(g + i, r, 0.f), mi, vi);
+    kernels::StorePartial(m + i, r, mi);
+    kernels::StorePartial(v + i, r, vi);
+    kernels::StorePartial(p + i, r, pi);
   }
 }
 
