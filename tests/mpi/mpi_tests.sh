@@ -77,8 +77,11 @@ set -e
 grep -q "both pin a worker to CPU" "$work/o.log" || { cat "$work/o.log"; fail "overlap message"; }
 echo "overlapping pinning: exit 2, $(grep -o 'ranks [0-9]* and [0-9]* on host [^ ]* both pin a worker to CPU [0-9]*' "$work/o.log" | head -1)"
 
-long=(--set train.steps=1000000 --set mpi.watchdog_seconds=4 --set "train.out_dir=$work/long")
+long=(--set train.steps=1000000 --set mpi.watchdog_seconds=4)
 start_long() {  # runs the long job in the background; sets job_pid
+  # A fresh out_dir: the previous job's metrics.jsonl would pass the "running steps" check below
+  # before this job has started.
+  rm -rf "$work/long"
   # shellcheck disable=SC2046
   "${mpirun[@]}" "$bin" $(train_args "$work/long") "${long[@]}" >"$work/$1.log" 2>&1 &
   job_pid=$!
