@@ -244,7 +244,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     if (sync_groups && !pg.comm_cpus.empty()) {
       grp.comm_pool = std::make_unique<WorkerPool>(pg.comm_cpus, binder.get(), fmt::format("c{}", g));
     }
-    grp.owned = G > 1 ? comm::ShardBounds(layout.total(), G, g) : comm::Range{0, layout.total()};
+    grp.owned = comm::ShardBounds(layout.total(), G, g);  // all of it when G = 1
     grp.act = std::make_unique<model::Activations>(shape, grp.rows, T, grp.pool->size());
     grp.replica = share_replica ? 0 : g;
     if (grp.replica == g) grp.params = alloc::NodeBuffer<float>(grp.node, layout.total());
@@ -259,7 +259,9 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   auto no_abort = [](const std::string&) {};
   OnAllGroups(groups, [&](Group& grp) {
     for (alloc::NodeBuffer<float>* b : {&grp.params, &grp.grads, &grp.m, &grp.v, &grp.acts, &grp.scalars}) {
-      if (b->size() == 0) continue;  // a group without its own replica
+      // The other groups' own replicas are first touched by the copy of group 0's below (the
+      // same workers, the same split); a group without a replica of its own has none.
+      if (b == &grp.params && grp.index != 0) continue;
       float* p = b->data();
       grp.pool->ParallelFor(b->size(), [&](std::size_t lo, std::size_t hi, int) {
         std::fill(p + lo, p + hi, 0.f);
