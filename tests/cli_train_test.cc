@@ -19,12 +19,7 @@ std::string Fixture(const std::string& f) {
   return std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/odd/" + f;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::cputrain::test::Slurp;
 
 // Train args for the odd fixture writing into out, plus extra --set overrides.
 std::vector<std::string> TrainArgs(const std::string& out, std::vector<std::string> sets) {

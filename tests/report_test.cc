@@ -18,12 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::cputrain::test::Slurp;
 
 void Write(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;

