@@ -37,15 +37,6 @@ void Report::WriteJson(const std::string& path) const {
   WriteFileAtomic(path, records_.dump(2) + "\n");
 }
 
-double Percentile(std::vector<double> v, double p) {
-  CPUTRAIN_CHECK(!v.empty(), "Percentile of no values");
-  std::sort(v.begin(), v.end());
-  const double pos = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(v.size() - 1);
-  const std::size_t lo = static_cast<std::size_t>(pos);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
 double Median(std::vector<double> v) {
   CPUTRAIN_CHECK(!v.empty(), "Median of no values");
   const std::size_t mid = v.size() / 2;

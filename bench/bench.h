@@ -74,8 +74,6 @@ double Median(std::vector<double> v);
 std::string FormatBytes(uint64_t bytes);
 // "12.3 us", "4.56 ms", "1.23 s".
 std::string FormatSeconds(double seconds);
-// Percentile p in [0, 100] of v (v non-empty; linear interpolation between order statistics).
-double Percentile(std::vector<double> v, double p);
 // Seconds on the steady clock (CLOCK_MONOTONIC: comparable between the threads and the
 // processes of one machine).
 double NowSeconds();

@@ -52,7 +52,6 @@
 
 extern "C" {
 void openblas_set_num_threads(int num_threads);
-int openblas_get_num_threads(void);
 char* openblas_get_config(void);
 char* openblas_get_corename(void);
 }
@@ -117,16 +116,6 @@ void Dims(Product p, std::size_t N, const Shape& s, std::size_t* M, std::size_t*
       *M = static_cast<std::size_t>(s.OC), *Nn = static_cast<std::size_t>(s.C), *K = N;
       return;
   }
-}
-
-// Worker tid's share of [0, n), cut at multiples of 16: kernels/matmul.cc's Slice, replicated so
-// that the own kernel and the bwd_input product get exactly training's partition.
-void Slice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t* e) {
-  const std::size_t blocks = (n + 15) / 16;
-  std::size_t bb, be;
-  WorkerPool::Split(blocks, parts, tid, &bb, &be);
-  *b = std::min(n, bb * 16);
-  *e = std::min(n, be * 16);
 }
 
 int I(std::size_t v) { return static_cast<int>(v); }
@@ -229,7 +218,7 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
     switch (product) {
       case Product::kFwd: {  // as MatmulForward: split OC if OC >= N, else N
         const bool split_cols = uOC >= N;
-        Slice(split_cols ? uOC : N, nt, tid, &b, &e);
+        kernels::MatmulSlice(split_cols ? uOC : N, nt, tid, &b, &e);
         if (b >= e) return;
         const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
         const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : uOC;
@@ -239,7 +228,7 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
       }
       case Product::kBwdInput: {  // as MatmulBackward's dinp: split N if N >= C, else C
         const bool split_rows = N >= uC;
-        Slice(split_rows ? N : uC, nt, tid, &b, &e);
+        kernels::MatmulSlice(split_rows ? N : uC, nt, tid, &b, &e);
         if (b >= e) return;
         if (split_rows) {
           if (own) {
@@ -261,7 +250,7 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
         return;
       }
       case Product::kBwdWeight: {  // as MatmulBackward's dweight: split OC
-        Slice(uOC, nt, tid, &b, &e);
+        kernels::MatmulSlice(uOC, nt, tid, &b, &e);
         if (b >= e) return;
         OwnSgemm(I(e - b), C, I(N), {o.dout.p + b, 1, ld}, {o.inp.p, C, 1}, o.dw.p + b * uC, C,
                  false);

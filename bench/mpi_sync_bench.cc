@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -82,10 +81,11 @@ void MpiSyncSuite::Launch(const BenchContext& ctx, Report* report) {
     throw RuntimeError("mpirun is not installed", "run scripts/install-deps.sh (openmpi-bin)");
   }
   const std::string exe = ExecutableDir() + "/cputrain-numa";
-  const std::string json = std::filesystem::temp_directory_path() /
-                           fmt::format("cputrain-mpi-sync-{}.json", ::getpid());
+  // Removed with its files however this ends (a failed run, a parse error).
+  const ScratchDir dir("cputrain-mpi-sync");
+  const std::string json = dir.path() + "/records.json";
   // The ranks get this run's effective config (file + --set) as a file of their own.
-  const std::string cfg = json + ".yaml";
+  const std::string cfg = dir.path() + "/config.yaml";
   WriteFileAtomic(cfg, ConfigToYaml(ctx.config));
   // Each rank gets its own share of the machine (a socket each when there are enough, else a
   // core each), as a multi-node launch gives each process its own machine: two ranks that
@@ -104,13 +104,10 @@ void MpiSyncSuite::Launch(const BenchContext& ctx, Report* report) {
                ranks_, ranks_);
   ProcessResult r = RunProcess(argv, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
   std::fwrite(r.out.data(), 1, r.out.size(), stdout);
-  std::filesystem::remove(cfg);
   if (r.exit_code != 0) {
-    std::filesystem::remove(json);
     throw RuntimeError(fmt::format("the mpirun run of bench mpi-sync exited with {}", r.exit_code));
   }
   nlohmann::json recs = nlohmann::json::parse(ReadFile(json));
-  std::filesystem::remove(json);
   for (auto& rec : recs) report->Add(rec);
 }
 

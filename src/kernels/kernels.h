@@ -40,6 +40,10 @@ void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbi
                        const float* dout, const float* inp, const float* weight, const float* mean,
                        const float* rstd, std::size_t N, int C);
 
+// How the matrix products split [0, n) between the pool's workers: worker tid's share, cut at
+// multiples of 16. (bench gemm times the products with exactly this partition.)
+void MatmulSlice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t* e);
+
 // out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias(OC); bias may be null; out's row stride ldo.
 void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* weight,
                    const float* bias, std::size_t N, int C, int OC, int ldo);

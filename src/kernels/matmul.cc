@@ -20,18 +20,17 @@ int openblas_get_parallel(void);
 namespace cputrain::kernels {
 namespace {
 
-// Worker tid's share of [0, n), cut at multiples of 16.
-void Slice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t* e) {
+int I(std::size_t v) { return static_cast<int>(v); }
+
+}  // namespace
+
+void MatmulSlice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t* e) {
   const std::size_t blocks = (n + 15) / 16;
   std::size_t bb, be;
   WorkerPool::Split(blocks, parts, tid, &bb, &be);
   *b = std::min(n, bb * 16);
   *e = std::min(n, be * 16);
 }
-
-int I(std::size_t v) { return static_cast<int>(v); }
-
-}  // namespace
 
 void InitBlas() {
   static const bool ok = [] {
@@ -54,7 +53,7 @@ void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* 
   const bool split_cols = static_cast<std::size_t>(OC) >= N;
   pool.ForEachThread([&](int tid) {
     std::size_t b, e;
-    Slice(split_cols ? static_cast<std::size_t>(OC) : N, pool.size(), tid, &b, &e);
+    MatmulSlice(split_cols ? static_cast<std::size_t>(OC) : N, pool.size(), tid, &b, &e);
     if (b >= e) return;
     const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
     const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : static_cast<std::size_t>(OC);
@@ -77,7 +76,7 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
       // dinp[N,C] = dout[N,OC] @ weight[OC,C], split over rows (or columns if N is small).
       const bool split_rows = N >= static_cast<std::size_t>(C);
       std::size_t b, e;
-      Slice(split_rows ? N : static_cast<std::size_t>(C), nt, tid, &b, &e);
+      MatmulSlice(split_rows ? N : static_cast<std::size_t>(C), nt, tid, &b, &e);
       if (b < e) {
         if (split_rows) {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
@@ -90,7 +89,7 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
     }
     // dweight[OC,C] = dout^T @ inp and dbias = column sums of dout, split over OC.
     std::size_t o0, o1;
-    Slice(static_cast<std::size_t>(OC), nt, tid, &o0, &o1);
+    MatmulSlice(static_cast<std::size_t>(OC), nt, tid, &o0, &o1);
     if (o0 >= o1) return;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(o1 - o0), C, I(N), 1.f, dout + o0, ldd,
                 inp, C, 0.f, dweight + o0 * C, C);

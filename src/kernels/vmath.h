@@ -73,9 +73,6 @@ inline void StorePartial(float* p, std::size_t n, __m256 v) {
   for (std::size_t i = 0; i < n; ++i) p[i] = tmp[i];
 }
 
-// Scalar e^x with exactly Exp8's result.
-inline float Exp1(float x) { return _mm256_cvtss_f32(Exp8(_mm256_set1_ps(x))); }
-
 // sum(a[i] * b[i]) with 8 lanes, then HSum8: fixed order.
 inline float Dot(const float* a, const float* b, std::size_t n) {
   __m256 acc = _mm256_setzero_ps();

@@ -59,8 +59,6 @@ class GradSync {
 
   int groups() const { return static_cast<int>(pools_.size()); }
   comm::Range Owned(int group) const { return comm::ShardBounds(total_, groups(), group); }
-  const std::vector<comm::Range>& buckets() const { return buckets_; }
-  bool uses_comm_threads() const { return !comm_pools_.empty(); }
 
   void BeginStep(int group, uint64_t step);
   // From model::Backward's on_ready: grads[group][from, total) are final.
@@ -95,7 +93,7 @@ class GradSync {
 };
 
 // The suffix reports of Backward (lnf, blocks L-1..0, embeddings), cut into buckets of about
-// bucket_floats. Exposed for tests.
+// bucket_floats.
 std::vector<comm::Range> MakeBuckets(const model::ParamLayout& layout, std::size_t bucket_floats);
 
 }  // namespace cputrain::train
