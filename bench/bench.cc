@@ -134,12 +134,12 @@ double OthersMeter::Percent() const {
 
 ScratchDir::ScratchDir(const std::string& prefix) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = (tmp && *tmp ? std::string(tmp) : std::string("/tmp")) + "/" + prefix +
-                        "-XXXXXX";
+  std::string pattern =
+      (tmp && *tmp ? std::string(tmp) : std::string("/tmp")) + "/" + prefix + "-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
-    throw RuntimeError(fmt::format("cannot create a scratch directory '{}': {}", pattern,
-                                   std::strerror(errno)),
-                       "set TMPDIR to a writable directory");
+    throw RuntimeError(
+        fmt::format("cannot create a scratch directory '{}': {}", pattern, std::strerror(errno)),
+        "set TMPDIR to a writable directory");
   }
   path_ = pattern;
 }

@@ -25,8 +25,9 @@
 // Timing: buffers on the group's NUMA node, first touched by its pool; per (shape, product) one
 // warm-up call of each implementation, then rounds of one call of each in turn (so a disturbance
 // hits all three alike) until each had ~0.5 s (3..50 rounds; --quick ~0.05 s, 2..5), the median
-// reported (and the best, in the records). Groups are measured one at a time. "per step" weights each shape by its
-// use in one step (L x each block shape + the LM head once) and gives total FLOPs / total time.
+// reported (and the best, in the records). Groups are measured one at a time. "per step" weights
+// each shape by its use in one step (L x each block shape + the LM head once) and gives total FLOPs
+// / total time.
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -162,9 +163,9 @@ class GemmSuite : public Suite {
            "partitioned OpenBLAS (ours) vs OpenBLAS threading vs an own AVX2 kernel";
   }
   void AddOptions(CLI::App* cmd) override {
-    cmd->add_option("--model", models_,
-                    "model whose shapes to run (repeatable): " + ModelNames() +
-                        " (default: config)");
+    cmd->add_option(
+        "--model", models_,
+        "model whose shapes to run (repeatable): " + ModelNames() + " (default: config)");
   }
   void Run(const BenchContext& ctx, Report* report) override;
 
@@ -188,8 +189,8 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
     // splits it over openblas_set_num_threads(T) threads.
     switch (product) {
       case Product::kFwd:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(N), OC, C, 1.f, o.inp.p, C, o.w.p,
-                    C, 0.f, o.out.p, ld);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(N), OC, C, 1.f, o.inp.p, C, o.w.p, C,
+                    0.f, o.out.p, ld);
         return;
       case Product::kBwdInput:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), C, OC, 1.f, o.dout.p, ld,
@@ -206,8 +207,7 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
     return;
   }
   if (impl == Impl::kOurs && product == Product::kBwdWeight) {
-    kernels::MatmulBackward(pool, nullptr, o.dw.p, nullptr, o.dout.p, o.inp.p, o.w.p, N, C, OC,
-                            ld);
+    kernels::MatmulBackward(pool, nullptr, o.dw.p, nullptr, o.dout.p, o.inp.p, o.w.p, N, C, OC, ld);
     return;
   }
   // The partitioned calls: bwd_input of ours (cblas), every product of the own kernel.
@@ -232,8 +232,8 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
         if (b >= e) return;
         if (split_rows) {
           if (own) {
-            OwnSgemm(I(e - b), C, OC, {o.dout.p + b * ld, ld, 1}, {o.w.p, C, 1},
-                     o.dinp.p + b * uC, C, false);
+            OwnSgemm(I(e - b), C, OC, {o.dout.p + b * ld, ld, 1}, {o.w.p, C, 1}, o.dinp.p + b * uC,
+                     C, false);
           } else {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
                         o.dout.p + b * ld, ld, o.w.p, C, 0.f, o.dinp.p + b * uC, C);
@@ -305,10 +305,8 @@ void GemmSuite::Run(const BenchContext& ctx, Report* report) {
         "\ngroup %d: %d thread(s) on CPUs %s, memory on node %d\n  FMA peak (GFLOP/s): one core "
         "%.1f (256-bit)%s; group %.1f (256-bit)%s -> peak used for %% = %.1f\n",
         g, T, topo::Topology::FormatCpuList(pg.cpus).c_str(), node, peak.core_256,
-        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.core_512).c_str() : "",
-        peak.group_256,
-        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.group_512).c_str() : "",
-        peak.group());
+        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.core_512).c_str() : "", peak.group_256,
+        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.group_512).c_str() : "", peak.group());
     for (auto [scope, width, gflops, threads] :
          {std::tuple{"core", FmaWidth::k256, peak.core_256, 1},
           std::tuple{"core", FmaWidth::k512, peak.core_512, 1},
@@ -331,9 +329,9 @@ void GemmSuite::Run(const BenchContext& ctx, Report* report) {
     for (const std::string& mname : names) {
       const ModelPreset m = ResolveModel(mname, ctx.config);
       if (m.B % G != 0) {
-        throw InputError(fmt::format("model {}: B = {} is not divisible by the {} groups", m.name,
-                                     m.B, G),
-                         "pick a placement whose group count divides the batch");
+        throw InputError(
+            fmt::format("model {}: B = {} is not divisible by the {} groups", m.name, m.B, G),
+            "pick a placement whose group count divides the batch");
       }
       const std::size_t N = static_cast<std::size_t>(m.B / G) * static_cast<std::size_t>(m.T);
       std::printf("\n  model %s (%s): N = %d x %d = %zu rows per group\n", m.name.c_str(),
@@ -355,8 +353,8 @@ void GemmSuite::Run(const BenchContext& ctx, Report* report) {
         for (Product p : kProducts) {
           std::size_t M = 0, Nn = 0, K = 0;
           Dims(p, N, s, &M, &Nn, &K);
-          const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(Nn) *
-                               static_cast<double>(K);
+          const double flops =
+              2.0 * static_cast<double>(M) * static_cast<double>(Nn) * static_cast<double>(K);
           const std::size_t out_ld = p == Product::kFwd ? static_cast<std::size_t>(s.ld) : Nn;
           // One warm-up call each (its result checked against ours), then the implementations
           // in turns, one call each per round, so that a disturbance from another process
@@ -422,13 +420,14 @@ void GemmSuite::Run(const BenchContext& ctx, Report* report) {
                          {"rel_err_vs_ours", err[impl]}});
           }
           step_flops += flops * s.per_step;
-          std::printf("  %-8s %-10s %6zu %6zu %6zu | %8.1f %5.0f%% | %8.1f %5.0f%% | %8.1f %5.0f%% "
-                      "| %6.2fx %6.2fx\n",
-                      s.name.c_str(), ProductName(p), M, Nn, K, gf[Impl::kOurs],
-                      100 * gf[Impl::kOurs] / peak.group(), gf[Impl::kOpenblasMt],
-                      100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
-                      100 * gf[Impl::kOwn] / peak.group(),
-                      gf[Impl::kOpenblasMt] / gf[Impl::kOurs], gf[Impl::kOwn] / gf[Impl::kOurs]);
+          std::printf(
+              "  %-8s %-10s %6zu %6zu %6zu | %8.1f %5.0f%% | %8.1f %5.0f%% | %8.1f %5.0f%% "
+              "| %6.2fx %6.2fx\n",
+              s.name.c_str(), ProductName(p), M, Nn, K, gf[Impl::kOurs],
+              100 * gf[Impl::kOurs] / peak.group(), gf[Impl::kOpenblasMt],
+              100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
+              100 * gf[Impl::kOwn] / peak.group(), gf[Impl::kOpenblasMt] / gf[Impl::kOurs],
+              gf[Impl::kOwn] / gf[Impl::kOurs]);
         }
       }
       std::printf("  per step (%d x each block shape + LM head, 3 products each; %.1f GFLOP):\n",

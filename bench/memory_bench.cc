@@ -175,8 +175,8 @@ void MemorySuite::Run(const BenchContext& ctx, Report* report) {
   std::size_t array_bytes =
       array_mib_ > 0 ? static_cast<std::size_t>(array_mib_) * kMiB
                      : std::max<std::size_t>(ctx.quick ? l3 : 4 * l3, (ctx.quick ? 16 : 64) * kMiB);
-  std::size_t chase_bytes = latency_mib_ > 0 ? static_cast<std::size_t>(latency_mib_) * kMiB
-                                             : array_bytes;
+  std::size_t chase_bytes =
+      latency_mib_ > 0 ? static_cast<std::size_t>(latency_mib_) * kMiB : array_bytes;
   uint64_t smallest_node = 0;
   for (const topo::NumaNode& n : topo.numa_nodes) {
     if (n.memory_bytes > 0 && (smallest_node == 0 || n.memory_bytes < smallest_node)) {
@@ -262,9 +262,9 @@ void MemorySuite::Run(const BenchContext& ctx, Report* report) {
         std::unique_ptr<WorkerPool> small;
         WorkerPool* pool = node_pools[i].get();
         if (k < static_cast<int>(cn.cpus.size())) {
-          small = std::make_unique<WorkerPool>(
-              std::vector<int>(cn.cpus.begin(), cn.cpus.begin() + k), binder.get(),
-              fmt::format("mem{}k{}", cn.os_node, k));
+          small =
+              std::make_unique<WorkerPool>(std::vector<int>(cn.cpus.begin(), cn.cpus.begin() + k),
+                                           binder.get(), fmt::format("mem{}k{}", cn.os_node, k));
           pool = small.get();
         }
         const StreamResult r = MeasureStreamOn(*pool, fa, fb, fc, elems, reps, true);
@@ -308,7 +308,8 @@ void MemorySuite::Run(const BenchContext& ctx, Report* report) {
   }
   auto print_matrix = [&](const std::string& title, auto value) {
     std::printf("\n%s\n%10s", title.c_str(), "");
-    for (std::size_t j = 0; j < M; ++j) std::printf(" %9s", fmt::format("mem {}", topo.numa_nodes[j].os_index).c_str());
+    for (std::size_t j = 0; j < M; ++j)
+      std::printf(" %9s", fmt::format("mem {}", topo.numa_nodes[j].os_index).c_str());
     std::printf("\n");
     for (std::size_t i = 0; i < cpu_nodes.size(); ++i) {
       std::printf("%10s", fmt::format("cpu {}", cpu_nodes[i].os_node).c_str());
@@ -316,15 +317,17 @@ void MemorySuite::Run(const BenchContext& ctx, Report* report) {
       std::printf("\n");
     }
   };
-  print_matrix("node x node triad (GB/s; rows: the CPU node's cores, all; columns: the memory node)",
-               [&](std::size_t i, std::size_t j) { return matrix[i][j].triad; });
+  print_matrix(
+      "node x node triad (GB/s; rows: the CPU node's cores, all; columns: the memory node)",
+      [&](std::size_t i, std::size_t j) { return matrix[i][j].triad; });
   print_matrix("node x node copy (GB/s)",
                [&](std::size_t i, std::size_t j) { return matrix[i][j].copy; });
 
   // ---- 3: latency
   if (!no_latency_) {
     const std::size_t lines = chase_bytes / 64;
-    const std::size_t loads = ctx.quick ? std::min<std::size_t>(lines, std::size_t{1} << 20) : lines;
+    const std::size_t loads =
+        ctx.quick ? std::min<std::size_t>(lines, std::size_t{1} << 20) : lines;
     const int lreps = ctx.quick ? 2 : 4;  // the first is a warm-up
     std::vector<std::vector<double>> lat(cpu_nodes.size(), std::vector<double>(M, 0));
     for (std::size_t j = 0; j < M; ++j) {

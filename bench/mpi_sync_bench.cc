@@ -14,6 +14,7 @@
 // Without mpirun around it, the suite starts itself under `mpirun -n RANKS` (shared memory
 // between the local ranks) and reads rank 0's result; under mpirun (or a hostfile of real
 // hosts) it measures directly.
+#include <fmt/format.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -21,8 +22,6 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "alloc/numa_alloc.h"
 #include "bench/bench.h"
@@ -52,7 +51,8 @@ class MpiSyncSuite final : public Suite {
   }
   void AddOptions(CLI::App* cmd) override {
     cmd->add_option("--ranks", ranks_, "processes to start when not under mpirun (default 2)");
-    cmd->add_option("--model", model_, "gradient of this model: " + ModelNames() + " (default gpt2-124M)");
+    cmd->add_option("--model", model_,
+                    "gradient of this model: " + ModelNames() + " (default gpt2-124M)");
     cmd->add_option("--reps", reps_, "timed repetitions of each method (default 5; --quick 2)");
     cmd->add_option("--worker-json", worker_json_, "internal: where rank 0 writes its records")
         ->group("");  // hidden
@@ -92,17 +92,32 @@ void MpiSyncSuite::Launch(const BenchContext& ctx, Report* report) {
   // plan the whole box would pin their workers to the same CPUs.
   const topo::Topology here = topo::LoadTopology("this");
   const bool by_socket = static_cast<int>(here.packages.size()) >= ranks_;
-  std::vector<std::string> argv = {"mpirun", "-n", std::to_string(ranks_), "--oversubscribe",
-                                   "--mca", "btl", "self,vader",
-                                   "--map-by", by_socket ? "socket" : "core",
-                                   "--bind-to", by_socket ? "socket" : "core", exe,
-                                   "bench", "mpi-sync", "--worker-json", json, "--model", model_,
-                                   "--config", cfg};
+  std::vector<std::string> argv = {"mpirun",
+                                   "-n",
+                                   std::to_string(ranks_),
+                                   "--oversubscribe",
+                                   "--mca",
+                                   "btl",
+                                   "self,vader",
+                                   "--map-by",
+                                   by_socket ? "socket" : "core",
+                                   "--bind-to",
+                                   by_socket ? "socket" : "core",
+                                   exe,
+                                   "bench",
+                                   "mpi-sync",
+                                   "--worker-json",
+                                   json,
+                                   "--model",
+                                   model_,
+                                   "--config",
+                                   cfg};
   if (ctx.quick) argv.push_back("--quick");
   if (reps_ > 0) argv.insert(argv.end(), {"--reps", std::to_string(reps_)});
   std::fprintf(stderr, "bench mpi-sync: starting %d processes: mpirun -n %d ... bench mpi-sync\n",
                ranks_, ranks_);
-  ProcessResult r = RunProcess(argv, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
+  ProcessResult r =
+      RunProcess(argv, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
   std::fwrite(r.out.data(), 1, r.out.size(), stdout);
   if (r.exit_code != 0) {
     throw RuntimeError(fmt::format("the mpirun run of bench mpi-sync exited with {}", r.exit_code));
@@ -118,7 +133,8 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, Report* report) {
   std::unique_ptr<mpi::Bridge> bridge = mpi::Bridge::Start(mc);
   const int R = bridge->size(), rank = bridge->rank();
   const topo::Topology topology = topo::LoadTopology(ctx.config.topology);
-  const topo::Plan plan = topo::PlanPlacement(topology, ctx.config.placement, std::getenv("OMP_NUM_THREADS"));
+  const topo::Plan plan =
+      topo::PlanPlacement(topology, ctx.config.placement, std::getenv("OMP_NUM_THREADS"));
   const int G = static_cast<int>(plan.groups.size());
   const ModelPreset preset = ResolveModel(ctx.quick ? "tiny" : model_, ctx.config);
   const model::ParamLayout layout(preset.shape());
@@ -132,7 +148,8 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, Report* report) {
   std::vector<WorkerPool*> pool_ptrs;
   std::vector<float*> grad_ptrs;
   for (int g = 0; g < G; ++g) {
-    pools.push_back(std::make_unique<WorkerPool>(plan.groups[g].cpus, binder.get(), fmt::format("s{}", g)));
+    pools.push_back(
+        std::make_unique<WorkerPool>(plan.groups[g].cpus, binder.get(), fmt::format("s{}", g)));
     grads.emplace_back(std::max(plan.groups[g].numa_node, 0), n);
     pool_ptrs.push_back(pools.back().get());
     grad_ptrs.push_back(grads.back().data());
@@ -180,7 +197,8 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, Report* report) {
         sync.FinishStep(g, step);
         if (shm) {
           const comm::Range own = sync.Owned(g);
-          pool.ForEachThread([&](int t) { shm->Allgather(g, t, grad_ptrs[g] + own.lo, grad_ptrs[g], n); });
+          pool.ForEachThread(
+              [&](int t) { shm->Allgather(g, t, grad_ptrs[g] + own.lo, grad_ptrs[g], n); });
         }
       });
     }
@@ -195,9 +213,10 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, Report* report) {
       for (std::size_t i : {std::size_t{0}, n / 3, n - 1}) {
         const double want = base_sum + replicas * static_cast<double>(i % 7);
         if (grad_ptrs[g][i] != static_cast<float>(want)) {
-          throw RuntimeError(fmt::format("hierarchical sync gave {} at element {} of group {} on "
-                                         "rank {}, expected {}",
-                                         grad_ptrs[g][i], i, g, rank, want));
+          throw RuntimeError(
+              fmt::format("hierarchical sync gave {} at element {} of group {} on "
+                          "rank {}, expected {}",
+                          grad_ptrs[g][i], i, g, rank, want));
         }
       }
     }
@@ -205,23 +224,33 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, Report* report) {
     fill(0);
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = NowSeconds();
-    MPI_Allreduce(MPI_IN_PLACE, grad_ptrs[0], static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, grad_ptrs[0], static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
     const double tf = slowest(NowSeconds() - t0);
     if (rep > 0) hier.push_back(th), flat.push_back(tf);
   }
   const double mh = Median(hier), mf = Median(flat);
   const double bytes = static_cast<double>(n) * sizeof(float);
   if (rank == 0) {
-    std::printf("gradient of %s: %zu floats (%s), %d process(es) x %d group(s), buckets of %.1f MB\n",
-                preset.name.c_str(), n, FormatBytes(static_cast<uint64_t>(bytes)).c_str(), R, G,
-                ctx.config.comm.bucket_mb);
+    std::printf(
+        "gradient of %s: %zu floats (%s), %d process(es) x %d group(s), buckets of %.1f MB\n",
+        preset.name.c_str(), n, FormatBytes(static_cast<uint64_t>(bytes)).c_str(), R, G,
+        ctx.config.comm.bucket_mb);
     std::printf("%-14s %12s %14s %10s\n", "method", "time", "algbw GB/s", "vs flat");
-    std::printf("%-14s %12s %14.2f %9.2fx\n", "hierarchical", FormatSeconds(mh).c_str(), bytes / mh / 1e9, mf / mh);
-    std::printf("%-14s %12s %14.2f %9.2fx\n", "flat MPI", FormatSeconds(mf).c_str(), bytes / mf / 1e9, 1.0);
+    std::printf("%-14s %12s %14.2f %9.2fx\n", "hierarchical", FormatSeconds(mh).c_str(),
+                bytes / mh / 1e9, mf / mh);
+    std::printf("%-14s %12s %14.2f %9.2fx\n", "flat MPI", FormatSeconds(mf).c_str(),
+                bytes / mf / 1e9, 1.0);
     nlohmann::json recs = nlohmann::json::array();
-    for (auto [method, t] : {std::pair<const char*, double>{"hierarchical", mh}, {"flat_mpi_allreduce", mf}}) {
-      recs.push_back({{"method", method}, {"model", preset.name}, {"floats", n}, {"bytes", bytes},
-                      {"ranks", R}, {"groups_per_rank", G}, {"seconds", t},
+    for (auto [method, t] :
+         {std::pair<const char*, double>{"hierarchical", mh}, {"flat_mpi_allreduce", mf}}) {
+      recs.push_back({{"method", method},
+                      {"model", preset.name},
+                      {"floats", n},
+                      {"bytes", bytes},
+                      {"ranks", R},
+                      {"groups_per_rank", G},
+                      {"seconds", t},
                       {"algbw_gbs", bytes / t / 1e9}});
     }
     if (!worker_json_.empty()) WriteFileAtomic(worker_json_, recs.dump(2));

@@ -82,7 +82,9 @@ int DomainsWithCpus(const topo::Topology& t, topo::GroupBy by) {
   std::set<int> seen;
   for (const topo::Pu& pu : t.pus) {
     if (!pu.allowed) continue;
-    const int d = by == topo::GroupBy::kSocket ? pu.package : by == topo::GroupBy::kNuma ? pu.numa : pu.l3;
+    const int d = by == topo::GroupBy::kSocket ? pu.package
+                  : by == topo::GroupBy::kNuma ? pu.numa
+                                               : pu.l3;
     if (d >= 0) seen.insert(d);
   }
   return static_cast<int>(seen.size());
@@ -91,8 +93,9 @@ int DomainsWithCpus(const topo::Topology& t, topo::GroupBy by) {
 // The placement keys reset to the planner's defaults, so that the user's config does not leak
 // into a named placement (its other sections do apply).
 std::vector<std::string> ResetPlacement() {
-  return {"placement.group_by=socket", "placement.groups=auto", "placement.threads_per_group=auto",
-          "placement.hyperthreads=false", "placement.comm_threads=0", "placement.cpus=[]"};
+  return {"placement.group_by=socket",        "placement.groups=auto",
+          "placement.threads_per_group=auto", "placement.hyperthreads=false",
+          "placement.comm_threads=0",         "placement.cpus=[]"};
 }
 
 PlacementSpec ParseSpec(const std::string& text, const topo::Topology& topo) {
@@ -102,7 +105,8 @@ PlacementSpec ParseSpec(const std::string& text, const topo::Topology& topo) {
   PlacementSpec spec;
   if (std::regex_match(text, m, kGxT)) {
     const int G = std::stoi(m[1]), T = std::stoi(m[2]), K = m[4].matched ? std::stoi(m[4]) : 0;
-    if (G < 1 || T < 1) throw InputError(fmt::format("--placement '{}': G and T must be >= 1", text));
+    if (G < 1 || T < 1)
+      throw InputError(fmt::format("--placement '{}': G and T must be >= 1", text));
     spec.label = text;
     spec.sets = ResetPlacement();
     const std::vector<int> cores = CoreCpus(topo);
@@ -126,9 +130,9 @@ PlacementSpec ParseSpec(const std::string& text, const topo::Topology& topo) {
       spec.sets.push_back(fmt::format("topology=synthetic:pack:{} numa:1 core:{} pu:1", G, T + K));
       spec.sets.push_back(fmt::format("placement.threads_per_group={}", T));
       spec.sets.push_back(fmt::format("placement.comm_threads={}", K));
-      spec.note = fmt::format(
-          "SIMULATED pack:{} numa:1 core:{} pu:1: {} threads on {} core(s), unpinned", G,
-          T + K, need, cores.size());
+      spec.note =
+          fmt::format("SIMULATED pack:{} numa:1 core:{} pu:1: {} threads on {} core(s), unpinned",
+                      G, T + K, need, cores.size());
     }
     return spec;
   }
@@ -193,7 +197,7 @@ struct Row {
   std::string label, note;
   double tokens_per_s = 0, step_ms = 0, fwd = 0, bwd = 0, comm = 0, opt = 0, other = 0;
   double gflops = 0, mfu = 0;
-  double others_pct = 0;  // CPU share other processes took meanwhile (OthersMeter)
+  double others_pct = 0;          // CPU share other processes took meanwhile (OthersMeter)
   double slowest_core_pct = 100;  // slowest core's FMA speed before/after, % of its peak
   bool ok = false;
 };
@@ -206,13 +210,14 @@ class TrainSuite : public Suite {
            "--pytorch: PyTorch on the same model in the same run";
   }
   void AddOptions(CLI::App* cmd) override {
-    cmd->add_option("--model", models_,
-                    "model (repeatable): " + ModelNames() +
-                        " (default: small and gpt2-124M; --quick: tiny)");
+    cmd->add_option(
+        "--model", models_,
+        "model (repeatable): " + ModelNames() + " (default: small and gpt2-124M; --quick: tiny)");
     cmd->add_option("--placement", placements_,
                     "placement (repeatable): GxT, GxT+cK, socket, numa, l3[+cK], or "
                     "'label: key=value; ...' (default: derived from the topology)");
-    cmd->add_option("--steps", steps_, "timed steps (default 6; --quick 3)")->check(CLI::Range(1, 100000));
+    cmd->add_option("--steps", steps_, "timed steps (default 6; --quick 3)")
+        ->check(CLI::Range(1, 100000));
     cmd->add_option("--warmup", warmup_, "untimed steps first (default 2; --quick 1)")
         ->check(CLI::Range(0, 100000));
     cmd->add_flag("--pytorch", pytorch_, "also train the same model with PyTorch");
@@ -337,8 +342,12 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
               {"step_ms", row.step_ms},
               {"step_ms_min", *std::min_element(ms.begin(), ms.end())},
               {"step_ms_max", *std::max_element(ms.begin(), ms.end())},
-              {"per_step", {{"ms", ms}, {"forward_ms", fwd}, {"backward_ms", bwd},
-                            {"comm_ms", comm}, {"optimizer_ms", opt}}},
+              {"per_step",
+               {{"ms", ms},
+                {"forward_ms", fwd},
+                {"backward_ms", bwd},
+                {"comm_ms", comm},
+                {"optimizer_ms", opt}}},
               {"tokens_per_s", row.tokens_per_s},
               {"forward_ms", row.fwd},
               {"backward_ms", row.bwd},
@@ -362,30 +371,35 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report
     std::string label, mode, blas;
     std::vector<std::string> args, env;
   };
-  std::vector<Setup> setups = {
-      {fmt::format("PyTorch 1x{} pthread-BLAS", N), "threads", "pthread",
-       {"--threads", std::to_string(N)}, {}}};
+  std::vector<Setup> setups = {{fmt::format("PyTorch 1x{} pthread-BLAS", N),
+                                "threads",
+                                "pthread",
+                                {"--threads", std::to_string(N)},
+                                {}}};
   if (access(openmp_dir.c_str(), R_OK) == 0) {
     const char* old = std::getenv("LD_LIBRARY_PATH");
-    setups.push_back({fmt::format("PyTorch 1x{} openmp-BLAS", N), "threads", "openmp",
-                      {"--threads", std::to_string(N)},
-                      {"LD_LIBRARY_PATH=" + openmp_dir + (old && *old ? ":" + std::string(old) : "")}});
+    setups.push_back(
+        {fmt::format("PyTorch 1x{} openmp-BLAS", N),
+         "threads",
+         "openmp",
+         {"--threads", std::to_string(N)},
+         {"LD_LIBRARY_PATH=" + openmp_dir + (old && *old ? ":" + std::string(old) : "")}});
   }
   if (N >= 2 && m.B % N == 0) {
-    setups.push_back({fmt::format("PyTorch DDP {}x1", N), "ddp", "pthread",
-                      {"--ddp", std::to_string(N)}, {}});
+    setups.push_back(
+        {fmt::format("PyTorch DDP {}x1", N), "ddp", "pthread", {"--ddp", std::to_string(N)}, {}});
   }
   const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
   for (const Setup& s : setups) {
-    std::vector<std::string> argv = {python_, script_,
-                                     "--layers", std::to_string(m.L),
+    std::vector<std::string> argv = {python_,      script_,
+                                     "--layers",   std::to_string(m.L),
                                      "--channels", std::to_string(m.C),
-                                     "--heads", std::to_string(m.NH),
-                                     "--vocab", std::to_string(m.V),
-                                     "--seq-len", std::to_string(m.T),
-                                     "--batch", std::to_string(m.B),
-                                     "--steps", std::to_string(steps_run_),
-                                     "--warmup", std::to_string(warmup_run_)};
+                                     "--heads",    std::to_string(m.NH),
+                                     "--vocab",    std::to_string(m.V),
+                                     "--seq-len",  std::to_string(m.T),
+                                     "--batch",    std::to_string(m.B),
+                                     "--steps",    std::to_string(steps_run_),
+                                     "--warmup",   std::to_string(warmup_run_)};
     argv.insert(argv.end(), s.args.begin(), s.args.end());
     log::Info("bench train: {} {}{}", s.label, s.env.empty() ? "" : s.env[0] + " ",
               fmt::format("{}", fmt::join(argv, " ")));
@@ -402,10 +416,11 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report
         if (!j.is_discarded() && j.contains("tokens_per_s")) out = j;
       }
     }
-    nlohmann::json rec = {{"impl", "pytorch"}, {"model", m.name}, {"model_shape", m.Describe()},
-                          {"placement", s.label}, {"mode", s.mode}, {"blas", s.blas},
-                          {"cores_used", N}, {"B", m.B}, {"T", m.T},
-                          {"torch", torch_version_}};
+    nlohmann::json rec = {
+        {"impl", "pytorch"},      {"model", m.name}, {"model_shape", m.Describe()},
+        {"placement", s.label},   {"mode", s.mode},  {"blas", s.blas},
+        {"cores_used", N},        {"B", m.B},        {"T", m.T},
+        {"torch", torch_version_}};
     if (pr.exit_code != 0 || out.is_null()) {
       log::Warn("bench train: {} failed (exit status {}); its row is left out", s.label,
                 pr.exit_code);
@@ -483,7 +498,8 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
 
   // PyTorch available?
   if (pytorch_) {
-    if (script_.empty()) script_ = std::string(CPUTRAIN_SOURCE_DIR) + "/bench/pytorch/train_gpt2.py";
+    if (script_.empty())
+      script_ = std::string(CPUTRAIN_SOURCE_DIR) + "/bench/pytorch/train_gpt2.py";
     if (access(script_.c_str(), R_OK) != 0) {
       throw InputError(fmt::format("--pytorch: the script '{}' is not readable", script_),
                        "pass --pytorch-script PATH/bench/pytorch/train_gpt2.py");
@@ -495,20 +511,22 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
     if (pr.exit_code == 0 && !v.empty()) {
       torch_version_ = v;
     } else {
-      log::Warn("bench train: '{}' cannot import torch (exit status {}); the PyTorch rows are "
-                "skipped (Debian: apt-get install python3-torch)",
-                python_, pr.exit_code);
+      log::Warn(
+          "bench train: '{}' cannot import torch (exit status {}); the PyTorch rows are "
+          "skipped (Debian: apt-get install python3-torch)",
+          python_, pr.exit_code);
       report->Add({{"kind", "pytorch_unavailable"}, {"python", python_}});
     }
   }
 
   ScratchDir scratch("cputrain-bench-train");
-  std::printf("train: %d timed step(s) after %d warm-up, medians; peak %.1f GFLOP/s per core "
-              "(%s FMA loop, %d cores busy)%s\n",
-              steps_run_, warmup_run_, peak_per_core_, peak_isa_.c_str(), real_cores_,
-              pytorch_ ? (torch_version_.empty() ? "; PyTorch: not available"
-                                                 : fmt::format("; PyTorch {}", torch_version_).c_str())
-                       : "; PyTorch: not run (--pytorch)");
+  std::printf(
+      "train: %d timed step(s) after %d warm-up, medians; peak %.1f GFLOP/s per core "
+      "(%s FMA loop, %d cores busy)%s\n",
+      steps_run_, warmup_run_, peak_per_core_, peak_isa_.c_str(), real_cores_,
+      pytorch_ ? (torch_version_.empty() ? "; PyTorch: not available"
+                                         : fmt::format("; PyTorch {}", torch_version_).c_str())
+               : "; PyTorch: not run (--pytorch)");
   for (const ModelPreset& m : models) {
     // Random token ids below V: four windows of B*T (+1) tokens.
     const std::string tokens = fmt::format("{}/{}.bin", scratch.path(), m.name);
@@ -522,19 +540,19 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
       w.Commit();
     }
     const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
-    std::printf("\nmodel %s: %s, %.1f MFLOP per token (model::TrainFlopsPerToken)\n"
-                "  others = CPU share other processes took during the row; core = the slowest "
-                "core's FMA speed just before and after it, %% of peak (a shared VM's core can "
-                "run at half speed for a while): a few %% / below ~90%% mean a disturbed row\n",
-                m.name.c_str(), m.Describe().c_str(), fpt / 1e6);
+    std::printf(
+        "\nmodel %s: %s, %.1f MFLOP per token (model::TrainFlopsPerToken)\n"
+        "  others = CPU share other processes took during the row; core = the slowest "
+        "core's FMA speed just before and after it, %% of peak (a shared VM's core can "
+        "run at half speed for a while): a few %% / below ~90%% mean a disturbed row\n",
+        m.name.c_str(), m.Describe().c_str(), fpt / 1e6);
     std::printf("  %-26s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %6s %5s | %s\n", "placement",
                 "tokens/s", "GFLOP/s", "MFU", "step ms", "forward", "backward", "comm", "optim",
                 "other", "others", "core", "how");
     std::vector<Row> rows;
     for (std::size_t i = 0; i < specs.size(); ++i) {
-      const std::optional<Row> r =
-          RunOurs(ctx, m, specs[i], tokens, fmt::format("{}/run-{}-{}", scratch.path(), m.name, i),
-                  report);
+      const std::optional<Row> r = RunOurs(
+          ctx, m, specs[i], tokens, fmt::format("{}/run-{}-{}", scratch.path(), m.name, i), report);
       if (r) rows.push_back(*r);
     }
     const std::size_t ours = rows.size();
@@ -567,10 +585,11 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
     }
     if (our_best && torch_best) {
       const double ratio = our_best->tokens_per_s / torch_best->tokens_per_s;
-      std::printf("  PyTorch, best: %s, %.1f tokens/s -> ours / PyTorch's best = %.2fx "
-                  "(target >= 1: %s)\n",
-                  torch_best->label.c_str(), torch_best->tokens_per_s, ratio,
-                  ratio >= 1 ? "met" : fmt::format("missed by {:.0f}%", 100 * (1 - ratio)).c_str());
+      std::printf(
+          "  PyTorch, best: %s, %.1f tokens/s -> ours / PyTorch's best = %.2fx "
+          "(target >= 1: %s)\n",
+          torch_best->label.c_str(), torch_best->tokens_per_s, ratio,
+          ratio >= 1 ? "met" : fmt::format("missed by {:.0f}%", 100 * (1 - ratio)).c_str());
       summary["pytorch_best_placement"] = torch_best->label;
       summary["pytorch_best_tokens_per_s"] = torch_best->tokens_per_s;
       summary["ratio_vs_pytorch_best"] = ratio;

@@ -3,13 +3,13 @@
 // and after each step. Forward, backward, the bucketed gradient sync (inline and with comm
 // threads), the norm, AdamW and the allgather must allocate nothing from step 2 on, with 1 and
 // 2 groups.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "config/config.h"
 #include "test_util.h"
@@ -37,8 +37,8 @@ std::vector<long> AllocationsPerStep(const std::vector<std::string>& sets) {
   const std::string dir = std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/odd";
   test::TempDir out;
   std::vector<std::string> all = {"model.init_from=" + dir + "/model.bin",
-                                  "data.train=" + dir + "/train.bin", "data.val=",
-                                  "train.out_dir=" + out.path(), "train.steps=6"};
+                                  "data.train=" + dir + "/train.bin",
+                                  "data.val=", "train.out_dir=" + out.path(), "train.steps=6"};
   all.insert(all.end(), sets.begin(), sets.end());
   Config c = LoadConfig(dir + "/config.yaml", all);
   std::vector<long> per_step;
@@ -71,14 +71,14 @@ void ExpectNoAllocationAfterTheFirstStep(const std::vector<long>& per_step) {
 TEST(AllocFreeStep, OneGroup) { ExpectNoAllocationAfterTheFirstStep(AllocationsPerStep({})); }
 
 TEST(AllocFreeStep, TwoGroupsInlineSync) {
-  ExpectNoAllocationAfterTheFirstStep(AllocationsPerStep(
-      {"topology=synthetic:pack:2 numa:1 core:1 pu:1", "comm.bucket_mb=0.05"}));
+  ExpectNoAllocationAfterTheFirstStep(
+      AllocationsPerStep({"topology=synthetic:pack:2 numa:1 core:1 pu:1", "comm.bucket_mb=0.05"}));
 }
 
 TEST(AllocFreeStep, TwoGroupsWithCommThreads) {
-  ExpectNoAllocationAfterTheFirstStep(AllocationsPerStep(
-      {"topology=synthetic:pack:2 numa:1 core:2 pu:1", "placement.comm_threads=1",
-       "comm.bucket_mb=0.05"}));
+  ExpectNoAllocationAfterTheFirstStep(
+      AllocationsPerStep({"topology=synthetic:pack:2 numa:1 core:2 pu:1",
+                          "placement.comm_threads=1", "comm.bucket_mb=0.05"}));
 }
 
 }  // namespace

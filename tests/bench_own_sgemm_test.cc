@@ -25,8 +25,8 @@ std::vector<float> Ints(std::size_t n, uint32_t seed) {
 }
 
 void Check(int M, int N, int K, bool trans_a, bool trans_b, bool accumulate) {
-  SCOPED_TRACE(testing::Message() << "M=" << M << " N=" << N << " K=" << K << " transA="
-                                  << trans_a << " transB=" << trans_b << " acc=" << accumulate);
+  SCOPED_TRACE(testing::Message() << "M=" << M << " N=" << N << " K=" << K << " transA=" << trans_a
+                                  << " transB=" << trans_b << " acc=" << accumulate);
   const std::vector<float> a = Ints(static_cast<std::size_t>(M) * K, 1);
   const std::vector<float> b = Ints(static_cast<std::size_t>(K) * N, 2);
   // A(i,k) stored row-major (M,K) or transposed (K,M); likewise B.

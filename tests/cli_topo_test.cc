@@ -1,19 +1,19 @@
 // `cputrain-numa topo` end to end: the "done when" cases, run as a user would, checking
 // exit codes, that --json prints exactly one JSON document, and that errors name the problem.
+#include <gtest/gtest.h>
 #include <sched.h>
 
 #include <fstream>
-#include <set>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "test_util.h"
 
 namespace cputrain {
 namespace {
 
-nlohmann::json TopoJson(const std::vector<std::string>& extra, const std::vector<std::string>& env = {}) {
+nlohmann::json TopoJson(const std::vector<std::string>& extra,
+                        const std::vector<std::string>& env = {}) {
   std::vector<std::string> args = {"topo", "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   test::CliResult r = test::RunCli(args, env);
@@ -72,7 +72,8 @@ TEST(CliTopo, AffinityMaskLimitsThePlan) {
   ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the child inherits it
   nlohmann::json j = TopoJson({});
   test::TempDir dir;
-  std::ofstream(dir.path() + "/c.yaml") << "placement:\n  cpus: [[" << (first == 0 ? 1 : 0) << "]]\n";
+  std::ofstream(dir.path() + "/c.yaml")
+      << "placement:\n  cpus: [[" << (first == 0 ? 1 : 0) << "]]\n";
   test::CliResult r = test::RunCli({"topo", "--config", dir.path() + "/c.yaml"});
   sched_setaffinity(0, sizeof(saved), &saved);
   EXPECT_EQ(j["topology"]["allowed_cpus"], nlohmann::json::array({first}));

@@ -2,13 +2,13 @@
 // writes its outputs and they feed generate and plot; every bad input the issue lists (wrong
 // magic or version, truncated file, header disagreeing with the size, token id >= vocab,
 // seq_len > max_seq_len) exits 2 with the file named and a hint, and leaves no model.bin.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 
@@ -23,11 +23,19 @@ using ::cputrain::test::Slurp;
 
 // Train args for the odd fixture writing into out, plus extra --set overrides.
 std::vector<std::string> TrainArgs(const std::string& out, std::vector<std::string> sets) {
-  std::vector<std::string> a = {"train", "--config", Fixture("config.yaml"), "--progress", "quiet",
-                                "--set", "model.init_from=" + Fixture("model.bin"),
-                                "--set", "data.train=" + Fixture("train.bin"),
-                                "--set", "data.val=" + Fixture("val.bin"),
-                                "--set", "train.out_dir=" + out};
+  std::vector<std::string> a = {"train",
+                                "--config",
+                                Fixture("config.yaml"),
+                                "--progress",
+                                "quiet",
+                                "--set",
+                                "model.init_from=" + Fixture("model.bin"),
+                                "--set",
+                                "data.train=" + Fixture("train.bin"),
+                                "--set",
+                                "data.val=" + Fixture("val.bin"),
+                                "--set",
+                                "train.out_dir=" + out};
   for (const std::string& s : sets) {
     a.push_back("--set");
     a.push_back(s);
@@ -54,7 +62,8 @@ TEST(CliTrain, ShortRunFeedsGenerateAndPlot) {
     if (j.contains("loss")) {
       ++steps;
       EXPECT_EQ(j["step"], steps);
-      for (const char* k : {"lr", "tokens_per_s", "ms", "grad_norm"}) EXPECT_TRUE(j.contains(k)) << k;
+      for (const char* k : {"lr", "tokens_per_s", "ms", "grad_norm"})
+        EXPECT_TRUE(j.contains(k)) << k;
     }
     evals += j.contains("val_loss");
   }
@@ -71,8 +80,8 @@ TEST(CliTrain, ShortRunFeedsGenerateAndPlot) {
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(Slurp(out + "/loss.svg").rfind("<svg", 0), 0u);
   // odd's vocabulary (300) is not a tokenizer's: generate refuses gpt2 (50257 > 300)...
-  test::CliResult g = test::RunCli({"generate", "--checkpoint", out + "/model.bin", "--tokenizer",
-                                    "gpt2", "--prompt", "hi"});
+  test::CliResult g = test::RunCli(
+      {"generate", "--checkpoint", out + "/model.bin", "--tokenizer", "gpt2", "--prompt", "hi"});
   EXPECT_EQ(g.exit_code, 2);
   EXPECT_NE(g.err.find("has a vocabulary of 300"), std::string::npos) << g.err;
   // ...and runs with bytes (ids < 256 < 300), printing the prompt and new text.
@@ -102,7 +111,8 @@ TEST(CliTrain, CheckpointErrorsExitTwoAndNameTheFile) {
   // A header that disagrees with the size (trailing data).
   const std::string longer = dir.path() + "/long.bin";
   std::ofstream(longer, std::ios::binary) << model << "extra";
-  ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=" + longer})), "trailing data", out);
+  ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=" + longer})), "trailing data",
+                   out);
   // llm.c's bf16 checkpoint version.
   std::string v5 = model;
   v5[4] = 5;
@@ -126,11 +136,13 @@ TEST(CliTrain, DataErrorsExitTwoAndNameTheFile) {
   ExpectInputError(test::RunCli(TrainArgs(out, {"model.init_from=", "model.vocab_size=256"})),
                    "train.bin", out);
   // seq_len beyond the checkpoint's 40 positions.
-  ExpectInputError(test::RunCli(TrainArgs(out, {"data.seq_len=64"})), "larger than the model's max_seq_len", out);
+  ExpectInputError(test::RunCli(TrainArgs(out, {"data.seq_len=64"})),
+                   "larger than the model's max_seq_len", out);
   // Not set at all.
   ExpectInputError(test::RunCli(TrainArgs(out, {"data.train="})), "data.train is not set", out);
   // Fewer tokens than one batch.
-  ExpectInputError(test::RunCli(TrainArgs(out, {"data.batch_size=64"})), "fewer than one batch", out);
+  ExpectInputError(test::RunCli(TrainArgs(out, {"data.batch_size=64"})), "fewer than one batch",
+                   out);
 }
 
 }  // namespace

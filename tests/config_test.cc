@@ -2,11 +2,11 @@
 // --set overrides, the YAML round trip, and docs/config.md listing every key with its default.
 #include "config/config.h"
 
+#include <gtest/gtest.h>
+
 #include <fstream>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "test_util.h"
@@ -148,7 +148,8 @@ TEST(Config, WrongTypesNameTheKeyAndLine) {
 TEST(Config, CrossFieldRules) {
   EXPECT_NE(ErrorOf("model: {channels: 48, heads: 5}").find("model.heads (5) must divide"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("model: {max_seq_len: 16}\ndata: {seq_len: 32}").find("larger than model.max_seq_len"),
+  EXPECT_NE(ErrorOf("model: {max_seq_len: 16}\ndata: {seq_len: 32}")
+                .find("larger than model.max_seq_len"),
             std::string::npos);
   EXPECT_NE(ErrorOf("optim: {lr: 0.1, min_lr: 0.2}").find("optim.min_lr (0.2) is larger"),
             std::string::npos);
@@ -158,10 +159,10 @@ TEST(Config, CrossFieldRules) {
 }
 
 TEST(Config, SetOverridesTheFile) {
-  Config c = ParseConfig("optim: {lr: 0.1}\n", "x.yaml",
-                         {"optim.lr=0.5", "placement.cpus=[[0,1],[2,3]]",
-                          "topology=synthetic:pack:2 core:2", "placement.threads_per_group=auto",
-                          "mpi.enabled=off"});
+  Config c = ParseConfig(
+      "optim: {lr: 0.1}\n", "x.yaml",
+      {"optim.lr=0.5", "placement.cpus=[[0,1],[2,3]]", "topology=synthetic:pack:2 core:2",
+       "placement.threads_per_group=auto", "mpi.enabled=off"});
   EXPECT_DOUBLE_EQ(c.optim.lr, 0.5);
   EXPECT_EQ(c.placement.cpus.size(), 2u);
   EXPECT_EQ(c.topology, "synthetic:pack:2 core:2");
@@ -211,8 +212,8 @@ TEST(Config, DocsListEveryKeyWithItsDefault) {
     ASSERT_NE(pos, std::string::npos) << "docs/config.md has no row for " << name;
     const std::string line = doc.substr(pos, doc.find('\n', pos) - pos);
     EXPECT_NE(line.find("`" + k.default_value + "`"), std::string::npos)
-        << "docs/config.md row for " << name << " does not show the default `"
-        << k.default_value << "`: " << line;
+        << "docs/config.md row for " << name << " does not show the default `" << k.default_value
+        << "`: " << line;
   }
 }
 

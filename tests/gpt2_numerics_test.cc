@@ -2,13 +2,13 @@
 // loss and all 16 gradient tensors for one batch, with the tolerances tests/reference/README.md
 // derives from the fp32 rounding floor (logits rtol 1e-5 + atol 2e-6, loss 1e-5, gradients
 // rtol 1e-4 + atol 1e-6), at several pool sizes; plus layout and determinism properties.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
@@ -149,7 +149,8 @@ TEST(Gpt2, BackwardIsRepeatableAndWritesRatherThanAdds) {
   }
   EXPECT_EQ(passes[0], passes[1]);
   // Padding rows of wte get no gradient.
-  for (std::size_t i = static_cast<std::size_t>(s.V) * s.C; i < static_cast<std::size_t>(s.Vp) * s.C; ++i) {
+  for (std::size_t i = static_cast<std::size_t>(s.V) * s.C;
+       i < static_cast<std::size_t>(s.Vp) * s.C; ++i) {
     ASSERT_EQ(passes[0][r.layout.offset(kWte) + i], 0.f);
   }
 }

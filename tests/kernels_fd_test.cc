@@ -6,13 +6,13 @@
 // truncation error h^2 f''' / 6 is ~1e-5 for these O(1) functions and the rounding noise of L
 // (a few hundred fp32 outputs, summed in double) over 2h is ~1e-4. A wrong term, a missing
 // scale or a transposed index moves the derivative by O(1) and fails by orders of magnitude.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/kernels.h"
 #include "runtime/worker_pool.h"
@@ -85,7 +85,8 @@ TEST_F(FiniteDifference, LayerNorm) {
   for (std::size_t i = 0; i < x.size(); ++i) x[i] += 0.5f;  // a non-zero mean
   std::vector<float> out(N * C), mean(N), rstd(N);
   auto loss = [&] {
-    LayerNormForward(pool_, out.data(), mean.data(), rstd.data(), x.data(), wt.data(), bs.data(), N, C);
+    LayerNormForward(pool_, out.data(), mean.data(), rstd.data(), x.data(), wt.data(), bs.data(), N,
+                     C);
     return Weighted(out, w);
   };
   loss();
@@ -111,7 +112,8 @@ TEST_F(FiniteDifference, Matmul) {
     return s;
   };
   std::vector<float> dx(N * C), dwt(OC * C), db(OC);
-  MatmulBackward(pool_, dx.data(), dwt.data(), db.data(), w.data(), x.data(), wt.data(), N, C, OC, ldo);
+  MatmulBackward(pool_, dx.data(), dwt.data(), db.data(), w.data(), x.data(), wt.data(), N, C, OC,
+                 ldo);
   CheckGrad("dinp", x, dx, loss);
   CheckGrad("dweight", wt, dwt, loss);
   CheckGrad("dbias", bs, db, loss, OC);
@@ -141,7 +143,8 @@ TEST_F(FiniteDifference, Attention) {
     }
   }
   std::vector<float> dqkv(B * T * 3 * C), scratch(AttentionScratchFloats(pool_.size(), T));
-  AttentionBackward(pool_, dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T, C, NH);
+  AttentionBackward(pool_, dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T, C,
+                    NH);
   CheckGrad("dqkv", qkv, dqkv, loss, 120);
 }
 

@@ -2,14 +2,15 @@
 // formula evaluated in double), and the same bits for an element wherever the buffer is cut —
 // by the pool's thread ranges or by ZeRO-1 shards — since the 8-lane body and its padded tail
 // are one piece of code. (Training parity with PyTorch itself is in train_test.)
+#include "optim/optim.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "model/gpt2.h"
-#include "optim/optim.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::optim {
@@ -33,7 +34,8 @@ struct State {
 State RandomState(std::size_t n) {
   std::mt19937 rng(7);
   std::normal_distribution<float> d(0.f, 1.f);
-  State s{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n), std::vector<float>(n)};
+  State s{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n),
+          std::vector<float>(n)};
   for (std::size_t i = 0; i < n; ++i) {
     s.p[i] = d(rng);
     s.g[i] = d(rng) * 0.1f;
@@ -52,7 +54,8 @@ State Update(const model::ParamLayout& layout, int threads, int shards) {
   WorkerPool pool(std::vector<int>(static_cast<std::size_t>(threads), 0), nullptr, "adamw");
   for (int k = 0; k < shards; ++k) {
     const std::size_t lo = n * k / shards, hi = n * (k + 1) / shards;
-    AdamWUpdate(pool, layout, s.p.data(), s.g.data(), s.m.data() + lo, s.v.data() + lo, lo, hi, kStep);
+    AdamWUpdate(pool, layout, s.p.data(), s.g.data(), s.m.data() + lo, s.v.data() + lo, lo, hi,
+                kStep);
   }
   return s;
 }
@@ -76,7 +79,8 @@ TEST(AdamW, MatchesTorchsFormulaPerElement) {
       const double delta = kStep.lr / bc1 * m / (std::sqrt(v) / std::sqrt(bc2) + kStep.eps);
       // fp32 rounds each term to ~6e-8 relative and the terms may cancel: the tolerance is a
       // few float ulps of the terms' magnitudes, not of the result.
-      const double m_terms = std::fabs(before.m[i] * kStep.beta1) + std::fabs(g * (1 - kStep.beta1));
+      const double m_terms =
+          std::fabs(before.m[i] * kStep.beta1) + std::fabs(g * (1 - kStep.beta1));
       EXPECT_NEAR(after.m[i], m, 1e-6 * m_terms) << i;
       EXPECT_NEAR(after.v[i], v, 1e-6 * v) << i;
       EXPECT_NEAR(after.p[i], p - delta, 1e-6 * (std::fabs(p) + std::fabs(delta))) << i;

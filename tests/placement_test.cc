@@ -2,12 +2,12 @@
 // lists, OMP_NUM_THREADS, comm threads, and every refusal the issue lists (exit code 2).
 #include "topology/placement.h"
 
+#include <gtest/gtest.h>
+
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "test_util.h"
@@ -24,8 +24,7 @@ void ExpectRefused(const Topology& t, const PlacementConfig& c, const std::strin
     PlanPlacement(t, c, omp);
     FAIL() << "expected a refusal mentioning '" << needle << "'";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
     EXPECT_EQ(e.exit_code(), 2);
   }
 }

@@ -2,6 +2,7 @@
 // document), the documented split rule, chunked parallel output == whole-document encoding for
 // many chunk sizes and thread counts, and every error case leaving no output file behind.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -17,8 +18,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "common/error.h"
 #include "data/prepare.h"

@@ -1,5 +1,8 @@
 // Token files (llm.c format): the writer's bytes are exactly the documented layout, the reader
 // maps them back, and every malformed file is an InputError that names the file and the fault.
+#include "data/token_file.h"
+
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -10,10 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "common/error.h"
-#include "data/token_file.h"
 #include "test_util.h"
 
 namespace cputrain::data {

@@ -1,11 +1,17 @@
 // Tokenizers: the C++ GPT-2 encoder against the reference JavaScript encoder (npm
 // gpt-3-encoder, run with node in this test), id for id, on a varied corpus and on random
 // strings of tricky characters; lossless round trips; the bytes tokenizer; vocab errors.
+#include "data/tokenizer.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -13,14 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include "common/error.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/gpt2_tokenizer.h"
-#include "data/tokenizer.h"
 #include "data/unicode_classes.h"
 #include "test_util.h"
 
@@ -37,9 +38,15 @@ std::string Escaped(std::string_view s) {
   std::string out;
   for (unsigned char c : s) {
     switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         out += c < 0x20 || c == 0x7F ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
     }

@@ -2,15 +2,14 @@
 // nodes per package (SNC / NPS2 shapes), XML round trips, and bad specs.
 #include "topology/topology.h"
 
+#include <gtest/gtest.h>
 #include <hwloc.h>
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "test_util.h"
@@ -53,15 +52,15 @@ TEST_P(SyntheticShapes, CountsAndMembership) {
   EXPECT_EQ(nodes_in_packages, s.numa);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Machines, SyntheticShapes,
-    ::testing::Values(Shape{"pack:1 core:2 pu:1", 1, 1, 0, 2, 2},
-                      Shape{"pack:2 numa:1 l3:1 core:8 pu:2", 2, 2, 2, 16, 32},
-                      Shape{"pack:2 numa:1 core:4 pu:2", 2, 2, 0, 8, 16},
-                      Shape{"pack:4 numa:1 l3:2 core:2 pu:1", 4, 4, 8, 16, 16},
-                      Shape{"pack:8 numa:1 core:2 pu:2", 8, 8, 0, 16, 32},
-                      // SNC / NPS2: two NUMA nodes per package, an L3 per node
-                      Shape{"pack:2 numa:2 l3:1 core:4 pu:2", 2, 4, 4, 16, 32}));
+INSTANTIATE_TEST_SUITE_P(Machines, SyntheticShapes,
+                         ::testing::Values(Shape{"pack:1 core:2 pu:1", 1, 1, 0, 2, 2},
+                                           Shape{"pack:2 numa:1 l3:1 core:8 pu:2", 2, 2, 2, 16, 32},
+                                           Shape{"pack:2 numa:1 core:4 pu:2", 2, 2, 0, 8, 16},
+                                           Shape{"pack:4 numa:1 l3:2 core:2 pu:1", 4, 4, 8, 16, 16},
+                                           Shape{"pack:8 numa:1 core:2 pu:2", 8, 8, 0, 16, 32},
+                                           // SNC / NPS2: two NUMA nodes per package, an L3 per node
+                                           Shape{"pack:2 numa:2 l3:1 core:4 pu:2", 2, 4, 4, 16,
+                                                 32}));
 
 TEST(Topology, ThisMachine) {
   Topology t = LoadTopology("this");

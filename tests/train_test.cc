@@ -3,14 +3,14 @@
 // and validation losses within 1e-4 relative; runs are bit-identical run to run, between the
 // inline and the comm-thread gradient sync, for any bucket size, and with a parameter replica per
 // group or one shared by groups on one NUMA node.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "config/config.h"
@@ -51,7 +51,8 @@ std::string MetricsWithoutTimings(const std::string& out_dir) {
   std::string line, all;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line);
-    for (const char* timing : {"ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms"}) {
+    for (const char* timing :
+         {"ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms"}) {
       j.erase(timing);
     }
     all += j.dump() + "\n";
@@ -71,11 +72,11 @@ class Parity : public ::testing::TestWithParam<ParityCase> {};
 TEST_P(Parity, TwentyStepsMatchPyTorch) {
   const ParityCase pc = GetParam();
   test::TempDir out;
-  Config c = FixtureConfig(pc.fixture, out.path(), {std::string("topology=") + pc.topology,
-                                                    std::string("placement.group_by=") + pc.group_by});
+  Config c = FixtureConfig(
+      pc.fixture, out.path(),
+      {std::string("topology=") + pc.topology, std::string("placement.group_by=") + pc.group_by});
   TrainResult r = Quiet(c);
-  const nlohmann::json ref =
-      nlohmann::json::parse(Slurp(FixtureDir(pc.fixture) + "/losses.json"));
+  const nlohmann::json ref = nlohmann::json::parse(Slurp(FixtureDir(pc.fixture) + "/losses.json"));
   ASSERT_EQ(r.steps.size(), ref["steps"].size());
   for (std::size_t s = 0; s < r.steps.size(); ++s) {
     const double want = ref["steps"][s];
@@ -127,11 +128,14 @@ TEST(Train, TwoGroupRunsAreBitIdenticalWhateverTheSyncModeAndReplicas) {
   // Comm threads (one per group, overlapping backward) with small buckets, and inline sync with
   // the same small buckets: the same sums in the same order.
   Quiet(FixtureConfig("odd", c.path(), {topo, "placement.comm_threads=1", "comm.bucket_mb=0.05"}));
-  Quiet(FixtureConfig("odd", d.path(), {topo, "placement.threads_per_group=1", "comm.bucket_mb=0.05"}));
+  Quiet(FixtureConfig("odd", d.path(),
+                      {topo, "placement.threads_per_group=1", "comm.bucket_mb=0.05"}));
   // Both groups on one NUMA node: one shared replica, inline and with comm threads.
-  Quiet(FixtureConfig("odd", e.path(), {one_node, "placement.group_by=l3", "placement.threads_per_group=1"}));
-  Quiet(FixtureConfig("odd", f.path(), {one_node, "placement.group_by=l3", "placement.comm_threads=1",
-                                        "comm.bucket_mb=0.05"}));
+  Quiet(FixtureConfig("odd", e.path(),
+                      {one_node, "placement.group_by=l3", "placement.threads_per_group=1"}));
+  Quiet(FixtureConfig(
+      "odd", f.path(),
+      {one_node, "placement.group_by=l3", "placement.comm_threads=1", "comm.bucket_mb=0.05"}));
   const std::string ma = MetricsWithoutTimings(a.path());
   EXPECT_EQ(ma, MetricsWithoutTimings(b.path()));
   EXPECT_EQ(ma, MetricsWithoutTimings(c.path()));
@@ -171,7 +175,8 @@ TEST(Train, BatchMustDivideAcrossGroups) {
     Quiet(c);
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("not divisible by the 3 replica groups"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("not divisible by the 3 replica groups"),
+              std::string::npos)
         << e.what();
   }
 }

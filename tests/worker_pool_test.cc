@@ -4,13 +4,12 @@
 #include "runtime/worker_pool.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 
 #include <atomic>
 #include <stdexcept>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "topology/binding.h"
 #include "topology/topology.h"
@@ -91,8 +90,8 @@ INSTANTIATE_TEST_SUITE_P(Sizes, PoolSizes, ::testing::Values(1, 2, 3, 4, 8));
 TEST(WorkerPool, ExceptionsReachTheCaller) {
   WorkerPool pool(FakeCpus(3), nullptr, "t");
   EXPECT_THROW(pool.ForEachThread([](int tid) {
-                 if (tid == 2) throw std::runtime_error("worker 2 failed");
-               }),
+    if (tid == 2) throw std::runtime_error("worker 2 failed");
+  }),
                std::runtime_error);
   EXPECT_THROW(pool.Run([] { throw std::logic_error("driver failed"); }), std::logic_error);
   // The pool is still usable afterwards.
@@ -106,9 +105,8 @@ TEST(WorkerPool, NoThreadIsCreatedPerCall) {
   const int before = CountThreads();
   std::atomic<long> sum{0};
   for (int step = 0; step < 2000; ++step) {
-    pool.ParallelFor(64, [&](std::size_t b, std::size_t e, int) {
-      sum.fetch_add(static_cast<long>(e - b));
-    });
+    pool.ParallelFor(
+        64, [&](std::size_t b, std::size_t e, int) { sum.fetch_add(static_cast<long>(e - b)); });
   }
   EXPECT_EQ(CountThreads(), before);
   EXPECT_EQ(sum.load(), 2000L * 64);

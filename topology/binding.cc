@@ -1,12 +1,11 @@
 #include "topology/binding.h"
 
+#include <fmt/format.h>
 #include <hwloc.h>
 #include <sched.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/log.h"

@@ -1,13 +1,13 @@
 #include "topology/placement.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <set>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.h"
 
@@ -25,7 +25,8 @@ std::vector<Domain> BuildDomains(const Topology& t, GroupBy by) {
   std::vector<std::pair<std::string, std::vector<int>>> raw;  // name, cpus
   switch (by) {
     case GroupBy::kSocket:
-      for (const Package& p : t.packages) raw.push_back({fmt::format("package {}", p.os_index), p.cpus});
+      for (const Package& p : t.packages)
+        raw.push_back({fmt::format("package {}", p.os_index), p.cpus});
       break;
     case GroupBy::kNuma:
       for (const NumaNode& n : t.numa_nodes)
@@ -37,7 +38,8 @@ std::vector<Domain> BuildDomains(const Topology& t, GroupBy by) {
             fmt::format("placement.group_by is 'l3' but machine '{}' reports no L3 caches", t.spec),
             "use group_by: socket or numa (or an XML/synthetic topology with L3 objects)");
       }
-      for (std::size_t i = 0; i < t.l3s.size(); ++i) raw.push_back({fmt::format("L3 {}", i), t.l3s[i].cpus});
+      for (std::size_t i = 0; i < t.l3s.size(); ++i)
+        raw.push_back({fmt::format("L3 {}", i), t.l3s[i].cpus});
       break;
   }
   std::vector<Domain> out;
@@ -158,9 +160,9 @@ Plan PlanExplicit(const Topology& t, const PlacementConfig& cfg) {
         "placement.threads_per_group is ignored: placement.cpus gives each group's CPUs");
   }
   if (cfg.groups && *cfg.groups != static_cast<int>(cfg.cpus.size())) {
-    plan.warnings.push_back(fmt::format(
-        "placement.groups ({}) is ignored: placement.cpus lists {} group(s)", *cfg.groups,
-        cfg.cpus.size()));
+    plan.warnings.push_back(
+        fmt::format("placement.groups ({}) is ignored: placement.cpus lists {} group(s)",
+                    *cfg.groups, cfg.cpus.size()));
   }
   return plan;
 }
@@ -169,9 +171,12 @@ Plan PlanExplicit(const Topology& t, const PlacementConfig& cfg) {
 
 const char* GroupByName(GroupBy g) {
   switch (g) {
-    case GroupBy::kSocket: return "socket";
-    case GroupBy::kNuma: return "numa";
-    case GroupBy::kL3: return "l3";
+    case GroupBy::kSocket:
+      return "socket";
+    case GroupBy::kNuma:
+      return "numa";
+    case GroupBy::kL3:
+      return "l3";
   }
   return "?";
 }
@@ -184,8 +189,8 @@ int Plan::total_threads() const {
 
 Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* omp_num_threads) {
   if (cfg.comm_threads < 0) {
-    throw InputError(fmt::format("placement.comm_threads is {}: it must be 0 or more",
-                                 cfg.comm_threads));
+    throw InputError(
+        fmt::format("placement.comm_threads is {}: it must be 0 or more", cfg.comm_threads));
   }
   if (!cfg.cpus.empty()) return PlanExplicit(t, cfg);
 
@@ -194,15 +199,15 @@ Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* om
   const char* kind = GroupByName(cfg.group_by);
   std::vector<Domain> domains = BuildDomains(t, cfg.group_by);
   if (domains.empty()) {
-    throw InputError(fmt::format("no {} domain of machine '{}' has a CPU this process may use",
-                                 kind, t.spec),
-                     "check taskset/cgroup limits");
+    throw InputError(
+        fmt::format("no {} domain of machine '{}' has a CPU this process may use", kind, t.spec),
+        "check taskset/cgroup limits");
   }
   std::size_t ngroups = domains.size();
   if (cfg.groups) {
     if (*cfg.groups < 1) {
-      throw InputError(fmt::format("placement.groups is {}: it must be auto or at least 1",
-                                   *cfg.groups));
+      throw InputError(
+          fmt::format("placement.groups is {}: it must be auto or at least 1", *cfg.groups));
     }
     if (static_cast<std::size_t>(*cfg.groups) > domains.size()) {
       throw InputError(
@@ -224,8 +229,8 @@ Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* om
     budget = ParseOmpThreads(omp_num_threads);
     plan.threads_source = fmt::format("OMP_NUM_THREADS={}", *budget);
   } else {
-    plan.threads_source = cfg.hyperthreads ? "auto (all hardware threads)"
-                                           : "auto (all physical cores)";
+    plan.threads_source =
+        cfg.hyperthreads ? "auto (all hardware threads)" : "auto (all physical cores)";
   }
   if (budget && *budget < 1) {
     throw InputError(fmt::format("threads per group is {} (from {}): a group needs at least one "
@@ -294,10 +299,11 @@ nlohmann::json PlanToJson(const Plan& plan) {
 }
 
 std::string DescribePlan(const Plan& plan) {
-  std::string s = fmt::format("placement: {} group(s), {} worker thread(s); threads per group from "
-                              "{}{}\n",
-                              plan.groups.size(), plan.total_threads(), plan.threads_source,
-                              plan.simulated ? " (simulated machine: not pinned)" : "");
+  std::string s = fmt::format(
+      "placement: {} group(s), {} worker thread(s); threads per group from "
+      "{}{}\n",
+      plan.groups.size(), plan.total_threads(), plan.threads_source,
+      plan.simulated ? " (simulated machine: not pinned)" : "");
   for (const Group& g : plan.groups) {
     s += fmt::format("  group {} [{}]: {} worker(s) on CPUs {}, memory on NUMA node {}", g.index,
                      g.domain, g.cpus.size(), Topology::FormatCpuList(g.cpus), g.numa_node);

@@ -11,11 +11,10 @@
 // else OMP_NUM_THREADS, else all remaining cores. An explicit `cpus` list overrides all that.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "topology/topology.h"
 
@@ -35,10 +34,10 @@ struct PlacementConfig {
 
 struct Group {
   int index = 0;
-  std::string domain;          // "package 0", "NUMA node 1", "L3 2", "cpus[0]"
-  std::vector<int> cpus;       // worker CPUs (OS indexes), one worker thread each
-  std::vector<int> comm_cpus;  // CPUs reserved for communication threads
-  int numa_node = -1;          // OS index of the node that holds the group's memory
+  std::string domain;                   // "package 0", "NUMA node 1", "L3 2", "cpus[0]"
+  std::vector<int> cpus;                // worker CPUs (OS indexes), one worker thread each
+  std::vector<int> comm_cpus;           // CPUs reserved for communication threads
+  int numa_node = -1;                   // OS index of the node that holds the group's memory
   std::vector<int> numa_nodes_spanned;  // OS indexes of every node its CPUs are on
 };
 

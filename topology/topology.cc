@@ -1,14 +1,13 @@
 #include "topology/topology.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hwloc.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -241,8 +240,7 @@ Topology LoadTopology(const std::string& spec) {
     hwloc_distances_release(h, dist);
   }
   if (t.AllowedCpus().empty()) {
-    throw InputError(fmt::format("topology '{}': this process may run on none of its CPUs",
-                                 t.spec),
+    throw InputError(fmt::format("topology '{}': this process may run on none of its CPUs", t.spec),
                      "check taskset/cgroup limits");
   }
   return t;
@@ -273,8 +271,8 @@ nlohmann::json TopologyToJson(const Topology& t) {
 std::string DescribeTopology(const Topology& t) {
   std::string s = fmt::format(
       "machine '{}'{}: {} package(s), {} NUMA node(s), {} L3 cache(s), {} core(s), {} PU(s)\n",
-      t.spec, t.simulated ? " (simulated: no pinning, no memory binding)" : "",
-      t.packages.size(), t.numa_nodes.size(), t.l3s.size(), t.cores.size(), t.pus.size());
+      t.spec, t.simulated ? " (simulated: no pinning, no memory binding)" : "", t.packages.size(),
+      t.numa_nodes.size(), t.l3s.size(), t.cores.size(), t.pus.size());
   s += fmt::format("  allowed CPUs: {}\n", Topology::FormatCpuList(t.AllowedCpus()));
   for (std::size_t p = 0; p < t.packages.size(); ++p) {
     const Package& pkg = t.packages[p];

@@ -15,10 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace cputrain::topo {
 
@@ -26,10 +25,10 @@ namespace cputrain::topo {
 // and the CPU lists are the operating system's numbers (what taskset and /proc use).
 struct Pu {
   int os_index = -1;
-  int core = -1;     // index into Topology::cores
-  int package = -1;  // index into Topology::packages
-  int numa = -1;     // index into Topology::numa_nodes (-1 if no node covers it)
-  int l3 = -1;       // index into Topology::l3s (-1 if the machine reports no L3)
+  int core = -1;        // index into Topology::cores
+  int package = -1;     // index into Topology::packages
+  int numa = -1;        // index into Topology::numa_nodes (-1 if no node covers it)
+  int l3 = -1;          // index into Topology::l3s (-1 if the machine reports no L3)
   bool allowed = true;  // inside this process's allowed cpuset
 };
 
@@ -42,9 +41,9 @@ struct Core {
 
 struct NumaNode {
   int os_index = -1;
-  int package = -1;  // -1 if it spans packages or has no CPUs
+  int package = -1;           // -1 if it spans packages or has no CPUs
   uint64_t memory_bytes = 0;  // as hwloc reports it (may differ from /proc/meminfo)
-  std::vector<int> cpus;  // OS indexes
+  std::vector<int> cpus;      // OS indexes
 };
 
 struct Package {

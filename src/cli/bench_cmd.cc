@@ -113,24 +113,23 @@ void RunAll(const AllOptions& o) {
     }
     const double secs = bench::NowSeconds() - t0, load1 = LoadNow();
     const double others = others_meter.Percent();
-    log::Info("bench all: {} took {:.1f} s; other processes used {:.0f}% of the CPUs meanwhile "
-              "(1-minute load average {:.2f} before it, {:.2f} after, ours included)",
-              s->name(), secs, others, load0, load1);
+    log::Info(
+        "bench all: {} took {:.1f} s; other processes used {:.0f}% of the CPUs meanwhile "
+        "(1-minute load average {:.2f} before it, {:.2f} after, ours included)",
+        s->name(), secs, others, load0, load1);
     doc["suites"][s->name()] = report.records();
-    doc["runs"][s->name()] = {{"seconds", secs},
-                              {"load_start", load0},
-                              {"load_end", load1},
-                              {"others_cpu_pct", others}};
+    doc["runs"][s->name()] = {
+        {"seconds", secs}, {"load_start", load0}, {"load_end", load1}, {"others_cpu_pct", others}};
   }
   if (!errors.empty()) doc["errors"] = errors;
   if (!o.json.empty()) {
     WriteFileAtomic(o.json, doc.dump(2) + "\n");
-    log::Info("bench all: report written to {} (`cputrain-numa report {} -o DIR` draws it)",
-              o.json, o.json);
+    log::Info("bench all: report written to {} (`cputrain-numa report {} -o DIR` draws it)", o.json,
+              o.json);
   }
   if (!errors.empty()) {
-    throw RuntimeError(fmt::format("bench all: {} suite(s) failed: {}", errors.size(),
-                                   errors.dump()));
+    throw RuntimeError(
+        fmt::format("bench all: {} suite(s) failed: {}", errors.size(), errors.dump()));
   }
 }
 

@@ -3,10 +3,9 @@
 // (0 success, 2 usage/config/input error, 1 runtime failure).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "config/config.h"
 

@@ -1,10 +1,10 @@
 // `cputrain-numa generate`: continues a prompt with a trained checkpoint, one position per new
 // token (KV cache), printing tokens as they come.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "common/error.h"
@@ -57,7 +57,8 @@ void AddGenerateCommand(CLI::App& app) {
 
     // Run on the first group's pinned CPUs of this machine.
     const topo::Topology t = topo::LoadTopology(o->topology);
-    const topo::Plan plan = topo::PlanPlacement(t, topo::PlacementConfig{}, std::getenv("OMP_NUM_THREADS"));
+    const topo::Plan plan =
+        topo::PlanPlacement(t, topo::PlacementConfig{}, std::getenv("OMP_NUM_THREADS"));
     auto binder = topo::MakeBinder(t);
     WorkerPool pool(plan.groups[0].cpus, binder.get(), "gen");
 
@@ -85,9 +86,8 @@ void AddGenerateCommand(CLI::App& app) {
       auto refill = [&]() -> const float* {
         dec.Reset();
         const float* logits = nullptr;
-        const std::size_t from = history.size() > static_cast<std::size_t>(shape.maxT)
-                                     ? history.size() - keep
-                                     : 0;
+        const std::size_t from =
+            history.size() > static_cast<std::size_t>(shape.maxT) ? history.size() - keep : 0;
         for (std::size_t i = from; i < history.size(); ++i) logits = dec.Feed(history[i]);
         return logits;
       };

@@ -1,9 +1,9 @@
 // cputrain-numa: train GPT-2 on CPU servers, one replica group per socket.
-#include <cstdio>
-#include <exception>
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
+#include <cstdio>
+#include <exception>
 
 #include "cli/commands.h"
 #include "common/error.h"

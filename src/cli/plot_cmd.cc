@@ -1,8 +1,8 @@
 // `cputrain-numa plot METRICS.jsonl -o loss.svg`: training and validation loss against step.
+#include <fmt/format.h>
+
 #include <fstream>
 #include <memory>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -17,8 +17,10 @@ void AddPlotCommand(CLI::App& app) {
     std::string metrics, out = "loss.svg", title;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("plot", "Draw train and validation loss from metrics.jsonl as SVG");
-  cmd->add_option("metrics", o->metrics, "metrics.jsonl written by `cputrain-numa train`")->required();
+  CLI::App* cmd =
+      app.add_subcommand("plot", "Draw train and validation loss from metrics.jsonl as SVG");
+  cmd->add_option("metrics", o->metrics, "metrics.jsonl written by `cputrain-numa train`")
+      ->required();
   cmd->add_option("-o,--output", o->out, "SVG file to write");
   cmd->add_option("--title", o->title, "chart title (default: the metrics path)");
   cmd->callback([o] {
@@ -69,7 +71,8 @@ void AddPlotCommand(CLI::App& app) {
     chart.y.label = "loss (nats/token)";
     chart.series = {train, smooth, val};
     WriteFileAtomic(o->out, report::RenderLineChart(chart));
-    std::printf("wrote %s (%zu steps, %zu evaluations)\n", o->out.c_str(), train.x.size(), val.x.size());
+    std::printf("wrote %s (%zu steps, %zu evaluations)\n", o->out.c_str(), train.x.size(),
+                val.x.size());
   });
 }
 

@@ -1,4 +1,5 @@
 // `cputrain-numa prepare-data`: text files -> DIR/train.bin and DIR/val.bin (docs/data.md).
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -7,8 +8,6 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "common/log.h"

@@ -13,8 +13,9 @@ void AddReportCommand(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
-      "report", "Draw benchmark results (bench all --json, or one suite's --json) as SVG charts "
-                "and a README.md in a directory");
+      "report",
+      "Draw benchmark results (bench all --json, or one suite's --json) as SVG charts "
+      "and a README.md in a directory");
   cmd->add_option("results", o->results, "JSON written by `cputrain-numa bench ... --json`")
       ->required();
   cmd->add_option("-o,--output", o->dir, "directory to write (created if needed)");

@@ -1,9 +1,9 @@
 // `cputrain-numa topo`: the machine and the placement plan, as text or one JSON document.
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -20,8 +20,9 @@ void AddTopoCommand(CLI::App& app) {
   };
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
-      "topo", "Show the machine (packages, NUMA nodes, cores, PUs, distances) and the placement "
-              "plan: one replica group per socket by default");
+      "topo",
+      "Show the machine (packages, NUMA nodes, cores, PUs, distances) and the placement "
+      "plan: one replica group per socket by default");
   opts->common.AddTo(cmd);
   cmd->add_flag("--json", opts->json, "print exactly one JSON document on stdout");
   cmd->callback([opts] {

@@ -1,7 +1,7 @@
 // `cputrain-numa train`: trains with the config (default: the built-in quickstart config).
-#include <memory>
-
 #include <fmt/format.h>
+
+#include <memory>
 
 #include "cli/commands.h"
 #include "common/error.h"
@@ -23,8 +23,9 @@ void AddTrainCommand(CLI::App& app) {
   };
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
-      "train", "Train GPT-2 on the configured placement (one replica group per socket by default); "
-               "writes out_dir/{metrics.jsonl, model.bin, placement.json, config.yaml}");
+      "train",
+      "Train GPT-2 on the configured placement (one replica group per socket by default); "
+      "writes out_dir/{metrics.jsonl, model.bin, placement.json, config.yaml}");
   opts->common.AddTo(cmd);
   cmd->add_option("--progress", opts->progress,
                   "auto (a bar on a terminal, else lines), bar, lines or quiet")

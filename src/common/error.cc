@@ -5,9 +5,9 @@
 namespace cputrain {
 
 void CheckFailed(const char* file, int line, const char* expr, const std::string& msg) {
-  throw RuntimeError(fmt::format("internal error at {}:{}: check '{}' failed: {}", file, line,
-                                 expr, msg),
-                     "this is a bug in cputrain-numa; please report it with the command line");
+  throw RuntimeError(
+      fmt::format("internal error at {}:{}: check '{}' failed: {}", file, line, expr, msg),
+      "this is a bug in cputrain-numa; please report it with the command line");
 }
 
 }  // namespace cputrain

@@ -48,7 +48,7 @@ class RuntimeError : public Error {
 
 }  // namespace cputrain
 
-#define CPUTRAIN_CHECK(cond, msg)                                             \
-  do {                                                                        \
-    if (!(cond)) ::cputrain::CheckFailed(__FILE__, __LINE__, #cond, (msg));   \
+#define CPUTRAIN_CHECK(cond, msg)                                           \
+  do {                                                                      \
+    if (!(cond)) ::cputrain::CheckFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)

@@ -1,6 +1,7 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,8 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 
@@ -64,8 +63,8 @@ void AtomicFileWriter::Commit() {
                        "check free disk space; the previous version of the file is untouched");
   }
   if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    throw RuntimeError(fmt::format("renaming '{}' to '{}' failed: {}", tmp_path_, path_,
-                                   std::strerror(errno)));
+    throw RuntimeError(
+        fmt::format("renaming '{}' to '{}' failed: {}", tmp_path_, path_, std::strerror(errno)));
   }
   committed_ = true;
   FsyncDir(DirOf(path_));

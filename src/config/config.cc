@@ -1,5 +1,6 @@
 #include "config/config.h"
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 #include <limits>
 #include <map>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -142,8 +141,12 @@ const std::vector<Key>& Keys() {
                           [](Config& c) -> std::string& { return c.topology; }));
     // ---- placement
     {
-      Key k{"placement", "group_by", "one of socket, numa, l3",
-            "one replica group per package (socket), NUMA node or L3 cache", nullptr, nullptr};
+      Key k{"placement",
+            "group_by",
+            "one of socket, numa, l3",
+            "one replica group per package (socket), NUMA node or L3 cache",
+            nullptr,
+            nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
         std::string s = AsChoice(n, o, "placement.group_by", {"socket", "numa", "l3"});
         c.placement.group_by = s == "socket" ? topo::GroupBy::kSocket
@@ -157,8 +160,7 @@ const std::vector<Key>& Keys() {
     // differs from auto (threads_per_group: unset lets OMP_NUM_THREADS decide).
     auto auto_int = [](std::string key, std::string desc,
                        std::function<std::optional<int>&(Config&)> field,
-                       std::function<void(Config&)> on_set,
-                       std::function<void(Config&)> on_unset,
+                       std::function<void(Config&)> on_set, std::function<void(Config&)> on_unset,
                        std::function<bool(const Config&)> is_unset) {
       Key k{"placement", key, "auto or an integer >= 1", std::move(desc), nullptr, nullptr};
       std::string name = k.full();
@@ -171,8 +173,7 @@ const std::vector<Key>& Keys() {
         if (n.IsScalar() && n.Scalar() == "auto") {
           field(c) = std::nullopt;
         } else {
-          field(c) = static_cast<int>(
-              AsInteger(n, o, name, "auto or an integer >= 1", 1, kIntMax));
+          field(c) = static_cast<int>(AsInteger(n, o, name, "auto or an integer >= 1", 1, kIntMax));
         }
         if (on_set) on_set(c);
       };
@@ -183,9 +184,10 @@ const std::vector<Key>& Keys() {
       };
       return k;
     };
-    v.push_back(auto_int("groups", "number of replica groups: the first N domains (auto = all)",
-                         [](Config& c) -> std::optional<int>& { return c.placement.groups; },
-                         nullptr, nullptr, nullptr));
+    v.push_back(auto_int(
+        "groups", "number of replica groups: the first N domains (auto = all)",
+        [](Config& c) -> std::optional<int>& { return c.placement.groups; }, nullptr, nullptr,
+        nullptr));
     v.push_back(auto_int(
         "threads_per_group",
         "worker threads per group; auto = one per physical core (or hardware thread with "
@@ -195,8 +197,9 @@ const std::vector<Key>& Keys() {
         [](Config& c) { c.placement.threads_per_group_set = false; },
         [](const Config& c) { return !c.placement.threads_per_group_set; }));
     {
-      Key k{"placement", "hyperthreads", "true or false",
-            "also use SMT siblings (one worker per hardware thread)", nullptr, nullptr};
+      Key k{"placement",     "hyperthreads",
+            "true or false", "also use SMT siblings (one worker per hardware thread)",
+            nullptr,         nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
         c.placement.hyperthreads = AsBool(n, o, "placement.hyperthreads");
       };
@@ -208,10 +211,13 @@ const std::vector<Key>& Keys() {
                        "threads (like CCL_WORKER_COUNT)",
                        0, [](Config& c) -> int& { return c.placement.comm_threads; }));
     {
-      Key k{"placement", "cpus", "a list of lists of OS CPU numbers",
+      Key k{"placement",
+            "cpus",
+            "a list of lists of OS CPU numbers",
             "explicit CPUs per group, e.g. [[0,1,2,3],[4,5,6,7]]; overrides the keys above "
             "(the last comm_threads CPUs of each list become comm CPUs)",
-            nullptr, nullptr};
+            nullptr,
+            nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
         const std::string type = "a list of lists of CPU numbers, e.g. [[0,1],[2,3]]";
         if (n.IsNull()) {
@@ -225,8 +231,9 @@ const std::vector<Key>& Keys() {
           if (!g.IsSequence()) Bad(o, fmt::format("placement.cpus[{}]", i), type, g);
           std::vector<int> cpus;
           for (std::size_t j = 0; j < g.size(); ++j) {
-            cpus.push_back(static_cast<int>(AsInteger(g[j], o, fmt::format("placement.cpus[{}][{}]", i, j),
-                                                      "a CPU number >= 0", 0, kIntMax)));
+            cpus.push_back(
+                static_cast<int>(AsInteger(g[j], o, fmt::format("placement.cpus[{}][{}]", i, j),
+                                           "a CPU number >= 0", 0, kIntMax)));
           }
           lists.push_back(std::move(cpus));
         }
@@ -256,7 +263,8 @@ const std::vector<Key>& Keys() {
                        [](Config& c) -> int& { return c.model.channels; }));
     v.push_back(IntKey("model", "heads", "attention heads NH (must divide channels)", 1,
                        [](Config& c) -> int& { return c.model.heads; }));
-    v.push_back(IntKey("model", "vocab_size", "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
+    v.push_back(IntKey("model", "vocab_size",
+                       "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
                        [](Config& c) -> int& { return c.model.vocab_size; }));
     v.push_back(IntKey("model", "max_seq_len", "positions maxT of the position embedding", 1,
                        [](Config& c) -> int& { return c.model.max_seq_len; }));
@@ -285,8 +293,11 @@ const std::vector<Key>& Keys() {
     v.push_back(NumberKey("optim", "min_lr", "final learning rate of the cosine schedule", 0, kInf,
                           [](Config& c) -> double& { return c.optim.min_lr; }));
     {
-      Key k{"optim", "schedule", "one of constant, cosine",
-            "constant lr, or linear warmup then cosine decay to min_lr at train.steps", nullptr,
+      Key k{"optim",
+            "schedule",
+            "one of constant, cosine",
+            "constant lr, or linear warmup then cosine decay to min_lr at train.steps",
+            nullptr,
             nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
         c.optim.schedule = AsChoice(n, o, "optim.schedule", {"constant", "cosine"}) == "constant"
@@ -320,7 +331,8 @@ const std::vector<Key>& Keys() {
     v.push_back(IntKey("train", "checkpoint_every",
                        "write out_dir/model.bin every N steps; 0 = only at the end", 0,
                        [](Config& c) -> int& { return c.train.checkpoint_every; }));
-    v.push_back(StringKey("train", "out_dir", "directory for metrics.jsonl, model.bin, placement.json",
+    v.push_back(StringKey("train", "out_dir",
+                          "directory for metrics.jsonl, model.bin, placement.json",
                           [](Config& c) -> std::string& { return c.train.out_dir; }));
     // ---- comm
     v.push_back(NumberKey("comm", "bucket_mb",
@@ -328,8 +340,12 @@ const std::vector<Key>& Keys() {
                           0.001, kInf, [](Config& c) -> double& { return c.comm.bucket_mb; }));
     // ---- mpi
     {
-      Key k{"mpi", "enabled", "one of auto, on, off",
-            "multi-node bridge; auto = on when launched by mpirun", nullptr, nullptr};
+      Key k{"mpi",
+            "enabled",
+            "one of auto, on, off",
+            "multi-node bridge; auto = on when launched by mpirun",
+            nullptr,
+            nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
         // YAML 1.1 reads on/off as booleans; accept both spellings.
         bool b;
@@ -344,8 +360,8 @@ const std::vector<Key>& Keys() {
       v.push_back(k);
     }
     v.push_back(NumberKey("mpi", "watchdog_seconds",
-                          "a peer rank silent this long makes every rank exit with an error",
-                          1, kInf, [](Config& c) -> double& { return c.mpi.watchdog_seconds; }));
+                          "a peer rank silent this long makes every rank exit with an error", 1,
+                          kInf, [](Config& c) -> double& { return c.mpi.watchdog_seconds; }));
     return v;
   }();
   return keys;
@@ -411,8 +427,8 @@ std::string At(const std::string& name, const YAML::Mark& m) {
   std::vector<std::string> valid;
   for (const Key& k : Keys())
     if (k.section == section) valid.push_back(k.key);
-  throw InputError(fmt::format("{}: unknown key '{}' in section '{}'{}; valid keys: {}", where,
-                               key, section, Suggest(key, valid), JoinList(valid)),
+  throw InputError(fmt::format("{}: unknown key '{}' in section '{}'{}; valid keys: {}", where, key,
+                               section, Suggest(key, valid), JoinList(valid)),
                    "fix the key name; docs/config.md lists every key");
 }
 
@@ -490,8 +506,8 @@ void ApplySet(const std::string& set, Config& c) {
 void Validate(const Config& c) {
   const std::string hint = "fix the config or pass --set to override";
   if (c.model.channels % c.model.heads != 0) {
-    throw InputError(fmt::format("model.heads ({}) must divide model.channels ({})",
-                                 c.model.heads, c.model.channels),
+    throw InputError(fmt::format("model.heads ({}) must divide model.channels ({})", c.model.heads,
+                                 c.model.channels),
                      hint);
   }
   if (c.model.vocab_size > 65536) {
@@ -506,9 +522,9 @@ void Validate(const Config& c) {
                      "lower data.seq_len or raise model.max_seq_len");
   }
   if (c.optim.min_lr > c.optim.lr) {
-    throw InputError(fmt::format("optim.min_lr ({}) is larger than optim.lr ({})", c.optim.min_lr,
-                                 c.optim.lr),
-                     hint);
+    throw InputError(
+        fmt::format("optim.min_lr ({}) is larger than optim.lr ({})", c.optim.min_lr, c.optim.lr),
+        hint);
   }
   if (c.optim.schedule == Schedule::kCosine && c.optim.warmup_steps >= c.train.steps) {
     throw InputError(fmt::format("optim.warmup_steps ({}) must be smaller than train.steps ({}) "

@@ -20,18 +20,18 @@ enum class Schedule { kConstant, kCosine };
 enum class MpiMode { kAuto, kOn, kOff };
 
 struct ModelConfig {
-  std::string init_from;  // llm.c checkpoint; "" = random GPT-2 init from seed
-  int layers = 12;        // L
-  int channels = 768;     // C
-  int heads = 12;         // NH
+  std::string init_from;   // llm.c checkpoint; "" = random GPT-2 init from seed
+  int layers = 12;         // L
+  int channels = 768;      // C
+  int heads = 12;          // NH
   int vocab_size = 50257;  // V (padded to Vp, a multiple of 128, in the parameter buffer)
   int max_seq_len = 1024;  // maxT
   uint64_t seed = 1337;
 };
 
 struct DataConfig {
-  std::string train;  // llm.c token file
-  std::string val;    // "" = no validation
+  std::string train;   // llm.c token file
+  std::string val;     // "" = no validation
   int batch_size = 4;  // B: global sequences per step (split across groups and ranks)
   int seq_len = 64;    // T
 };

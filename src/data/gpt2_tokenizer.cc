@@ -1,16 +1,16 @@
 #include "data/gpt2_tokenizer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <climits>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/files.h"

@@ -1,7 +1,11 @@
 #include "data/prepare.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,11 +16,6 @@
 #include <exception>
 #include <filesystem>
 #include <optional>
-
-#include <fmt/format.h>
-#include <tbb/global_control.h>
-#include <tbb/parallel_pipeline.h>
-#include <tbb/task_arena.h>
 
 #include "common/error.h"
 #include "common/files.h"

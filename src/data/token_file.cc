@@ -1,6 +1,7 @@
 #include "data/token_file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,8 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 

@@ -1,10 +1,10 @@
 #include "data/tokenizer.h"
 
-#include <cstdlib>
-#include <filesystem>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include "common/error.h"
 #include "data/gpt2_tokenizer.h"

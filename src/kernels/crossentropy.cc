@@ -17,7 +17,8 @@ float LogSumExp(const float* x, int V) {
   const float mx = HMax8(vmax);
   const __m256 m = _mm256_set1_ps(mx);
   __m256 acc = _mm256_setzero_ps();
-  for (j = 0; j + 8 <= n; j += 8) acc = _mm256_add_ps(acc, Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)));
+  for (j = 0; j + 8 <= n; j += 8)
+    acc = _mm256_add_ps(acc, Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), m)));
   if (j < n) acc = _mm256_add_ps(acc, Exp8(_mm256_sub_ps(LoadPartial(x + j, n - j, -INFINITY), m)));
   return mx + std::log(HSum8(acc));
 }
@@ -50,7 +51,8 @@ void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits,
         _mm256_storeu_ps(d + j, _mm256_mul_ps(Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), l)), vd));
       }
       if (j < Vs) {
-        StorePartial(d + j, Vs - j, _mm256_mul_ps(Exp8(_mm256_sub_ps(LoadPartial(x + j, Vs - j, 0.f), l)), vd));
+        StorePartial(d + j, Vs - j,
+                     _mm256_mul_ps(Exp8(_mm256_sub_ps(LoadPartial(x + j, Vs - j, 0.f), l)), vd));
       }
       d[targets[n]] -= dloss;
     }

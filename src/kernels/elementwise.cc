@@ -16,7 +16,8 @@ inline __m256 Sigmoid2u(__m256 x, __m256* du) {
   const __m256 k0 = _mm256_set1_ps(kSqrt2OverPi), k1 = _mm256_set1_ps(kCubic);
   const __m256 x2 = _mm256_mul_ps(x, x);
   const __m256 u = _mm256_mul_ps(k0, _mm256_fmadd_ps(_mm256_mul_ps(k1, x2), x, x));
-  if (du) *du = _mm256_mul_ps(k0, _mm256_fmadd_ps(_mm256_set1_ps(3.f * kCubic), x2, _mm256_set1_ps(1.f)));
+  if (du)
+    *du = _mm256_mul_ps(k0, _mm256_fmadd_ps(_mm256_set1_ps(3.f * kCubic), x2, _mm256_set1_ps(1.f)));
   const __m256 e = Exp8(_mm256_mul_ps(u, _mm256_set1_ps(-2.f)));
   return _mm256_div_ps(_mm256_set1_ps(1.f), _mm256_add_ps(_mm256_set1_ps(1.f), e));
 }
@@ -26,7 +27,8 @@ inline __m256 GeluGrad8(__m256 x, __m256 d) {
   const __m256 s = Sigmoid2u(x, &du);
   // d/dx [x s(2u)] = s + 2 x s (1 - s) u'
   const __m256 one_minus_s = _mm256_sub_ps(_mm256_set1_ps(1.f), s);
-  const __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(x, x), s), _mm256_mul_ps(one_minus_s, du));
+  const __m256 t =
+      _mm256_mul_ps(_mm256_mul_ps(_mm256_add_ps(x, x), s), _mm256_mul_ps(one_minus_s, du));
   return _mm256_mul_ps(_mm256_add_ps(s, t), d);
 }
 
@@ -46,7 +48,8 @@ void GeluForward(WorkerPool& pool, float* out, const float* inp, std::size_t n) 
   });
 }
 
-void GeluBackward(WorkerPool& pool, float* dinp, const float* inp, const float* dout, std::size_t n) {
+void GeluBackward(WorkerPool& pool, float* dinp, const float* inp, const float* dout,
+                  std::size_t n) {
   pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) {
     std::size_t i = b;
     for (; i + 8 <= e; i += 8) {

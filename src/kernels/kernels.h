@@ -28,7 +28,8 @@ void InitBlas();
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]. inp (B,T), wte (Vp,C), wpe (maxT,C).
 void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* wte,
                     const float* wpe, int B, int T, int C);
-// dwte rows of the tokens in inp += dout rows (adds); dwpe rows [0,T) = sum over b of dout (writes).
+// dwte rows of the tokens in inp += dout rows (adds); dwpe rows [0,T) = sum over b of dout
+// (writes).
 void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* dout, const int* inp,
                      int B, int T, int C);
 
@@ -67,7 +68,8 @@ inline std::size_t AttentionScratchFloats(int threads, int T) {
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void GeluForward(WorkerPool& pool, float* out, const float* inp, std::size_t n);
 // dinp = gelu'(inp) * dout (written; dinp may alias dout).
-void GeluBackward(WorkerPool& pool, float* dinp, const float* inp, const float* dout, std::size_t n);
+void GeluBackward(WorkerPool& pool, float* dinp, const float* inp, const float* dout,
+                  std::size_t n);
 
 // out = a + b, n elements.
 void ResidualForward(WorkerPool& pool, float* out, const float* a, const float* b, std::size_t n);

@@ -63,7 +63,8 @@ void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbi
       }
       if (c < C) {
         __m256 norm = _mm256_mul_ps(_mm256_sub_ps(LoadPartial(x + c, C - c, m), vm), vs);
-        __m256 dn = _mm256_mul_ps(LoadPartial(weight + c, C - c, 0.f), LoadPartial(d + c, C - c, 0.f));
+        __m256 dn =
+            _mm256_mul_ps(LoadPartial(weight + c, C - c, 0.f), LoadPartial(d + c, C - c, 0.f));
         a1 = _mm256_add_ps(a1, dn);
         a2 = _mm256_fmadd_ps(dn, norm, a2);
       }

@@ -3,10 +3,9 @@
 // (a 64-byte line of floats): for the LM head (N = B*T = 512, OC = 50257) splitting OC keeps each
 // worker reading only its rows of the 154 MB weight once.
 #include <cblas.h>
+#include <fmt/format.h>
 
 #include <algorithm>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
@@ -39,7 +38,8 @@ void InitBlas() {
       throw RuntimeError(
           "the OpenBLAS loaded is the serial build, which returns wrong results when several "
           "threads call it at once",
-          "use Debian's pthread build: `update-alternatives --set libopenblas.so.0-x86_64-linux-gnu "
+          "use Debian's pthread build: `update-alternatives --set "
+          "libopenblas.so.0-x86_64-linux-gnu "
           "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0`");
     }
     openblas_set_num_threads(1);
@@ -82,8 +82,8 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
                       dout + b * ldd, ldd, weight, C, 0.f, dinp + b * C, C);
         } else {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), I(e - b), OC, 1.f, dout,
-                      ldd, weight + b, C, 0.f, dinp + b, C);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), I(e - b), OC, 1.f, dout, ldd,
+                      weight + b, C, 0.f, dinp + b, C);
         }
       }
     }

@@ -22,11 +22,12 @@ inline __m256 Exp8(__m256 x) {
   const __m256 kHi = _mm256_set1_ps(88.3762626647949f);
   const __m256 kLo = _mm256_set1_ps(-88.3762626647949f);
   const __m256 kLog2e = _mm256_set1_ps(1.44269504088896341f);
-  const __m256 kC1 = _mm256_set1_ps(0.693359375f);    // ln2 split in two for exact reduction
+  const __m256 kC1 = _mm256_set1_ps(0.693359375f);  // ln2 split in two for exact reduction
   const __m256 kC2 = _mm256_set1_ps(-2.12194440e-4f);
   x = _mm256_min_ps(_mm256_max_ps(x, kLo), kHi);
   // n = round(x * log2(e)); r = x - n*ln2
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, kC1, x);
   r = _mm256_fnmadd_ps(n, kC2, r);
   __m256 y = _mm256_set1_ps(1.9875691500e-4f);
@@ -77,8 +78,10 @@ inline void StorePartial(float* p, std::size_t n, __m256 v) {
 inline float Dot(const float* a, const float* b, std::size_t n) {
   __m256 acc = _mm256_setzero_ps();
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  if (i < n) acc = _mm256_fmadd_ps(LoadPartial(a + i, n - i, 0.f), LoadPartial(b + i, n - i, 0.f), acc);
+  for (; i + 8 <= n; i += 8)
+    acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  if (i < n)
+    acc = _mm256_fmadd_ps(LoadPartial(a + i, n - i, 0.f), LoadPartial(b + i, n - i, 0.f), acc);
   return HSum8(acc);
 }
 

@@ -1,5 +1,7 @@
 #include "model/checkpoint.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -7,8 +9,6 @@
 #include <filesystem>
 #include <memory>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -57,11 +57,12 @@ Shape ReadCheckpointShape(const std::string& path) {
   ReadExact(f.get(), h, kHeaderBytes, path);
   if (h[0] != kCheckpointMagic) {
     std::string hint = "pass a checkpoint written by cputrain-numa train or llm.c";
-    if (h[0] == kTokenFileMagic) hint = "this is a token file (magic 20240520): use it as data.train";
+    if (h[0] == kTokenFileMagic)
+      hint = "this is a token file (magic 20240520): use it as data.train";
     if (h[0] == kDebugStateMagic) hint = "this is an llm.c debug-state file, not a checkpoint";
-    throw InputError(fmt::format("checkpoint '{}': bad magic {} (expected {})", path, h[0],
-                                 kCheckpointMagic),
-                     hint);
+    throw InputError(
+        fmt::format("checkpoint '{}': bad magic {} (expected {})", path, h[0], kCheckpointMagic),
+        hint);
   }
   if (h[1] != kCheckpointVersion) {
     throw InputError(

@@ -1,10 +1,10 @@
 #include "model/decoder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
@@ -107,14 +107,16 @@ int Sampler::Next(const float* logits, int V) {
   std::iota(order_.begin(), order_.end(), 0);
   int k = top_k_ > 0 && top_k_ < V ? top_k_ : V;
   if (k < V) {
-    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(),
-                      [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
   }
   probs_.resize(k);
   float mx = -INFINITY;
   for (int i = 0; i < k; ++i) mx = std::max(mx, logits[order_[i]]);
   double sum = 0;
-  for (int i = 0; i < k; ++i) sum += (probs_[i] = std::exp((logits[order_[i]] - mx) / temperature_));
+  for (int i = 0; i < k; ++i)
+    sum += (probs_[i] = std::exp((logits[order_[i]] - mx) / temperature_));
   double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
   for (int i = 0; i < k; ++i) {
     u -= probs_[i];

@@ -1,8 +1,8 @@
 #include "model/gpt2.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
@@ -68,7 +68,8 @@ ParamLayout::ParamLayout(const Shape& shape) : shape_(shape), table_(TensorTable
   for (Tensor t : {kWte, kWpe}) add(fixed_[t], table_[t].numel, table_[t].decay);
   for (int l = 0; l < shape_.L; ++l) {
     for (int t = 0; t < kNumTensors; ++t) {
-      if (table_[t].per_layer) add(offset(static_cast<Tensor>(t), l), table_[t].numel, table_[t].decay);
+      if (table_[t].per_layer)
+        add(offset(static_cast<Tensor>(t), l), table_[t].numel, table_[t].decay);
     }
   }
   for (Tensor t : {kLnfw, kLnfb}) add(fixed_[t], table_[t].numel, table_[t].decay);
@@ -119,10 +120,18 @@ void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, floa
         for (std::size_t i = b; i < e; ++i) {
           double v = 0;
           switch (info.init) {
-            case Init::kNormal: v = i < real ? 0.02 * Normal(seed, stream, i) : 0.0; break;
-            case Init::kResidualNormal: v = residual_std * Normal(seed, stream, i); break;
-            case Init::kZeros: v = 0; break;
-            case Init::kOnes: v = 1; break;
+            case Init::kNormal:
+              v = i < real ? 0.02 * Normal(seed, stream, i) : 0.0;
+              break;
+            case Init::kResidualNormal:
+              v = residual_std * Normal(seed, stream, i);
+              break;
+            case Init::kZeros:
+              v = 0;
+              break;
+            case Init::kOnes:
+              v = 1;
+              break;
           }
           p[i] = static_cast<float>(v);
         }

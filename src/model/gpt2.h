@@ -32,19 +32,34 @@ struct Shape {
 
 // The 16 tensors in llm.c's checkpoint order.
 enum Tensor : int {
-  kWte, kWpe, kLn1w, kLn1b, kQkvw, kQkvb, kAttprojw, kAttprojb,
-  kLn2w, kLn2b, kFcw, kFcb, kFcprojw, kFcprojb, kLnfw, kLnfb, kNumTensors
+  kWte,
+  kWpe,
+  kLn1w,
+  kLn1b,
+  kQkvw,
+  kQkvb,
+  kAttprojw,
+  kAttprojb,
+  kLn2w,
+  kLn2b,
+  kFcw,
+  kFcb,
+  kFcprojw,
+  kFcprojb,
+  kLnfw,
+  kLnfb,
+  kNumTensors
 };
 
 enum class Init { kNormal, kResidualNormal, kZeros, kOnes };
 
 struct TensorInfo {
   const char* name;
-  bool per_layer;              // L copies, one inside each block
-  bool decay;                  // AdamW weight decay applies: the 2-D tensors
-  Init init;                   // GPT-2 init: normal(0, 0.02), residual projections 0.02/sqrt(2L)
-  std::vector<int> shape;      // of one copy, e.g. {3C, C} for qkvw
-  std::size_t numel = 0;       // of one copy
+  bool per_layer;          // L copies, one inside each block
+  bool decay;              // AdamW weight decay applies: the 2-D tensors
+  Init init;               // GPT-2 init: normal(0, 0.02), residual projections 0.02/sqrt(2L)
+  std::vector<int> shape;  // of one copy, e.g. {3C, C} for qkvw
+  std::size_t numel = 0;   // of one copy
 };
 
 // The one table. Everything else — offsets, sizes, decay segments, init, checkpoint order —
@@ -97,8 +112,8 @@ class Activations {
   // Points the views at `base` (floats() floats) and `tokens` (2*B*T ints: inputs, targets).
   void Bind(float* base, int* tokens);
 
-  int* inputs = nullptr;   // (B,T)
-  int* targets = nullptr;  // (B,T)
+  int* inputs = nullptr;     // (B,T)
+  int* targets = nullptr;    // (B,T)
   float* encoded = nullptr;  // (B,T,C)
   struct Layer {
     float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)
@@ -143,7 +158,8 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
 // [from, layout.total()) of grads is final: after lnf, after each block (L-1 down to 0), and
 // with 0 after the embeddings.
 void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
-              Activations& acts, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready);
+              Activations& acts, int B, int T, float dloss,
+              FunctionRef<void(std::size_t)> on_ready);
 
 // Model FLOPs of one training step (forward + backward) per token, the usual accounting: 6 per
 // parameter of the matrix products (incl. the LM head, V real rows) plus 12*L*T*C... see .cc.

@@ -1,5 +1,6 @@
 #include "mpi/bridge.h"
 
+#include <fmt/format.h>
 #include <mpi.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "comm/kernels.h"
 #include "common/error.h"
@@ -47,14 +46,13 @@ std::string JoinRanks(const std::vector<int>& ranks) {
 }  // namespace
 
 bool LaunchedByMpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") ||
-         std::getenv("PMI_RANK");
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
 }
 
 struct Bridge::Impl {
-  MPI_Comm main = MPI_COMM_NULL;  // the main thread's collectives
-  MPI_Comm hb = MPI_COMM_NULL;    // heartbeats (the watchdog thread only)
-  std::vector<MPI_Comm> groups;   // group index h of every process
+  MPI_Comm main = MPI_COMM_NULL;                 // the main thread's collectives
+  MPI_Comm hb = MPI_COMM_NULL;                   // heartbeats (the watchdog thread only)
+  std::vector<MPI_Comm> groups;                  // group index h of every process
   std::vector<std::vector<float>> scratch;       // per group: one received message
   std::vector<std::vector<int>> counts, displs;  // per group: block sizes and offsets
   std::vector<std::string> hosts;                // per rank
@@ -68,12 +66,13 @@ struct Bridge::Impl {
 };
 
 std::unique_ptr<Bridge> Bridge::Start(const MpiConfig& config) {
-  const bool on = config.enabled == MpiMode::kOn ||
-                  (config.enabled == MpiMode::kAuto && LaunchedByMpi());
+  const bool on =
+      config.enabled == MpiMode::kOn || (config.enabled == MpiMode::kAuto && LaunchedByMpi());
   if (!on) {
     if (config.enabled == MpiMode::kOff && LaunchedByMpi()) {
-      log::Warn("started by mpirun with mpi.enabled: off: every process trains alone and writes "
-                "the same out_dir; set mpi.enabled to auto");
+      log::Warn(
+          "started by mpirun with mpi.enabled: off: every process trains alone and writes "
+          "the same out_dir; set mpi.enabled to auto");
     }
     return nullptr;
   }
@@ -106,13 +105,14 @@ std::unique_ptr<Bridge> Bridge::Start(const MpiConfig& config) {
     log::SetPrefix(fmt::format("[rank {}] ", b->rank_));
     log::SetLevel(log::Level::kWarn);  // rank 0 speaks for the job
   }
-  log::Info("MPI bridge: {} processes ({} host(s)), watchdog {} s", b->size_,
-            [&] {
-              std::vector<std::string> h = im.hosts;
-              std::sort(h.begin(), h.end());
-              return std::unique(h.begin(), h.end()) - h.begin();
-            }(),
-            b->watchdog_seconds_);
+  log::Info(
+      "MPI bridge: {} processes ({} host(s)), watchdog {} s", b->size_,
+      [&] {
+        std::vector<std::string> h = im.hosts;
+        std::sort(h.begin(), h.end());
+        return std::unique(h.begin(), h.end()) - h.begin();
+      }(),
+      b->watchdog_seconds_);
   if (b->size_ > 1) b->watchdog_ = std::thread([p = b.get()] { p->WatchdogLoop(); });
   return b;
 }
@@ -161,9 +161,9 @@ void Bridge::CheckConsistent(uint64_t config_hash, uint64_t model_hash, int grou
                      "be the same on every host)");
   }
   if (!bad_model.empty()) {
-    throw InputError(fmt::format("rank(s) {} start from different parameters than rank 0",
-                                 JoinRanks(bad_model)),
-                     "model.init_from must name the same checkpoint (same contents) on every host");
+    throw InputError(
+        fmt::format("rank(s) {} start from different parameters than rank 0", JoinRanks(bad_model)),
+        "model.init_from must name the same checkpoint (same contents) on every host");
   }
   if (!bad_groups.empty()) {
     throw InputError(fmt::format("rank(s) {} plan a different number of replica groups than rank "
@@ -247,11 +247,14 @@ void Bridge::AllreduceShard(int group, float* data, std::size_t n) {
   for (int k = 0; k < size_ - 1; ++k) {
     const int sb = block(rank_ - k), rb = block(rank_ - k - 1);
     for (std::size_t off = 0;; off += kPiece) {
-      const std::size_t sn = off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
-      const std::size_t rn = off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
+      const std::size_t sn =
+          off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
+      const std::size_t rn =
+          off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
       if (sn == 0 && rn == 0) break;
       Check(MPI_Sendrecv(data + displs[sb] + off, static_cast<int>(sn), MPI_FLOAT, right, k,
-                         piece.data(), static_cast<int>(rn), MPI_FLOAT, left, k, comm, MPI_STATUS_IGNORE),
+                         piece.data(), static_cast<int>(rn), MPI_FLOAT, left, k, comm,
+                         MPI_STATUS_IGNORE),
             "MPI_Sendrecv(reduce-scatter)");
       float* dst = data + displs[rb] + off;
       const float* srcs[2] = {piece.data(), dst};
@@ -262,8 +265,10 @@ void Bridge::AllreduceShard(int group, float* data, std::size_t n) {
   for (int k = 0; k < size_ - 1; ++k) {
     const int sb = block(rank_ + 1 - k), rb = block(rank_ - k);
     for (std::size_t off = 0;; off += kPiece) {
-      const std::size_t sn = off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
-      const std::size_t rn = off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
+      const std::size_t sn =
+          off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
+      const std::size_t rn =
+          off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
       if (sn == 0 && rn == 0) break;
       Check(MPI_Sendrecv(data + displs[sb] + off, static_cast<int>(sn), MPI_FLOAT, right, size_ + k,
                          data + displs[rb] + off, static_cast<int>(rn), MPI_FLOAT, left, size_ + k,
@@ -382,9 +387,9 @@ void Bridge::WatchdogLoop() {
         if (p != rank_ && peer_step[p] < mine) behind.push_back(p);
       }
       log::Warn("waited {:.0f} s at step {} for the other ranks; {}", now - since, mine,
-                behind.empty() ? std::string("all of them still answer")
-                               : fmt::format("rank(s) {} are still at an earlier step",
-                                             JoinRanks(behind)));
+                behind.empty()
+                    ? std::string("all of them still answer")
+                    : fmt::format("rank(s) {} are still at an earlier step", JoinRanks(behind)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -34,7 +34,8 @@ void AdamWRange(float* p, const float* g, float* m, float* v, std::size_t n, con
   const __m256 step = _mm256_set1_ps(k.step_size), keep = _mm256_set1_ps(k.decay_keep),
                b1 = _mm256_set1_ps(k.b1), c1 = _mm256_set1_ps(k.one_minus_b1),
                b2 = _mm256_set1_ps(k.b2), c2 = _mm256_set1_ps(k.one_minus_b2),
-               bc2 = _mm256_set1_ps(k.bc2), eps = _mm256_set1_ps(k.eps), scale = _mm256_set1_ps(k.scale);
+               bc2 = _mm256_set1_ps(k.bc2), eps = _mm256_set1_ps(k.eps),
+               scale = _mm256_set1_ps(k.scale);
   // In: 8 lanes of p, g, m, v; out: the updated p, m, v.
   auto update = [&](__m256& pi, __m256 graw, __m256& mi, __m256& vi) {
     const __m256 gi = _mm256_mul_ps(graw, scale);

@@ -40,13 +40,15 @@ std::string Bytes(double b) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
   while (b >= 1024 && u < 4) b /= 1024, ++u;
-  return b == std::floor(b) ? fmt::format("{} {}", b, kUnits[u]) : fmt::format("{:.1f} {}", b, kUnits[u]);
+  return b == std::floor(b) ? fmt::format("{} {}", b, kUnits[u])
+                            : fmt::format("{:.1f} {}", b, kUnits[u]);
 }
 
 // A file-name-safe form of s.
 std::string Slug(const std::string& s) {
   std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  for (char c : s)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
   return out;
 }
 
@@ -141,7 +143,10 @@ void MemorySection(const json& recs, Writer& w) {
     s.y.push_back(Num(r, "gbs"));
   }
   for (const auto& [key, ops] : scaling) {
-    auto get = [&](const char* op) { auto it = ops.find(op); return it == ops.end() ? kNaN : it->second; };
+    auto get = [&](const char* op) {
+      auto it = ops.find(op);
+      return it == ops.end() ? kNaN : it->second;
+    };
     t.rows.push_back({std::to_string(key.first), std::to_string(key.second), F(get("copy")),
                       F(get("triad")), F(get("copy_nt")), F(get("triad_nt"))});
   }
@@ -175,7 +180,8 @@ void MemorySection(const json& recs, Writer& w) {
     h.col_axis = "memory node";
     Table mt;
     mt.head.push_back(unit);
-    for (int j : cols) h.col_labels.push_back(fmt::format("mem {}", j)), mt.head.push_back(fmt::format("mem {}", j));
+    for (int j : cols)
+      h.col_labels.push_back(fmt::format("mem {}", j)), mt.head.push_back(fmt::format("mem {}", j));
     for (int i : rows) {
       h.row_labels.push_back(fmt::format("cpu {}", i));
       std::vector<double> row;
@@ -193,7 +199,8 @@ void MemorySection(const json& recs, Writer& w) {
   };
   matrix("bandwidth", "triad", "gbs", "Triad bandwidth, node x node (all cores of the CPU node)",
          "GB/s", "memory-triad-matrix.svg");
-  matrix("bandwidth", "copy", "gbs", "Copy bandwidth, node x node", "GB/s", "memory-copy-matrix.svg");
+  matrix("bandwidth", "copy", "gbs", "Copy bandwidth, node x node", "GB/s",
+         "memory-copy-matrix.svg");
   matrix("latency", nullptr, "ns_per_load", "Load latency (pointer chase, 1 thread)", "ns",
          "memory-latency.svg");
 }
@@ -201,11 +208,12 @@ void MemorySection(const json& recs, Writer& w) {
 // ---- gemm
 
 void GemmSection(const json& recs, Writer& w) {
-  w.md += "## GEMM (`bench gemm`)\n\n"
-          "`ours` = training's path (one single-threaded OpenBLAS call per pinned worker on its "
-          "slice); `openblas-mt` = one OpenBLAS call threading itself over the same number of "
-          "threads; `own-avx2` = our packed 6x16 AVX2/FMA kernel on the same slices. % of peak "
-          "is against the measured FMA peak of the group (FMA-throughput loop).\n\n";
+  w.md +=
+      "## GEMM (`bench gemm`)\n\n"
+      "`ours` = training's path (one single-threaded OpenBLAS call per pinned worker on its "
+      "slice); `openblas-mt` = one OpenBLAS call threading itself over the same number of "
+      "threads; `own-avx2` = our packed 6x16 AVX2/FMA kernel on the same slices. % of peak "
+      "is against the measured FMA peak of the group (FMA-throughput loop).\n\n";
   Table peaks{{"group", "threads", "one core, 256-bit", "one core, 512-bit", "group, 256-bit",
                "group, 512-bit"},
               {},
@@ -219,9 +227,13 @@ void GemmSection(const json& recs, Writer& w) {
     if (Is(r, "scope", "group")) pk_threads[g] = r.at("threads").get<int>();
   }
   for (const auto& [g, m] : pk) {
-    auto get = [&](const char* k) { auto it = m.find(k); return it == m.end() ? kNaN : it->second; };
+    auto get = [&](const char* k) {
+      auto it = m.find(k);
+      return it == m.end() ? kNaN : it->second;
+    };
     peaks.rows.push_back({std::to_string(g), std::to_string(pk_threads[g]), F(get("core/avx2-fma")),
-                          F(get("core/avx512f")), F(get("group/avx2-fma")), F(get("group/avx512f"))});
+                          F(get("core/avx512f")), F(get("group/avx2-fma")),
+                          F(get("group/avx512f"))});
   }
   if (!peaks.rows.empty()) w.md += "Measured FMA peak (GFLOP/s):\n\n" + peaks.Render();
 
@@ -236,9 +248,10 @@ void GemmSection(const json& recs, Writer& w) {
                         F(Num(r, "pct_peak")) + "%", F(Num(r, "speedup_vs_ours"), 2) + "x"});
   }
   if (!sum.rows.empty()) {
-    w.md += "All the matrix products of one training step (each block shape x L, the LM head "
-            "once; forward and both backward products):\n\n" +
-            sum.Render();
+    w.md +=
+        "All the matrix products of one training step (each block shape x L, the LM head "
+        "once; forward and both backward products):\n\n" +
+        sum.Render();
   }
   // Per (model, group): a chart of every product.
   std::map<std::pair<std::string, int>, std::vector<const json*>> by;
@@ -262,7 +275,8 @@ void GemmSection(const json& recs, Writer& w) {
       if (std::find(c.categories.begin(), c.categories.end(), cat) == c.categories.end()) {
         c.categories.push_back(cat);
         drow[cat] = {Str(*r, "shape"), Str(*r, "product"), std::to_string(r->at("M").get<long>()),
-                     std::to_string(r->at("N").get<long>()), std::to_string(r->at("K").get<long>())};
+                     std::to_string(r->at("N").get<long>()),
+                     std::to_string(r->at("K").get<long>())};
       }
       const std::string impl = Str(*r, "impl");
       if (std::find(impls.begin(), impls.end(), impl) == impls.end()) impls.push_back(impl);
@@ -283,19 +297,21 @@ void GemmSection(const json& recs, Writer& w) {
     w.Chart(fmt::format("gemm-{}-g{}.svg", Slug(key.first), key.second), RenderBarChart(c),
             c.title);
     for (const std::string& cat : c.categories) d.rows.push_back(drow[cat]);
-    w.md += fmt::format("<details><summary>every product, model {}, group {}</summary>\n\n{}</details>\n\n",
-                        key.first, key.second, d.Render());
+    w.md += fmt::format(
+        "<details><summary>every product, model {}, group {}</summary>\n\n{}</details>\n\n",
+        key.first, key.second, d.Render());
   }
 }
 
 // ---- collectives
 
 void CollectivesSection(const json& recs, Writer& w) {
-  w.md += "## Collectives between groups (`bench collectives`)\n\n"
-          "Bus bandwidth as nccl-tests counts it (allreduce 2(G-1)/G x bytes / time, "
-          "reduce-scatter and allgather (G-1)/G x bytes / time); `membound` is the "
-          "memory-bandwidth bound from the STREAM figures of the same run and the traffic model "
-          "of docs/collectives.md.\n\n";
+  w.md +=
+      "## Collectives between groups (`bench collectives`)\n\n"
+      "Bus bandwidth as nccl-tests counts it (allreduce 2(G-1)/G x bytes / time, "
+      "reduce-scatter and allgather (G-1)/G x bytes / time); `membound` is the "
+      "memory-bandwidth bound from the STREAM figures of the same run and the traffic model "
+      "of docs/collectives.md.\n\n";
   int G = 0;
   std::vector<std::string> stream;
   for (const json& r : recs) {
@@ -333,8 +349,8 @@ void CollectivesSection(const json& recs, Writer& w) {
       c.series.push_back(s);
     }
     w.Chart(fmt::format("collectives-{}.svg", Slug(op)), RenderLineChart(c), c.title);
-    Table t{{"size", "ours busbw (GB/s)", "Open MPI busbw (GB/s)", "ours / MPI", "bound busbw (GB/s)",
-             "ours % of bound"},
+    Table t{{"size", "ours busbw (GB/s)", "Open MPI busbw (GB/s)", "ours / MPI",
+             "bound busbw (GB/s)", "ours % of bound"},
             {},
             1};
     const auto& impls = bw[op];
@@ -348,8 +364,9 @@ void CollectivesSection(const json& recs, Writer& w) {
     if (it == impls.end()) continue;
     for (const auto& [b, ours] : it->second) {
       const double mpi = get("mpi", b), bound = get("membound", b);
-      t.rows.push_back({Bytes(b), F(ours, 2), F(mpi, 2), std::isfinite(mpi) ? F(ours / mpi, 1) + "x" : "-",
-                        F(bound, 2), std::isfinite(bound) ? F(100 * ours / bound, 0) + "%" : "-"});
+      t.rows.push_back({Bytes(b), F(ours, 2), F(mpi, 2),
+                        std::isfinite(mpi) ? F(ours / mpi, 1) + "x" : "-", F(bound, 2),
+                        std::isfinite(bound) ? F(100 * ours / bound, 0) + "%" : "-"});
     }
     w.md += t.Render();
   }
@@ -358,14 +375,15 @@ void CollectivesSection(const json& recs, Writer& w) {
 // ---- train
 
 void TrainSection(const json& recs, Writer& w) {
-  w.md += "## Training throughput (`bench train`)\n\n"
-          "tokens/s = B x T / median step time; GFLOP/s = model::TrainFlopsPerToken x tokens/s "
-          "(the same formula for PyTorch); MFU = GFLOP/s / the measured FMA peak of the cores "
-          "used. The step split is group 0's (forward, backward compute, communication, "
-          "optimizer, other = the rest). The last two columns say whether a row was disturbed: "
-          "the CPU share other processes took while it ran, and the slowest core's FMA speed "
-          "just before and after it in % of the peak (on a shared VM a core can run at half "
-          "speed for a while with no process of the VM to blame).\n\n";
+  w.md +=
+      "## Training throughput (`bench train`)\n\n"
+      "tokens/s = B x T / median step time; GFLOP/s = model::TrainFlopsPerToken x tokens/s "
+      "(the same formula for PyTorch); MFU = GFLOP/s / the measured FMA peak of the cores "
+      "used. The step split is group 0's (forward, backward compute, communication, "
+      "optimizer, other = the rest). The last two columns say whether a row was disturbed: "
+      "the CPU share other processes took while it ran, and the slowest core's FMA speed "
+      "just before and after it in % of the peak (on a shared VM a core can run at half "
+      "speed for a while with no process of the VM to blame).\n\n";
   std::vector<std::string> models;
   for (const json& r : recs) {
     if (r.contains("tokens_per_s") && r.contains("model")) {
@@ -397,13 +415,14 @@ void TrainSection(const json& recs, Writer& w) {
       shape = r.value("model_shape", shape);
       const bool is_torch = Is(r, "impl", "pytorch");
       const std::string label = Str(r, "placement");
-      t.rows.push_back({(is_torch ? "" : "cputrain-numa ") + label, F(Num(r, "tokens_per_s")),
-                        F(Num(r, "gflops")), F(100 * Num(r, "mfu")) + "%", F(Num(r, "step_ms")),
-                        F(r.value("forward_ms", kNaN)), F(r.value("backward_ms", kNaN)),
-                        is_torch ? "(in backward)" : F(r.value("comm_ms", kNaN)),
-                        F(r.value("optimizer_ms", kNaN)), F(r.value("other_ms", kNaN)),
-                        r.contains("others_cpu_pct") ? F(Num(r, "others_cpu_pct"), 0) + "%" : "-",
-                        r.contains("slowest_core_pct") ? F(Num(r, "slowest_core_pct"), 0) + "%" : "-"});
+      t.rows.push_back(
+          {(is_torch ? "" : "cputrain-numa ") + label, F(Num(r, "tokens_per_s")),
+           F(Num(r, "gflops")), F(100 * Num(r, "mfu")) + "%", F(Num(r, "step_ms")),
+           F(r.value("forward_ms", kNaN)), F(r.value("backward_ms", kNaN)),
+           is_torch ? "(in backward)" : F(r.value("comm_ms", kNaN)),
+           F(r.value("optimizer_ms", kNaN)), F(r.value("other_ms", kNaN)),
+           r.contains("others_cpu_pct") ? F(Num(r, "others_cpu_pct"), 0) + "%" : "-",
+           r.contains("slowest_core_pct") ? F(Num(r, "slowest_core_pct"), 0) + "%" : "-"});
       tok.categories.push_back(label);
       ours.values.push_back(is_torch ? kNaN : Num(r, "tokens_per_s"));
       torch.values.push_back(is_torch ? Num(r, "tokens_per_s") : kNaN);
@@ -427,14 +446,16 @@ void TrainSection(const json& recs, Writer& w) {
       }
       if (r.contains("two_groups_vs_one")) {
         const double ratio = Num(r, "two_groups_vs_one");
-        w.md += fmt::format("- {} vs {}: **{}x** (target >= 1: {}).\n", Str(r, "two_groups_label"),
-                            Str(r, "one_group_label"), F(ratio, 2),
-                            ratio >= 1 ? "met" : fmt::format("missed by {:.0f}%", 100 * (1 - ratio)));
+        w.md +=
+            fmt::format("- {} vs {}: **{}x** (target >= 1: {}).\n", Str(r, "two_groups_label"),
+                        Str(r, "one_group_label"), F(ratio, 2),
+                        ratio >= 1 ? "met" : fmt::format("missed by {:.0f}%", 100 * (1 - ratio)));
       }
       w.md += "\n";
     }
     tok.series = {ours};
-    if (std::any_of(torch.values.begin(), torch.values.end(), [](double v) { return std::isfinite(v); })) {
+    if (std::any_of(torch.values.begin(), torch.values.end(),
+                    [](double v) { return std::isfinite(v); })) {
       tok.series.push_back(torch);
     }
     w.Chart(fmt::format("train-{}-tokens.svg", Slug(m)), RenderBarChart(tok), tok.title);
@@ -446,10 +467,11 @@ void TrainSection(const json& recs, Writer& w) {
 // ---- mpi-sync
 
 void MpiSyncSection(const json& recs, Writer& w) {
-  w.md += "## Gradient sync across processes (`bench mpi-sync`)\n\n"
-          "The trainer's hierarchical sync (shared-memory reduce-scatter inside a process, the "
-          "owners' parts allreduced across processes, allgather inside) against one flat "
-          "MPI_Allreduce of the whole gradient per process.\n\n";
+  w.md +=
+      "## Gradient sync across processes (`bench mpi-sync`)\n\n"
+      "The trainer's hierarchical sync (shared-memory reduce-scatter inside a process, the "
+      "owners' parts allreduced across processes, allgather inside) against one flat "
+      "MPI_Allreduce of the whole gradient per process.\n\n";
   Table t{{"model", "ranks x groups", "method", "time (ms)", "algbw (GB/s)", "vs flat"}, {}, 3};
   double flat = kNaN;
   for (const json& r : recs) {
@@ -513,9 +535,8 @@ BenchResults LoadBenchResults(const std::string& path) {
       res.suites[s].push_back(r);
     }
   } else {
-    throw InputError(fmt::format("'{}' holds a JSON {}, not a benchmark report", path,
-                                 doc.type_name()),
-                     hint);
+    throw InputError(
+        fmt::format("'{}' holds a JSON {}, not a benchmark report", path, doc.type_name()), hint);
   }
   bool any = false;
   for (const auto& [name, recs] : res.suites.items()) any |= !recs.empty();
@@ -538,7 +559,8 @@ std::vector<std::string> WriteBenchReport(const BenchResults& results, const std
                          t.value("pus", 0), t.value("simulated", false) ? " (simulated)" : "");
     }
     std::string load;
-    if (m.contains("load_average") && m["load_average"].is_array() && m["load_average"].size() == 3) {
+    if (m.contains("load_average") && m["load_average"].is_array() &&
+        m["load_average"].size() == 3) {
       load = fmt::format("{:.2f} {:.2f} {:.2f}", m["load_average"][0].get<double>(),
                          m["load_average"][1].get<double>(), m["load_average"][2].get<double>());
     }
@@ -552,7 +574,8 @@ std::vector<std::string> WriteBenchReport(const BenchResults& results, const std
               {"load average at start", load.empty() ? "?" : load}};
     w.md += t.Render();
   }
-  w.md += fmt::format("Results: `{}`{}.\n", source, results.quick ? " (a --quick smoke run: small sizes, few repetitions)" : "");
+  w.md += fmt::format("Results: `{}`{}.\n", source,
+                      results.quick ? " (a --quick smoke run: small sizes, few repetitions)" : "");
   if (!results.command.empty()) w.md += fmt::format("Produced by: `{}`\n", results.command);
   w.md += fmt::format("Charts and this page: `cputrain-numa report {} -o {}`\n\n", source, dir);
   if (!results.runs.empty()) {
@@ -563,12 +586,14 @@ std::vector<std::string> WriteBenchReport(const BenchResults& results, const std
     for (const char* name : kSuites) {  // in the order `bench all` runs them
       if (!results.runs.contains(name) || !results.runs[name].is_object()) continue;
       const json& r = results.runs[name];
-      t.rows.push_back({name, F(r.value("seconds", kNaN)), F(r.value("others_cpu_pct", kNaN), 0) + "%",
+      t.rows.push_back({name, F(r.value("seconds", kNaN)),
+                        F(r.value("others_cpu_pct", kNaN), 0) + "%",
                         F(r.value("load_start", kNaN), 2), F(r.value("load_end", kNaN), 2)});
     }
-    w.md += "How busy the machine was while each suite ran (the CPU share other processes took; "
-            "the 1-minute load averages count the benchmark's own threads too):\n\n" +
-            t.Render();
+    w.md +=
+        "How busy the machine was while each suite ran (the CPU share other processes took; "
+        "the 1-minute load averages count the benchmark's own threads too):\n\n" +
+        t.Render();
   }
   w.md += "How each figure is measured: docs/benchmarks.md in the cputrain-numa repository.\n\n";
   for (const char* name : kSuites) {

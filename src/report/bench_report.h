@@ -13,10 +13,9 @@
 // atomically (common/files.h).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cputrain::report {
 

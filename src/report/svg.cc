@@ -1,10 +1,10 @@
 #include "report/svg.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 namespace cputrain::report {
 namespace {
@@ -41,13 +41,15 @@ struct Scale {
     if (log && pow2) {
       // lo, hi are log10 values; ticks at 2^k, every `step`-th power so that at most ~10 show.
       const double l2 = std::log10(2.0);
-      const int k0 = static_cast<int>(std::ceil(lo / l2 - 1e-9)), k1 = static_cast<int>(std::floor(hi / l2 + 1e-9));
+      const int k0 = static_cast<int>(std::ceil(lo / l2 - 1e-9)),
+                k1 = static_cast<int>(std::floor(hi / l2 + 1e-9));
       const int step = std::max(1, (k1 - k0 + 9) / 10);
       for (int k = k0; k <= k1; k += step) out.push_back(std::pow(2.0, k));
       return out;
     }
     if (log) {
-      for (double e = std::ceil(lo - 1e-9); e <= hi + 1e-9; e += 1) out.push_back(std::pow(10.0, e));
+      for (double e = std::ceil(lo - 1e-9); e <= hi + 1e-9; e += 1)
+        out.push_back(std::pow(10.0, e));
       if (out.size() < 3) {  // short range: add 2x and 5x
         std::vector<double> more;
         for (double e = std::floor(lo); e <= hi; e += 1) {
@@ -94,14 +96,16 @@ Scale MakeScale(const Axis& axis, double dmin, double dmax, double a, double b) 
 
 std::string Header(int w, int h, const std::string& title) {
   std::string s = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
+      "{1}\" "
       "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"13\">\n"
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
       w, h);
   if (!title.empty()) {
-    s += fmt::format("<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"16\" "
-                     "font-weight=\"bold\">{}</text>\n",
-                     w / 2, Escape(title));
+    s += fmt::format(
+        "<text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"16\" "
+        "font-weight=\"bold\">{}</text>\n",
+        w / 2, Escape(title));
   }
   return s;
 }
@@ -110,9 +114,10 @@ void Legend(std::string& s, const std::vector<std::pair<std::string, std::string
             double y) {
   double yy = y;
   for (const auto& [name, color] : items) {
-    s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"4\" fill=\"{}\"/>"
-                     "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
-                     x, yy - 4, color, x + 20, yy + 1, Escape(name));
+    s += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"4\" fill=\"{}\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
+        x, yy - 4, color, x + 20, yy + 1, Escape(name));
     yy += 18;
   }
 }
@@ -123,11 +128,20 @@ std::string Escape(const std::string& in) {
   std::string s;
   for (char c : in) {
     switch (c) {
-      case '&': s += "&amp;"; break;
-      case '<': s += "&lt;"; break;
-      case '>': s += "&gt;"; break;
-      case '"': s += "&quot;"; break;
-      default: s += c;
+      case '&':
+        s += "&amp;";
+        break;
+      case '<':
+        s += "&lt;";
+        break;
+      case '>':
+        s += "&gt;";
+        break;
+      case '"':
+        s += "&quot;";
+        break;
+      default:
+        s += c;
     }
   }
   return s;
@@ -162,25 +176,30 @@ std::string RenderLineChart(const LineChart& c) {
   // grid and ticks
   for (double t : xs.Ticks()) {
     const double px = xs.Map(t);
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#e4e4e4\"/>"
-                     "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4}</text>\n",
-                     px, kTop, kTop + ph, kTop + ph + 18, Escape(FormatTick(t, c.x.format)));
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"#e4e4e4\"/>"
+        "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\">{4}</text>\n",
+        px, kTop, kTop + ph, kTop + ph + 18, Escape(FormatTick(t, c.x.format)));
   }
   for (double t : ys.Ticks()) {
     const double py = ys.Map(t);
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#e4e4e4\"/>"
-                     "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
-                     kLeft, py, kLeft + pw, kLeft - 6, py + 4, Escape(FormatTick(t, c.y.format)));
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#e4e4e4\"/>"
+        "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
+        kLeft, py, kLeft + pw, kLeft - 6, py + 4, Escape(FormatTick(t, c.y.format)));
   }
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
-                   kLeft, kTop, pw, ph);
-  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", kLeft + pw / 2,
-                   c.height - 14.0, Escape(c.x.label));
-  s += fmt::format("<text transform=\"translate(18,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-                   kTop + ph / 2, Escape(c.y.label));
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", kLeft,
+      kTop, pw, ph);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
+                   kLeft + pw / 2, c.height - 14.0, Escape(c.x.label));
+  s += fmt::format(
+      "<text transform=\"translate(18,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+      kTop + ph / 2, Escape(c.y.label));
   // data, clipped to the plot area
-  s += fmt::format("<clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n",
-                   kLeft, kTop, pw, ph);
+  s += fmt::format(
+      "<clipPath id=\"plot\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/></clipPath>\n",
+      kLeft, kTop, pw, ph);
   std::vector<std::pair<std::string, std::string>> legend;
   for (std::size_t k = 0; k < c.series.size(); ++k) {
     const Series& se = c.series[k];
@@ -192,9 +211,10 @@ std::string RenderLineChart(const LineChart& c) {
       pts += fmt::format("{:.1f},{:.1f} ", xs.Map(se.x[i]), ys.Map(se.y[i]));
     }
     if (se.line) {
-      s += fmt::format("<polyline clip-path=\"url(#plot)\" fill=\"none\" stroke=\"{}\" "
-                       "stroke-width=\"{}\" stroke-opacity=\"{}\" points=\"{}\"/>\n",
-                       col, se.width, se.opacity, pts);
+      s += fmt::format(
+          "<polyline clip-path=\"url(#plot)\" fill=\"none\" stroke=\"{}\" "
+          "stroke-width=\"{}\" stroke-opacity=\"{}\" points=\"{}\"/>\n",
+          col, se.width, se.opacity, pts);
     }
     if (se.markers) {
       for (std::size_t i = 0; i < se.x.size() && i < se.y.size(); ++i) {
@@ -222,7 +242,8 @@ std::string RenderBarChart(const BarChart& c) {
   const double label_room = slant ? std::min(160.0, 6.0 * static_cast<double>(longest)) : 20.0;
   const std::size_t legend_rows = c.series.size() + c.ref_lines.size();
   const double legend_room = 18.0 * static_cast<double>((legend_rows + 2) / 3);
-  const int height = static_cast<int>(std::max<double>(c.height, kTop + 220 + label_room + legend_room + 30));
+  const int height =
+      static_cast<int>(std::max<double>(c.height, kTop + 220 + label_room + legend_room + 30));
   const double ph = height - kTop - label_room - legend_room - 30;
   double ymax = 0;
   for (std::size_t i = 0; i < c.categories.size(); ++i) {
@@ -242,12 +263,14 @@ std::string RenderBarChart(const BarChart& c) {
   std::string s = Header(c.width, height, c.title);
   for (double t : ys.Ticks()) {
     const double py = ys.Map(t);
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#e4e4e4\"/>"
-                     "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
-                     kLeft, py, kLeft + pw, kLeft - 6, py + 4, Escape(FormatTick(t, "")));
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#e4e4e4\"/>"
+        "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
+        kLeft, py, kLeft + pw, kLeft - 6, py + 4, Escape(FormatTick(t, "")));
   }
-  s += fmt::format("<text transform=\"translate(18,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
-                   kTop + ph / 2, Escape(c.y_label));
+  s += fmt::format(
+      "<text transform=\"translate(18,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+      kTop + ph / 2, Escape(c.y_label));
   const std::size_t per = c.stacked ? 1 : std::max<std::size_t>(c.series.size(), 1);
   const double bw = slot * 0.8 / per;
   for (std::size_t i = 0; i < c.categories.size(); ++i) {
@@ -259,44 +282,53 @@ std::string RenderBarChart(const BarChart& c) {
       const double y0 = ys.Map(base + v);
       const double y1 = ys.Map(base);
       if (v > 0) {
-        s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
-                         "<title>{}: {:.4g}</title></rect>\n",
-                         x, y0, bw, std::max(0.0, y1 - y0), Color(se.color, k), Escape(se.name), v);
+        s += fmt::format(
+            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
+            "<title>{}: {:.4g}</title></rect>\n",
+            x, y0, bw, std::max(0.0, y1 - y0), Color(se.color, k), Escape(se.name), v);
       }
       if (!c.stacked && c.value_labels && v > 0) {
-        s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" font-size=\"{}\">{:.3g}</text>\n",
-                         x + bw / 2, y0 - 3, bw < 22 ? 9 : 11, v);
+        s += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" "
+            "font-size=\"{}\">{:.3g}</text>\n",
+            x + bw / 2, y0 - 3, bw < 22 ? 9 : 11, v);
       }
       if (c.stacked) base += v;
     }
     const double cx = kLeft + slot * (i + 0.5), cy = kTop + ph + 16;
     if (slant) {
-      s += fmt::format("<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"end\" font-size=\"11\" "
-                       "transform=\"rotate(-35 {0:.1f} {1:.1f})\">{2}</text>\n",
-                       cx, cy, Escape(c.categories[i]));
+      s += fmt::format(
+          "<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"end\" font-size=\"11\" "
+          "transform=\"rotate(-35 {0:.1f} {1:.1f})\">{2}</text>\n",
+          cx, cy, Escape(c.categories[i]));
     } else {
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx, cy + 2,
-                       Escape(c.categories[i]));
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx,
+                       cy + 2, Escape(c.categories[i]));
     }
   }
   std::vector<std::pair<std::string, std::string>> legend;
-  for (std::size_t k = 0; k < c.series.size(); ++k) legend.push_back({c.series[k].name, Color(c.series[k].color, k)});
+  for (std::size_t k = 0; k < c.series.size(); ++k)
+    legend.push_back({c.series[k].name, Color(c.series[k].color, k)});
   for (const auto& r : c.ref_lines) {
     if (!std::isfinite(r.value)) continue;
     const std::string col = r.color.empty() ? "#444444" : r.color;
     const double py = ys.Map(r.value);
-    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" "
-                     "stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>"
-                     "<text x=\"{2:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" font-size=\"11\" fill=\"{3}\">{5}</text>\n",
-                     kLeft, py, kLeft + pw - 4, col, py - 4, Escape(fmt::format("{} {:.4g}", r.name, r.value)));
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" "
+        "stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>"
+        "<text x=\"{2:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" font-size=\"11\" "
+        "fill=\"{3}\">{5}</text>\n",
+        kLeft, py, kLeft + pw - 4, col, py - 4, Escape(fmt::format("{} {:.4g}", r.name, r.value)));
     legend.push_back({r.name + " (dashed)", col});
   }
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
-                   kLeft, kTop, pw, ph);
+  s += fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", kLeft,
+      kTop, pw, ph);
   // Legend in up to three columns below the labels.
   const double ly = kTop + ph + label_room + 24;
   for (std::size_t k = 0; k < legend.size(); ++k) {
-    Legend(s, {legend[k]}, kLeft + 10 + (pw / 3) * static_cast<double>(k % 3), ly + 18.0 * static_cast<double>(k / 3));
+    Legend(s, {legend[k]}, kLeft + 10 + (pw / 3) * static_cast<double>(k % 3),
+           ly + 18.0 * static_cast<double>(k / 3));
   }
   s += "</svg>\n";
   return s;
@@ -305,7 +337,8 @@ std::string RenderBarChart(const BarChart& c) {
 std::string RenderHeatmap(const Heatmap& c) {
   const double left = 110, top = 70;
   const std::size_t rows = c.values.size(), cols = rows ? c.values[0].size() : 0;
-  const int w = static_cast<int>(left + c.cell * cols + 30), h = static_cast<int>(top + c.cell * rows + 50);
+  const int w = static_cast<int>(left + c.cell * cols + 30),
+            h = static_cast<int>(top + c.cell * rows + 50);
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const auto& r : c.values)
     for (double v : r)
@@ -319,22 +352,27 @@ std::string RenderHeatmap(const Heatmap& c) {
       const int r = static_cast<int>(235 - 200 * t), g = static_cast<int>(242 - 150 * t),
                 b = static_cast<int>(250 - 70 * t);
       const double x = left + c.cell * j, y = top + c.cell * i;
-      s += fmt::format("<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{}\" height=\"{}\" fill=\"rgb({},{},{})\" stroke=\"white\"/>"
-                       "<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\" fill=\"{}\">{:.3g}</text>\n",
-                       x, y, c.cell, c.cell, r, g, b, x + c.cell / 2.0, y + c.cell / 2.0 + 4,
-                       t > 0.6 ? "white" : "black", v);
+      s += fmt::format(
+          "<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{}\" height=\"{}\" fill=\"rgb({},{},{})\" "
+          "stroke=\"white\"/>"
+          "<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\" fill=\"{}\">{:.3g}</text>\n",
+          x, y, c.cell, c.cell, r, g, b, x + c.cell / 2.0, y + c.cell / 2.0 + 4,
+          t > 0.6 ? "white" : "black", v);
     }
     s += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"end\">{}</text>\n", left - 8,
-                     top + c.cell * (i + 0.5) + 4, Escape(i < c.row_labels.size() ? c.row_labels[i] : ""));
+                     top + c.cell * (i + 0.5) + 4,
+                     Escape(i < c.row_labels.size() ? c.row_labels[i] : ""));
   }
   for (std::size_t j = 0; j < cols; ++j) {
     s += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">{}</text>\n",
-                     left + c.cell * (j + 0.5), top - 8, Escape(j < c.col_labels.size() ? c.col_labels[j] : ""));
+                     left + c.cell * (j + 0.5), top - 8,
+                     Escape(j < c.col_labels.size() ? c.col_labels[j] : ""));
   }
   s += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">{}</text>\n",
                    left + c.cell * cols / 2.0, top - 28.0, Escape(c.col_axis));
   s += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">{} ({})</text>\n",
-                   left + c.cell * cols / 2.0, top + c.cell * rows + 30.0, Escape(c.row_axis), Escape(c.value_label));
+                   left + c.cell * cols / 2.0, top + c.cell * rows + 30.0, Escape(c.row_axis),
+                   Escape(c.value_label));
   s += "</svg>\n";
   return s;
 }

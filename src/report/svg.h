@@ -11,17 +11,17 @@ namespace cputrain::report {
 struct Series {
   std::string name;
   std::vector<double> x, y;
-  std::string color;          // CSS color; "" = from the palette
-  bool line = true;           // connect the points
-  bool markers = false;       // draw a dot at each point
-  double width = 1.8;         // line width
+  std::string color;     // CSS color; "" = from the palette
+  bool line = true;      // connect the points
+  bool markers = false;  // draw a dot at each point
+  double width = 1.8;    // line width
   double opacity = 1.0;
 };
 
 struct Axis {
   std::string label;
-  bool log = false;                  // log10 scale (values must be > 0)
-  std::optional<double> min, max;    // default: from the data, padded to nice ticks
+  bool log = false;                // log10 scale (values must be > 0)
+  std::optional<double> min, max;  // default: from the data, padded to nice ticks
   // How tick values print: "" = plain numbers, "bytes" = 4 KiB / 16 MiB (a log axis in bytes
   // gets its ticks at powers of two).
   std::string format;
@@ -56,7 +56,7 @@ struct BarChart {
     std::string color;  // "" = dark grey
   };
   std::vector<RefLine> ref_lines;
-  bool value_labels = true;  // write each bar's value above it (grouped bars only)
+  bool value_labels = true;       // write each bar's value above it (grouped bars only)
   int width = 820, height = 460;  // category labels are slanted when they would not fit
 };
 

@@ -1,8 +1,7 @@
 #include "runtime/worker_pool.h"
 
-#include <pthread.h>
-
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include "common/error.h"
 
@@ -139,8 +138,7 @@ void WorkerPool::Split(std::size_t n, int parts, int tid, std::size_t* begin, st
   *end = *begin + base + (t < extra ? 1 : 0);
 }
 
-void WorkerPool::ParallelFor(std::size_t n,
-                             FunctionRef<void(std::size_t, std::size_t, int)> fn) {
+void WorkerPool::ParallelFor(std::size_t n, FunctionRef<void(std::size_t, std::size_t, int)> fn) {
   if (n == 0) return;
   ForEachThread([&](int tid) {
     std::size_t b, e;

@@ -100,7 +100,7 @@ class WorkerPool {
   std::optional<FunctionRef<void()>> main_fn_;
   WaitWord main_seq_;
   WaitWord main_done_;
-  uint32_t main_count_ = 0;  // owned by the external caller
+  uint32_t main_count_ = 0;        // owned by the external caller
   std::exception_ptr main_error_;  // written by worker 0 before main_done_ is published
 
   // Barrier: arrivals counted in barrier_arrived_ (on its own line: every worker hits it), the

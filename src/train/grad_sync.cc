@@ -52,7 +52,8 @@ GradSync::GradSync(const model::ParamLayout& layout, std::vector<WorkerPool*> po
   for (int g = 0; g < static_cast<int>(comm_pools_.size()); ++g) {
     loop_fns_.emplace_back([this, g] { CommLoop(g); });
   }
-  for (int g = 0; g < static_cast<int>(comm_pools_.size()); ++g) comm_pools_[g]->Start(loop_fns_[g]);
+  for (int g = 0; g < static_cast<int>(comm_pools_.size()); ++g)
+    comm_pools_[g]->Start(loop_fns_[g]);
 }
 
 GradSync::~GradSync() {
@@ -131,7 +132,8 @@ void GradSync::CommLoop(int group) {
     for (uint64_t step = 0;; ++step) {
       c.authorized.WaitAtLeast(static_cast<uint32_t>(step + 1));
       if (c.stop.load(std::memory_order_relaxed)) return;
-      for (int b = 0; b < static_cast<int>(buckets_.size()); ++b) ReduceBucket(group, pool, step, b);
+      for (int b = 0; b < static_cast<int>(buckets_.size()); ++b)
+        ReduceBucket(group, pool, step, b);
     }
   } catch (const std::exception& e) {
     // The drivers wait on this loop's publications: wake them with the reason, never hang.

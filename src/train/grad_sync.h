@@ -79,8 +79,8 @@ class GradSync {
   Distributed* dist_;
   std::vector<comm::Range> buckets_;  // in completion order: buckets_[0] ends at total_
   comm::BucketSync sync_;
-  std::vector<int> next_bucket_;   // per group, owned by its driver: first unpublished bucket
-  std::vector<int> next_reduce_;   // per group (inline mode): first bucket it has not reduced
+  std::vector<int> next_bucket_;  // per group, owned by its driver: first unpublished bucket
+  std::vector<int> next_reduce_;  // per group (inline mode): first bucket it has not reduced
 
   // Comm-thread mode: the driver authorizes step s (BeginStep publishes s + 1); the comm loop
   // waits for it. stop_ is read by the comm loop after a wake-up (release/acquire via the word).

@@ -1,8 +1,8 @@
 #include "train/progress.h"
 
-#include <cstdio>
-
 #include <fmt/format.h>
+
+#include <cstdio>
 
 namespace cputrain::train {
 

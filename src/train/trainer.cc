@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,8 +13,6 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "alloc/numa_alloc.h"
@@ -49,7 +48,7 @@ struct Group {
   int node = 0;
   int rows = 0;  // B/G sequences of each step's window
   std::unique_ptr<WorkerPool> pool;
-  std::unique_ptr<WorkerPool> comm_pool;  // comm_threads >= 1 and G > 1
+  std::unique_ptr<WorkerPool> comm_pool;               // comm_threads >= 1 and G > 1
   alloc::NodeBuffer<float> params, grads, m, v, acts;  // params: only if replica == index
   // The parameter replica this group reads and updates: its own, or (when every group is on one
   // NUMA node, where a copy per group buys no locality) group 0's, shared by all.
@@ -84,8 +83,8 @@ struct Group {
 // Copies rows [row0, row0 + rows) of window `w` into inputs/targets.
 void LoadRows(const data::TokenFile& file, std::size_t window, int B, int T, int row0, int rows,
               int* inputs, int* targets) {
-  const uint16_t* base = file.data() + window * static_cast<std::size_t>(B) * T +
-                         static_cast<std::size_t>(row0) * T;
+  const uint16_t* base =
+      file.data() + window * static_cast<std::size_t>(B) * T + static_cast<std::size_t>(row0) * T;
   const std::size_t n = static_cast<std::size_t>(rows) * T;
   for (std::size_t i = 0; i < n; ++i) {
     inputs[i] = base[i];
@@ -106,10 +105,9 @@ data::TokenFile OpenTokens(const std::string& path, const char* key, int vocab, 
   data::TokenFile f = data::TokenFile::Open(path);
   f.CheckBelow(vocab);
   if (Windows(f, B, T) == 0) {
-    throw InputError(
-        fmt::format("{} '{}' has {} tokens: fewer than one batch of B*T+1 = {} tokens", key, path,
-                    f.size(), static_cast<std::size_t>(B) * T + 1),
-        "use a larger file, or lower data.batch_size or data.seq_len");
+    throw InputError(fmt::format("{} '{}' has {} tokens: fewer than one batch of B*T+1 = {} tokens",
+                                 key, path, f.size(), static_cast<std::size_t>(B) * T + 1),
+                     "use a larger file, or lower data.batch_size or data.seq_len");
   }
   return f;
 }
@@ -171,7 +169,8 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   const int rank = dist ? dist->rank() : 0;
   const bool writer = rank == 0;  // only rank 0 writes out_dir and shows progress
   const topo::Topology topology = topo::LoadTopology(cfg.topology);
-  const topo::Plan plan = topo::PlanPlacement(topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
+  const topo::Plan plan =
+      topo::PlanPlacement(topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   for (const std::string& w : plan.warnings) log::Warn("{}", w);
   const int G = static_cast<int>(plan.groups.size());
 
@@ -180,15 +179,16 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   if (!cfg.model.init_from.empty()) {
     shape = model::ReadCheckpointShape(cfg.model.init_from);
   } else {
-    shape = {cfg.model.max_seq_len, cfg.model.vocab_size, model::Shape::PadVocab(cfg.model.vocab_size),
-             cfg.model.layers, cfg.model.heads, cfg.model.channels};
+    shape = {
+        cfg.model.max_seq_len, cfg.model.vocab_size, model::Shape::PadVocab(cfg.model.vocab_size),
+        cfg.model.layers,      cfg.model.heads,      cfg.model.channels};
   }
   const model::ParamLayout layout(shape);
   const int B = cfg.data.batch_size, T = cfg.data.seq_len;
   if (T > shape.maxT) {
-    throw InputError(fmt::format("data.seq_len ({}) is larger than the model's max_seq_len ({})",
-                                 T, shape.maxT),
-                     "lower data.seq_len");
+    throw InputError(
+        fmt::format("data.seq_len ({}) is larger than the model's max_seq_len ({})", T, shape.maxT),
+        "lower data.seq_len");
   }
   if (B % (R * G) != 0) {
     throw InputError(
@@ -198,14 +198,17 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
                : fmt::format("data.batch_size ({}) is not divisible by {} processes x {} replica "
                              "groups",
                              B, R, G),
-        fmt::format("use a batch size that is a multiple of {}, or change placement.groups", R * G));
+        fmt::format("use a batch size that is a multiple of {}, or change placement.groups",
+                    R * G));
   }
   const data::TokenFile train_file = OpenTokens(cfg.data.train, "data.train", shape.V, B, T);
   std::unique_ptr<data::TokenFile> val_file;
   int eval_windows = 0;
   if (!cfg.data.val.empty()) {
-    val_file = std::make_unique<data::TokenFile>(OpenTokens(cfg.data.val, "data.val", shape.V, B, T));
-    eval_windows = static_cast<int>(std::min<std::size_t>(cfg.train.eval_batches, Windows(*val_file, B, T)));
+    val_file =
+        std::make_unique<data::TokenFile>(OpenTokens(cfg.data.val, "data.val", shape.V, B, T));
+    eval_windows =
+        static_cast<int>(std::min<std::size_t>(cfg.train.eval_batches, Windows(*val_file, B, T)));
     if (eval_windows < cfg.train.eval_batches) {
       log::NoticeOnce("eval-windows", fmt::format("data.val has {} windows of B*T tokens; "
                                                   "evaluating on those instead of {}",
@@ -242,7 +245,8 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     grp.rows = B / (R * G);
     grp.pool = std::make_unique<WorkerPool>(pg.cpus, binder.get(), fmt::format("g{}", g));
     if (sync_groups && !pg.comm_cpus.empty()) {
-      grp.comm_pool = std::make_unique<WorkerPool>(pg.comm_cpus, binder.get(), fmt::format("c{}", g));
+      grp.comm_pool =
+          std::make_unique<WorkerPool>(pg.comm_cpus, binder.get(), fmt::format("c{}", g));
     }
     grp.owned = comm::ShardBounds(layout.total(), G, g);  // all of it when G = 1
     grp.act = std::make_unique<model::Activations>(shape, grp.rows, T, grp.pool->size());
@@ -257,18 +261,22 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     grp.act->Bind(grp.acts.data(), grp.tokens.data());
   }
   auto no_abort = [](const std::string&) {};
-  OnAllGroups(groups, [&](Group& grp) {
-    for (alloc::NodeBuffer<float>* b : {&grp.params, &grp.grads, &grp.m, &grp.v, &grp.acts, &grp.scalars}) {
-      // The other groups' own replicas are first touched by the copy of group 0's below (the
-      // same workers, the same split); a group without a replica of its own has none.
-      if (b == &grp.params && grp.index != 0) continue;
-      float* p = b->data();
-      grp.pool->ParallelFor(b->size(), [&](std::size_t lo, std::size_t hi, int) {
-        std::fill(p + lo, p + hi, 0.f);
-      });
-    }
-    std::fill(grp.tokens.begin(), grp.tokens.end(), 0);
-  }, no_abort);
+  OnAllGroups(
+      groups,
+      [&](Group& grp) {
+        for (alloc::NodeBuffer<float>* b :
+             {&grp.params, &grp.grads, &grp.m, &grp.v, &grp.acts, &grp.scalars}) {
+          // The other groups' own replicas are first touched by the copy of group 0's below (the
+          // same workers, the same split); a group without a replica of its own has none.
+          if (b == &grp.params && grp.index != 0) continue;
+          float* p = b->data();
+          grp.pool->ParallelFor(b->size(), [&](std::size_t lo, std::size_t hi, int) {
+            std::fill(p + lo, p + hi, 0.f);
+          });
+        }
+        std::fill(grp.tokens.begin(), grp.tokens.end(), 0);
+      },
+      no_abort);
   // Initial parameters in group 0, then copied by every other group's own workers.
   groups[0].pool->Run([&] {
     if (cfg.model.init_from.empty()) {
@@ -278,14 +286,17 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     }
   });
   for (Group& grp : groups) grp.weights = groups[grp.replica].params.data();
-  OnAllGroups(groups, [&](Group& grp) {
-    if (grp.index == 0 || grp.replica != grp.index) return;
-    const float* src = groups[0].params.data();
-    float* dst = grp.params.data();
-    grp.pool->ParallelFor(layout.total(), [&](std::size_t lo, std::size_t hi, int) {
-      std::copy(src + lo, src + hi, dst + lo);
-    });
-  }, no_abort);
+  OnAllGroups(
+      groups,
+      [&](Group& grp) {
+        if (grp.index == 0 || grp.replica != grp.index) return;
+        const float* src = groups[0].params.data();
+        float* dst = grp.params.data();
+        grp.pool->ParallelFor(layout.total(), [&](std::size_t lo, std::size_t hi, int) {
+          std::copy(src + lo, src + hi, dst + lo);
+        });
+      },
+      no_abort);
 
   // ---- placement.json: what the plan asked for and where the memory actually is
   {
@@ -315,7 +326,8 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       pj["rank"] = rank;
       pj["host"] = host;
       nlohmann::json ranks = nlohmann::json::array();
-      for (const std::string& one : dist->Gather(pj.dump())) ranks.push_back(nlohmann::json::parse(one));
+      for (const std::string& one : dist->Gather(pj.dump()))
+        ranks.push_back(nlohmann::json::parse(one));
       pj["ranks"] = ranks;
       // Two processes on one host pinning the same CPU would halve both silently (e.g. mpirun
       // --bind-to none with two processes per machine: each plans the whole box). Every rank
@@ -329,8 +341,8 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
                                               r["rank"].get<int>());
             if (!fresh) {
               throw InputError(
-                  fmt::format("ranks {} and {} on host {} both pin a worker to CPU {}",
-                              it->second, r["rank"].get<int>(), it->first.first, cpu),
+                  fmt::format("ranks {} and {} on host {} both pin a worker to CPU {}", it->second,
+                              r["rank"].get<int>(), it->first.first, cpu),
                   "give each process its own CPUs: one process per machine, or mpirun "
                   "--map-by socket --bind-to socket for one per socket (docs/multi-node.md)");
             }
@@ -376,9 +388,10 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   };
 
   if (R > 1) {
-    log::Info("training {} on {} processes x {} group(s) [{}], B={} T={}, {} parameters, {} train "
-              "windows",
-              shape.ToString(), R, G, plan.threads_source, B, T, layout.total(), train_windows);
+    log::Info(
+        "training {} on {} processes x {} group(s) [{}], B={} T={}, {} parameters, {} train "
+        "windows",
+        shape.ToString(), R, G, plan.threads_source, B, T, layout.total(), train_windows);
   } else {
     log::Info("training {} on {} group(s) [{}], B={} T={}, {} parameters, {} train windows",
               shape.ToString(), G, plan.threads_source, B, T, layout.total(), train_windows);
@@ -412,11 +425,15 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   auto evaluate = [&](int after_steps) {
     double sum = 0;
     for (int w = 0; w < eval_windows; ++w) {
-      OnAllGroups(groups, [&](Group& grp) {
-        LoadRows(*val_file, static_cast<std::size_t>(w), B, T, rank_row0 + grp.index * grp.rows,
-                 grp.rows, grp.act->inputs, grp.act->targets);
-        grp.loss_sum = model::Forward(*grp.pool, layout, grp.weights, *grp.act, grp.rows, T, true);
-      }, abort_all);
+      OnAllGroups(
+          groups,
+          [&](Group& grp) {
+            LoadRows(*val_file, static_cast<std::size_t>(w), B, T, rank_row0 + grp.index * grp.rows,
+                     grp.rows, grp.act->inputs, grp.act->targets);
+            grp.loss_sum =
+                model::Forward(*grp.pool, layout, grp.weights, *grp.act, grp.rows, T, true);
+          },
+          abort_all);
       for (const Group& grp : groups) sum += grp.loss_sum;
     }
     if (dist) sum = dist->SumAcrossRanks(sum);
@@ -436,78 +453,101 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
     const std::size_t window = static_cast<std::size_t>(s) % train_windows;
     if (dist) dist->SetStep(s + 1);
     if (options.step_probe) options.step_probe(true);
-    OnAllGroups(groups, [&](Group& grp) {
-      const int g = grp.index;
-      WorkerPool& pool = *grp.pool;
-      auto ms_since = [](Clock::time_point t) {
-        return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-      };
-      LoadRows(train_file, window, B, T, rank_row0 + g * grp.rows, grp.rows, grp.act->inputs,
-               grp.act->targets);
-      auto t = Clock::now();
-      grp.loss_sum = model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T, true);
-      grp.forward_ms = ms_since(t);
-      double comm_ms = 0;  // inline bucket reductions happen inside backward: counted here
-      t = Clock::now();
-      if (sync) sync->BeginStep(g, static_cast<uint64_t>(s));
-      model::Backward(pool, layout, grp.weights, grp.grads.data(), *grp.act, grp.rows, T,
-                      dloss, [&](std::size_t from) {
-                        if (!sync) return;
-                        const auto c = Clock::now();
-                        sync->OnBackwardReady(g, static_cast<uint64_t>(s), from);
-                        comm_ms += ms_since(c);
-                      });
-      grp.backward_ms = ms_since(t) - comm_ms;
-      t = Clock::now();
-      if (sync) sync->FinishStep(g, static_cast<uint64_t>(s));
-      // Global gradient norm: each owner's shard, combined in group order.
-      double sumsq = optim::SumOfSquares(pool, grp.grads.data(), grp.owned.lo, grp.owned.hi);
-      if (comm) {
-        grp.scalars[0] = static_cast<float>(sumsq);
-        pool.ForEachThread([&](int th) { comm->Allreduce(g, th, grp.scalars.data(), grp.scalars.data(), 1); });
-        sumsq = grp.scalars[0];
-      }
-      grp.grad_norm = std::sqrt(sumsq);
-      comm_ms += ms_since(t);
-      t = Clock::now();
-      optim::AdamWStep step{lr, cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps,
-                            cfg.optim.weight_decay, s + 1,
-                            optim::ClipCoefficient(grp.grad_norm, cfg.optim.grad_clip)};
-      optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(),
-                         grp.v.data(), grp.owned.lo, grp.owned.hi, step);
-      grp.optimizer_ms = ms_since(t);
-      if (comm && !share_replica) {
-        // Every group pulls the other shards into its replica before the next forward. (With one
-        // shared replica the shards are already in place: this OnAllGroups returns only after
-        // every group's update, so they all happen before any group's next forward. And no
-        // group updates while another still reads the weights in backward: the sum-of-squares
-        // allreduce above is a barrier after every group's backward.)
-        t = Clock::now();
-        pool.ForEachThread([&](int th) {
-          comm->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
-        });
-        comm_ms += ms_since(t);
-      }
-      grp.comm_ms = comm_ms;
-    }, abort_all);
+    OnAllGroups(
+        groups,
+        [&](Group& grp) {
+          const int g = grp.index;
+          WorkerPool& pool = *grp.pool;
+          auto ms_since = [](Clock::time_point t) {
+            return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+          };
+          LoadRows(train_file, window, B, T, rank_row0 + g * grp.rows, grp.rows, grp.act->inputs,
+                   grp.act->targets);
+          auto t = Clock::now();
+          grp.loss_sum = model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T, true);
+          grp.forward_ms = ms_since(t);
+          double comm_ms = 0;  // inline bucket reductions happen inside backward: counted here
+          t = Clock::now();
+          if (sync) sync->BeginStep(g, static_cast<uint64_t>(s));
+          model::Backward(pool, layout, grp.weights, grp.grads.data(), *grp.act, grp.rows, T, dloss,
+                          [&](std::size_t from) {
+                            if (!sync) return;
+                            const auto c = Clock::now();
+                            sync->OnBackwardReady(g, static_cast<uint64_t>(s), from);
+                            comm_ms += ms_since(c);
+                          });
+          grp.backward_ms = ms_since(t) - comm_ms;
+          t = Clock::now();
+          if (sync) sync->FinishStep(g, static_cast<uint64_t>(s));
+          // Global gradient norm: each owner's shard, combined in group order.
+          double sumsq = optim::SumOfSquares(pool, grp.grads.data(), grp.owned.lo, grp.owned.hi);
+          if (comm) {
+            grp.scalars[0] = static_cast<float>(sumsq);
+            pool.ForEachThread(
+                [&](int th) { comm->Allreduce(g, th, grp.scalars.data(), grp.scalars.data(), 1); });
+            sumsq = grp.scalars[0];
+          }
+          grp.grad_norm = std::sqrt(sumsq);
+          comm_ms += ms_since(t);
+          t = Clock::now();
+          optim::AdamWStep step{lr,
+                                cfg.optim.beta1,
+                                cfg.optim.beta2,
+                                cfg.optim.eps,
+                                cfg.optim.weight_decay,
+                                s + 1,
+                                optim::ClipCoefficient(grp.grad_norm, cfg.optim.grad_clip)};
+          optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(),
+                             grp.v.data(), grp.owned.lo, grp.owned.hi, step);
+          grp.optimizer_ms = ms_since(t);
+          if (comm && !share_replica) {
+            // Every group pulls the other shards into its replica before the next forward. (With
+            // one shared replica the shards are already in place: this OnAllGroups returns only
+            // after every group's update, so they all happen before any group's next forward. And
+            // no group updates while another still reads the weights in backward: the
+            // sum-of-squares allreduce above is a barrier after every group's backward.)
+            t = Clock::now();
+            pool.ForEachThread([&](int th) {
+              comm->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
+            });
+            comm_ms += ms_since(t);
+          }
+          grp.comm_ms = comm_ms;
+        },
+        abort_all);
     if (options.step_probe) options.step_probe(false);
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     double loss_sum = 0;
     for (const Group& grp : groups) loss_sum += grp.loss_sum;
     if (dist) loss_sum = dist->SumAcrossRanks(loss_sum);
-    StepRecord rec{s + 1, loss_sum / (static_cast<double>(B) * T), lr, groups[0].grad_norm,
-                   B * T / secs, secs * 1e3, groups[0].forward_ms, groups[0].backward_ms,
-                   groups[0].comm_ms, groups[0].optimizer_ms};
+    StepRecord rec{s + 1,
+                   loss_sum / (static_cast<double>(B) * T),
+                   lr,
+                   groups[0].grad_norm,
+                   B * T / secs,
+                   secs * 1e3,
+                   groups[0].forward_ms,
+                   groups[0].backward_ms,
+                   groups[0].comm_ms,
+                   groups[0].optimizer_ms};
     result.steps.push_back(rec);
-    if (metrics) metrics->Write({{"step", rec.step}, {"loss", rec.loss}, {"lr", rec.lr},
-                   {"grad_norm", rec.grad_norm}, {"tokens_per_s", rec.tokens_per_s}, {"ms", rec.ms},
-                   {"forward_ms", rec.forward_ms}, {"backward_ms", rec.backward_ms},
-                   {"comm_ms", rec.comm_ms}, {"optimizer_ms", rec.optimizer_ms}});
+    if (metrics)
+      metrics->Write({{"step", rec.step},
+                      {"loss", rec.loss},
+                      {"lr", rec.lr},
+                      {"grad_norm", rec.grad_norm},
+                      {"tokens_per_s", rec.tokens_per_s},
+                      {"ms", rec.ms},
+                      {"forward_ms", rec.forward_ms},
+                      {"backward_ms", rec.backward_ms},
+                      {"comm_ms", rec.comm_ms},
+                      {"optimizer_ms", rec.optimizer_ms}});
     progress.Step(rec.step, rec.loss, rec.tokens_per_s, rec.lr);
     if (!std::isfinite(rec.loss)) {
       checkpoint();
-      throw RuntimeError(fmt::format("the loss is {} at step {}: training diverged", rec.loss, rec.step),
-                         "lower optim.lr, raise optim.warmup_steps or set optim.grad_clip");
+      throw RuntimeError(
+          fmt::format("the loss is {} at step {}: training diverged", rec.loss, rec.step),
+          "lower optim.lr, raise optim.warmup_steps or set optim.grad_clip");
     }
     const bool last = s + 1 == cfg.train.steps;
     if (val_file && (last || (cfg.train.eval_every > 0 && (s + 1) % cfg.train.eval_every == 0))) {

@@ -23,8 +23,8 @@
 namespace cputrain::train {
 
 struct StepRecord {
-  int step = 0;          // 1-based
-  double loss = 0;       // mean over the global batch, before this step's update
+  int step = 0;     // 1-based
+  double loss = 0;  // mean over the global batch, before this step's update
   double lr = 0;
   double grad_norm = 0;  // global norm before clipping
   double tokens_per_s = 0;

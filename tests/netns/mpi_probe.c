@@ -35,7 +35,7 @@
 
 static int g_rank = -1, g_size = 0, g_failures = 0;
 
-static void say(const char *fmt, ...) {
+static void say(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   printf("probe: rank %d ", g_rank);
@@ -46,13 +46,13 @@ static void say(const char *fmt, ...) {
 }
 
 // A check of this rank's own state, printed by this rank.
-static void check(int ok, const char *what) {
+static void check(int ok, const char* what) {
   say("%s %s", ok ? "PASS" : "FAIL", what);
   if (!ok) g_failures++;
 }
 
 // A check whose verdict all ranks already agree on (a collective's result): printed once.
-static void check_agreed(int ok, const char *what) {
+static void check_agreed(int ok, const char* what) {
   if (g_rank == 0) say("%s %s", ok ? "PASS" : "FAIL", what);
   if (!ok && g_rank == 0) g_failures++;
 }
@@ -63,8 +63,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
+static void* xmalloc(size_t bytes) {
+  void* p = malloc(bytes ? bytes : 1);
   if (!p) {
     fprintf(stderr, "probe: out of memory (%zu bytes)\n", bytes);
     MPI_Abort(MPI_COMM_WORLD, 2);
@@ -73,13 +73,13 @@ static void *xmalloc(size_t bytes) {
 }
 
 // The IPv4 address of IFACE in this rank's namespace, or "none".
-static void iface_ip(const char *iface, char *out, size_t n) {
+static void iface_ip(const char* iface, char* out, size_t n) {
   struct ifaddrs *ifs = NULL, *it;
   snprintf(out, n, "none");
   if (getifaddrs(&ifs) != 0) return;
   for (it = ifs; it; it = it->ifa_next) {
     if (it->ifa_addr && it->ifa_addr->sa_family == AF_INET && strcmp(it->ifa_name, iface) == 0) {
-      inet_ntop(AF_INET, &((struct sockaddr_in *)it->ifa_addr)->sin_addr, out, (socklen_t)n);
+      inet_ntop(AF_INET, &((struct sockaddr_in*)it->ifa_addr)->sin_addr, out, (socklen_t)n);
       break;
     }
   }
@@ -88,11 +88,11 @@ static void iface_ip(const char *iface, char *out, size_t n) {
 
 // /sys/class/net/IFACE/statistics/WHICH (rx_bytes, tx_bytes), or -1. `ip netns exec` mounts a
 // /sys of the namespace, so this is the namespace's own interface.
-static int64_t iface_counter(const char *iface, const char *which) {
+static int64_t iface_counter(const char* iface, const char* which) {
   char path[256];
   long long v = -1;
   snprintf(path, sizeof path, "/sys/class/net/%s/statistics/%s", iface, which);
-  FILE *f = fopen(path, "r");
+  FILE* f = fopen(path, "r");
   if (!f) return -1;
   if (fscanf(f, "%lld", &v) != 1) v = -1;
   fclose(f);
@@ -117,7 +117,8 @@ static int check_allreduce(MPI_Datatype type, size_t count, int in_place) {
     float *in = xmalloc(count * sizeof(float)), *out = xmalloc(count * sizeof(float));
     for (size_t i = 0; i < count; i++) in[i] = (float)((g_rank + 1) * (int)(i % 97 + 1));
     if (in_place) memcpy(out, in, count * sizeof(float));
-    MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(in_place ? MPI_IN_PLACE : in, out, (int)count, MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
     for (size_t i = 0; i < count && ok; i++) ok = out[i] == (float)(tri * (long long)(i % 97 + 1));
     free(in);
     free(out);
@@ -128,7 +129,7 @@ static int check_allreduce(MPI_Datatype type, size_t count, int in_place) {
   return all_ok;
 }
 
-static int run_check(const char *iface) {
+static int run_check(const char* iface) {
   enum { kField = 64 };
   char host[MPI_MAX_PROCESSOR_NAME] = {0}, ns[kField] = {0}, ip[kField] = {0};
   int len = 0;
@@ -163,8 +164,8 @@ static int run_check(const char *iface) {
     for (int in_place = 0; in_place <= 1; in_place++) {
       for (int t = 0; t < 2; t++) {
         MPI_Datatype type = t ? MPI_FLOAT : MPI_INT;
-        snprintf(what, sizeof what, "allreduce sum %s count=%zu %s", t ? "float" : "int",
-                 counts[c], in_place ? "in-place" : "out-of-place");
+        snprintf(what, sizeof what, "allreduce sum %s count=%zu %s", t ? "float" : "int", counts[c],
+                 in_place ? "in-place" : "out-of-place");
         check_agreed(check_allreduce(type, counts[c], in_place), what);
       }
     }
@@ -178,24 +179,25 @@ static int run_check(const char *iface) {
   int ok = check_allreduce(MPI_FLOAT, bytes / sizeof(float), 0);
   const int64_t tx = iface_counter(iface, "tx_bytes") - tx0;
   const int64_t rx = iface_counter(iface, "rx_bytes") - rx0;
-  say("%s: tx %" PRId64 " bytes, rx %" PRId64 " bytes during a %zu-byte allreduce", iface, tx,
-      rx, bytes);
+  say("%s: tx %" PRId64 " bytes, rx %" PRId64 " bytes during a %zu-byte allreduce", iface, tx, rx,
+      bytes);
   check_agreed(ok, "16 MiB allreduce sum");
   snprintf(what, sizeof what, "the 16 MiB allreduce crossed %s (tx and rx >= 8 MiB)", iface);
   check(tx0 >= 0 && tx >= (int64_t)bytes / 2 && rx >= (int64_t)bytes / 2, what);
 
   int failures = 0;
   MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) say("%s: %d failed check(s) over all ranks", failures ? "FAILED" : "OK", failures);
+  if (g_rank == 0)
+    say("%s: %d failed check(s) over all ranks", failures ? "FAILED" : "OK", failures);
   return failures ? 1 : 0;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
   return (x > y) - (x < y);
 }
 
-static int run_bandwidth(int argc, char **argv) {
+static int run_bandwidth(int argc, char** argv) {
   for (int a = 0; a < argc; a++) {
     const double mib = atof(argv[a]);
     const size_t count = (size_t)(mib * 1048576.0 / sizeof(float));
@@ -240,7 +242,7 @@ static int run_bandwidth(int argc, char **argv) {
   return 0;
 }
 
-static void say_leaving(const char *how, long iterations) {
+static void say_leaving(const char* how, long iterations) {
   struct timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);  // the selftest times mpirun's reaction from here
   say("leaving by %s after %ld iterations at %lld.%03ld", how, iterations, (long long)wall.tv_sec,
@@ -251,7 +253,7 @@ static void say_leaving(const char *how, long iterations) {
 // main thread is blocked in (needs MPI_THREAD_MULTIPLE).
 static double g_thread_after = 0;
 static int g_thread_exits = 0;  // 1: exit(1) instead of MPI_Abort
-static void *abort_thread(void *arg) {
+static void* abort_thread(void* arg) {
   (void)arg;
   const double after = g_thread_after;
   struct timespec ts = {(time_t)after, (long)((after - (double)(time_t)after) * 1e9)};
@@ -267,7 +269,7 @@ static void *abort_thread(void *arg) {
 // looks like to mpirun) or MPI_Abort(MPI_COMM_WORLD, 1) between two allreduces, or either one
 // from a second thread while the main thread may be stuck in an allreduce (what the bridge's
 // watchdog does).
-static int run_loop(int argc, char **argv) {
+static int run_loop(int argc, char** argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int fault_rank = -1, fault_abort = 0;
   double fault_after = 0;
@@ -308,7 +310,7 @@ static int run_loop(int argc, char **argv) {
   }
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -321,7 +323,9 @@ int main(int argc, char **argv) {
   } else if ((argc == 2 || argc == 5) && strcmp(argv[1], "loop") == 0) {
     rc = run_loop(argc - 2, argv + 2);
   } else if (g_rank == 0) {
-    fprintf(stderr, "usage: mpi_probe check [IFACE] | bandwidth MIB... | loop [RANK exit|abort|abort-thread|exit-thread S]\n");
+    fprintf(stderr,
+            "usage: mpi_probe check [IFACE] | bandwidth MIB... | loop [RANK "
+            "exit|abort|abort-thread|exit-thread S]\n");
   }
   MPI_Finalize();
   return rc;
