@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -130,7 +131,8 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, Report* report) {
   MpiConfig mc;
   mc.enabled = MpiMode::kOn;
   mc.watchdog_seconds = 600;
-  std::unique_ptr<mpi::Bridge> bridge = mpi::Bridge::Start(mc);
+  std::unique_ptr<mpi::Bridge> bridge =
+      mpi::Bridge::Start(mc, [](int exit_code) { std::_Exit(exit_code); });
   const int R = bridge->size(), rank = bridge->rank();
   const topo::Topology topology = topo::LoadTopology(ctx.config.topology);
   const topo::Plan plan =

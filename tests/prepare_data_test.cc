@@ -354,12 +354,12 @@ TEST(PrepareDataErrors, CancelMidRunWritesNothingAndKeepsOldFiles) {
   run.options.chunk_bytes = 32;
   PrepareResult first = PrepareData(run.options, Gpt2());  // an earlier, complete run
   std::vector<int> old_train = Read(first.train_path);
-  std::atomic<bool> cancel{false};
+  StopToken cancel;
   int calls = 0;
   run.options.cancel = &cancel;
   run.options.on_progress = [&](const PrepareProgress& p) {
     EXPECT_LE(p.bytes_done, p.bytes_total);
-    if (++calls == 3) cancel = true;
+    if (++calls == 3) cancel.Request(SIGINT);
   };
   try {
     PrepareData(run.options, Gpt2());

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "common/error.h"
 
 int main(int argc, char** argv) {
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n", e.what(), argv[0]);
     return 2;
+  } catch (const cputrain::cli::StopExit& e) {
+    std::fprintf(stderr, "%s\n", e.message().c_str());
+    return e.code();
   } catch (const cputrain::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());

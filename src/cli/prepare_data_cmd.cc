@@ -10,45 +10,14 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "common/log.h"
+#include "common/stop.h"
 #include "data/prepare.h"
 #include "data/tokenizer.h"
 
 namespace cputrain::cli {
 namespace {
-
-// Set by SIGINT/SIGTERM; PrepareData polls it between chunks and stops without writing. A
-// lock-free atomic store is async-signal-safe, and relaxed order is enough: the flag carries no
-// other data.
-std::atomic<bool> g_interrupted{false};
-
-extern "C" void OnInterrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
-
-// Routes SIGINT and SIGTERM to g_interrupted while alive. SA_RESETHAND: a second Ctrl-C kills
-// the process at once (the temporaries may then stay behind; train.bin/val.bin are still never
-// half-written).
-class InterruptGuard {
- public:
-  InterruptGuard() {
-    g_interrupted = false;
-    struct sigaction sa {};
-    sa.sa_handler = OnInterrupt;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~InterruptGuard() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  InterruptGuard(const InterruptGuard&) = delete;
-  InterruptGuard& operator=(const InterruptGuard&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
 
 std::string Duration(double seconds) {
   auto s = static_cast<long>(seconds + 0.5);
@@ -126,10 +95,11 @@ void AddPrepareDataCommand(CLI::App& app) {
   cmd->add_option("inputs", opts->prepare.inputs, "text files, in corpus order")->required();
   cmd->callback([opts] {
     std::unique_ptr<data::Tokenizer> tokenizer = data::MakeTokenizer(opts->tokenizer);
-    InterruptGuard guard;
+    StopToken stop;
+    StopOnSignals on_signals(stop);
     ProgressReporter reporter;
     data::PrepareOptions prepare = opts->prepare;
-    prepare.cancel = &g_interrupted;
+    prepare.cancel = &stop;
     prepare.on_progress = [&reporter](const data::PrepareProgress& p) { reporter(p); };
     data::PrepareResult r;
     try {

@@ -1,20 +1,17 @@
 // `cputrain-numa train`: trains with the config (default: the built-in quickstart config).
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "common/error.h"
+#include "common/stop.h"
 #include "mpi/bridge.h"
 #include "train/trainer.h"
 
 namespace cputrain::cli {
-
-// Ctrl-C: the run stops after the current step, saves its checkpoint, and exits with 130.
-class Interrupted : public Error {
- public:
-  explicit Interrupted(std::string m) : Error(std::move(m), "", 130) {}
-};
 
 void AddTrainCommand(CLI::App& app) {
   struct Opts {
@@ -37,9 +34,14 @@ void AddTrainCommand(CLI::App& app) {
                  : opts->progress == "lines" ? train::Progress::kLines
                  : opts->progress == "quiet" ? train::Progress::kQuiet
                                              : train::Progress::kAuto;
-    o.handle_sigint = true;
+    // SIGINT, SIGTERM, SIGHUP: finish the step, save the checkpoint, exit 128 + signal. A
+    // second one ends the process at once (signals.h).
+    StopToken stop;
+    StopOnSignals on_signals(stop);
+    o.stop = &stop;
     // Under mpirun (or with mpi.enabled: on) the bridge joins this process to the others.
-    std::unique_ptr<mpi::Bridge> bridge = mpi::Bridge::Start(cfg.mpi);
+    std::unique_ptr<mpi::Bridge> bridge =
+        mpi::Bridge::Start(cfg.mpi, [](int exit_code) { std::_Exit(exit_code); });
     o.dist = bridge.get();
     train::TrainResult r;
     try {
@@ -58,9 +60,13 @@ void AddTrainCommand(CLI::App& app) {
       throw;
     }
     if (bridge) bridge->Finish();
-    if (r.interrupted) {
-      throw Interrupted(fmt::format("interrupted after step {}; checkpoint saved in {}/model.bin",
-                                    r.steps.empty() ? 0 : r.steps.back().step, cfg.train.out_dir));
+    if (r.stopped) {
+      const int signo = r.stop_reason > 0 ? r.stop_reason : SIGTERM;
+      throw StopExit(
+          128 + signo,
+          fmt::format("stopped by {} after step {}; checkpoint saved in {}/model.bin",
+                      r.stop_reason > 0 ? SignalName(r.stop_reason) : "a signal on another rank",
+                      r.steps.empty() ? 0 : r.steps.back().step, cfg.train.out_dir));
     }
   });
 }

@@ -425,7 +425,7 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
         live,
         tbb::make_filter<
             void, Chunk*>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> Chunk* {
-          if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+          if (options.cancel != nullptr && options.cancel->requested()) {
             throw RuntimeError("interrupted; no train.bin or val.bin was written");
           }
           Chunk* chunk = &slots[next_slot++ % live];

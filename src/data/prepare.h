@@ -23,13 +23,13 @@
 // existing one from an earlier run is untouched).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "common/stop.h"
 #include "data/tokenizer.h"
 
 namespace cputrain::data {
@@ -54,8 +54,8 @@ struct PrepareOptions {
   std::size_t chunk_bytes = std::size_t{1} << 20;
   // Called on the writer thread after each chunk is written.
   std::function<void(const PrepareProgress&)> on_progress;
-  // When it becomes true, the run stops with RuntimeError("interrupted") and writes nothing.
-  const std::atomic<bool>* cancel = nullptr;
+  // Once a stop is requested, the run stops with RuntimeError("interrupted") and writes nothing.
+  const StopToken* cancel = nullptr;
 };
 
 struct PrepareResult {

@@ -65,7 +65,7 @@ struct Bridge::Impl {
   std::atomic<double> main_wait{0};
 };
 
-std::unique_ptr<Bridge> Bridge::Start(const MpiConfig& config) {
+std::unique_ptr<Bridge> Bridge::Start(const MpiConfig& config, ExitProcess exit_process) {
   const bool on =
       config.enabled == MpiMode::kOn || (config.enabled == MpiMode::kAuto && LaunchedByMpi());
   if (!on) {
@@ -90,6 +90,7 @@ std::unique_ptr<Bridge> Bridge::Start(const MpiConfig& config) {
                        "use Debian's Open MPI (openmpi-bin, libopenmpi-dev), which provides it");
   }
   b->watchdog_seconds_ = config.watchdog_seconds;
+  b->exit_process_ = exit_process;
   // Errors come back as codes (Check turns them into exceptions) instead of killing the job
   // without a word.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -306,7 +307,8 @@ void Bridge::Abort(int exit_code, const std::string& why) {
   // time: SIGALRM's default action terminates it 10 s from now whatever MPI does.
   alarm(10);
   MPI_Abort(MPI_COMM_WORLD, exit_code);
-  std::_Exit(exit_code);  // MPI_Abort does not return; in case it does
+  exit_process_(exit_code);  // MPI_Abort does not return; in case it does
+  std::abort();              // exit_process must not return either
 }
 
 void Bridge::WatchdogLoop() {

@@ -38,10 +38,14 @@ bool LaunchedByMpi();
 
 class Bridge final : public train::Distributed {
  public:
+  // Ends the process with an exit code, at once: the caller's choice (the CLI's), since the
+  // library never exits by itself. Called by Abort after MPI_Abort, should that return.
+  using ExitProcess = void (*)(int exit_code);
+
   // Initializes MPI with MPI_THREAD_MULTIPLE and starts the watchdog; nullptr when the bridge
   // is off (mpi.enabled: off, or auto outside mpirun). Throws RuntimeError if MPI cannot start
   // or lacks MPI_THREAD_MULTIPLE.
-  static std::unique_ptr<Bridge> Start(const MpiConfig& config);
+  static std::unique_ptr<Bridge> Start(const MpiConfig& config, ExitProcess exit_process);
   // Without Finish() (an error path), aborts the job: the other ranks must not wait for us.
   ~Bridge() override;
 
@@ -56,7 +60,8 @@ class Bridge final : public train::Distributed {
   // Collective: every rank calls it at the end of a successful run. Stops the watchdog and
   // finalizes MPI.
   void Finish();
-  // Ends the whole job now with this exit code (MPI_Abort); `why` is printed first.
+  // Ends the whole job now with this exit code (MPI_Abort, then exit_process); `why` is
+  // printed first.
   [[noreturn]] void Abort(int exit_code, const std::string& why);
 
  private:
@@ -71,6 +76,7 @@ class Bridge final : public train::Distributed {
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
   double watchdog_seconds_ = 60;
+  ExitProcess exit_process_ = nullptr;
   std::atomic<int> step_{0};
   std::atomic<bool> stop_watchdog_{false};
   std::thread watchdog_;

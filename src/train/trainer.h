@@ -1,22 +1,18 @@
 // train/: `cputrain-numa train` — data-parallel GPT-2 training over the replica groups of the
 // placement plan, one pinned WorkerPool per group, each group's memory on its NUMA node.
 //
-// One step, on every group's driver at once:
-//   1. forward and backward over the group's rows [g*B/G, (g+1)*B/G) of the step's window;
-//      gradients sync bucket by bucket while backward runs (GradSync);
-//   2. the group owning shard g of the flat buffer (ZeRO-1) has the summed gradient of its shard;
-//      it computes the shard's sum of squares, the groups combine them (global norm, clipping);
-//   3. AdamW updates the shard, with moments allocated for that shard only, on the group's node;
-//   4. the shards are allgathered into every group's replica before the next forward.
-// The loss logged is the mean over the global batch (group sums added in group order), so it
-// equals the one-group loss up to rounding, and with a fixed plan every sum has a fixed order:
-// two runs give bit-identical metrics.
+// The pieces, each with its own header: batches.h (which rows each group reads), replica_group.h
+// (a group's pool and NUMA-local buffers, replica sharing), step.h (one step: forward, backward
+// with gradient sync, global norm, AdamW on the owned shard, allgather), run_outputs.h (config,
+// placement, metrics, checkpoints, progress), placement_check.h (CPUs pinned twice across
+// ranks). Train() below is the main loop that calls them; docs/architecture.md draws them.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "common/stop.h"
 #include "config/config.h"
 #include "train/distributed.h"
 
@@ -42,14 +38,21 @@ struct EvalRecord {
 struct TrainResult {
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
-  bool interrupted = false;
+  // The run stopped early on a StopToken request (on this process or, under MPI, any other),
+  // after saving its checkpoint. stop_reason: this process's token's reason (a signal number),
+  // or 0 if the request came from another process.
+  bool stopped = false;
+  int stop_reason = 0;
 };
 
 enum class Progress { kAuto, kBar, kLines, kQuiet };
 
 struct TrainOptions {
   Progress progress = Progress::kAuto;  // auto: a bar when stderr is a terminal, else lines
-  bool handle_sigint = false;  // Ctrl-C stops after the current step and saves a checkpoint
+  // Polled after every step: once a stop is requested (on any process), the run stops after
+  // that step, saves its checkpoint and returns with `stopped` set. The CLI owns the token
+  // and routes signals to it; null = never stop early.
+  const StopToken* stop = nullptr;
   // The other processes of a multi-node run (src/mpi), or null. The global batch is split
   // across processes, then across each process's groups, in order; only rank 0 writes out_dir.
   Distributed* dist = nullptr;
@@ -60,7 +63,9 @@ struct TrainOptions {
 };
 
 // Runs the configured training; writes out_dir/{config.yaml, placement.json, metrics.jsonl,
-// model.bin}. Throws InputError for a bad config, data file, checkpoint or placement.
+// model.bin}. Throws InputError for a bad config, data file, checkpoint or placement, and
+// RuntimeError when the loss stops being finite (model.bin then keeps the last periodic
+// checkpoint: a diverged model is never saved).
 TrainResult Train(const Config& config, const TrainOptions& options);
 
 }  // namespace cputrain::train

@@ -1,0 +1,113 @@
+// train/replica_group: the replica groups of one process — each a pinned WorkerPool and its
+// memory (parameters, gradients, AdamW moments of its ZeRO-1 shard, activations, token rows),
+// all on the group's NUMA node and first touched by the group's own workers.
+//
+// Replica choice: groups on different NUMA nodes keep a parameter replica each (local reads in
+// the GEMMs; the shards are allgathered after each update). Groups that all share one NUMA node
+// gain nothing from a copy each — the copies sit in the same memory, and keeping them equal
+// costs an allgather of the whole model per step plus twice the weight traffic — so they train
+// on group 0's replica: each group's AdamW updates its shard in place. Gradients stay one buffer
+// per group (backward writes them concurrently).
+//
+// Thread safety: built and destroyed on the main thread. OnAll runs a function on every group's
+// driver at once; while it runs, a group's fields belong to its own driver (and its workers),
+// except what the collectives between groups share explicitly. The main thread reads a group's
+// results (loss_sum, grad_norm, timings) after OnAll returns.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "alloc/numa_alloc.h"
+#include "comm/comm.h"
+#include "common/function_ref.h"
+#include "model/gpt2.h"
+#include "runtime/worker_pool.h"
+#include "topology/binding.h"
+#include "topology/placement.h"
+
+namespace cputrain::train {
+
+// Where one group's step went (ms): forward; backward compute; communication (gradient buckets
+// reduced or waited for, the norm's allreduce, the parameter allgather); optimizer update.
+struct StepTimings {
+  double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
+};
+
+struct ReplicaGroup {
+  int index = 0;
+  int node = 0;  // OS NUMA node of all its memory
+  int rows = 0;  // sequences of each step's window this group trains on
+  std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<WorkerPool> comm_pool;  // with placement comm CPUs and a sync to run
+  int replica = 0;                  // the group whose parameter buffer this group reads and updates
+  float* weights = nullptr;         // = groups[replica].params.data()
+  alloc::NodeBuffer<float> params;  // layout.total(), if replica == index
+  alloc::NodeBuffer<float> grads;   // layout.total()
+  alloc::NodeBuffer<float> m, v;    // owned.size(): AdamW moments of its shard
+  alloc::NodeBuffer<float> acts;    // act->floats()
+  alloc::NodeBuffer<int> tokens;    // 2 * rows * T: inputs, targets
+  alloc::NodeBuffer<float> scalars;         // 16 floats for small allreduces
+  std::unique_ptr<model::Activations> act;  // views into acts and tokens
+  comm::Range owned;                        // its ZeRO-1 shard of the flat buffer
+  // Results of the group's last step or evaluation, read by the main thread after OnAll.
+  double loss_sum = 0;
+  double grad_norm = 0;
+  StepTimings timings;
+
+  // What OnAll runs on the group's driver: (*fn)(*group), and on failure (*abort)(why) so the
+  // other groups stop waiting for this one.
+  struct Job {
+    FunctionRef<void(ReplicaGroup&)>* fn = nullptr;
+    FunctionRef<void(const std::string&)>* abort = nullptr;
+    ReplicaGroup* group = nullptr;
+    void operator()() const;
+  } job;
+};
+
+// True when the plan's groups (two or more) all sit on one known NUMA node: they share group 0's
+// parameter replica.
+bool ShareReplica(const topo::Plan& plan);
+
+class ReplicaGroups {
+ public:
+  // One group per plan group, each training `rows` rows of T tokens of `shape`, its buffers
+  // zero-filled by its own workers (first touch on its node). comm_pools: also start the plan's
+  // comm CPUs as a pool per group (only useful when gradients are synced).
+  ReplicaGroups(const topo::Topology& topology, const topo::Plan& plan, const model::Shape& shape,
+                int rows, int T, bool comm_pools);
+  ReplicaGroups(const ReplicaGroups&) = delete;
+  ReplicaGroups& operator=(const ReplicaGroups&) = delete;
+
+  int size() const { return static_cast<int>(groups_.size()); }
+  ReplicaGroup& operator[](int g) { return groups_[g]; }
+  const ReplicaGroup& operator[](int g) const { return groups_[g]; }
+  std::vector<ReplicaGroup>& all() { return groups_; }
+  bool shared_replica() const { return shared_; }
+  const model::ParamLayout& layout() const { return layout_; }
+
+  // Runs fn(g) on every group's driver at once and waits for all; if one fails, `abort` wakes
+  // the others (so nobody waits forever on a dead peer) and the first error is rethrown.
+  // Allocates nothing: each group's job object lives in the group.
+  void OnAll(FunctionRef<void(ReplicaGroup&)> fn, FunctionRef<void(const std::string&)> abort);
+
+  // Fills group 0's replica with init(pool, params) on group 0's workers, then every other
+  // replica copies it with its own workers (its first touch).
+  void InitParams(FunctionRef<void(WorkerPool&, float*)> init);
+
+  // This process's placement: per group its CPUs, the bindings its workers read back, and the
+  // NUMA nodes its memory actually sits on (placement.json's "groups").
+  nlohmann::json PlacementJson(const topo::Plan& plan) const;
+
+ private:
+  void FirstTouch();
+
+  model::ParamLayout layout_;
+  std::unique_ptr<topo::Binder> binder_;  // the pools bind through it
+  std::vector<ReplicaGroup> groups_;
+  bool shared_ = false;
+};
+
+}  // namespace cputrain::train

@@ -1,0 +1,127 @@
+#include "train/step.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace cputrain::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+Stepper::Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist)
+    : groups_(groups), B_(B), T_(T), dist_(dist) {
+  const int G = groups.size();
+  if (G == 1 && dist == nullptr) return;
+  std::vector<WorkerPool*> pools, comm_pools;
+  std::vector<float*> grads;
+  bool all_comm = true;
+  for (ReplicaGroup& grp : groups.all()) {
+    pools.push_back(grp.pool.get());
+    grads.push_back(grp.grads.data());
+    all_comm &= grp.comm_pool != nullptr;
+    if (grp.comm_pool) comm_pools.push_back(grp.comm_pool.get());
+  }
+  if (!all_comm) comm_pools.clear();
+  sync_ =
+      std::make_unique<GradSync>(groups.layout(), pools, comm_pools, grads, bucket_floats, dist);
+  if (G > 1) {
+    std::vector<int> threads;
+    for (ReplicaGroup& grp : groups.all()) threads.push_back(grp.pool->size());
+    comm_ = std::make_unique<comm::Communicator>(threads);
+  }
+}
+
+Stepper::~Stepper() = default;
+
+void Stepper::Abort(const std::string& reason) {
+  if (sync_) sync_->Abort(reason);
+  if (comm_) comm_->Abort(reason);
+}
+
+StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
+                         optim::AdamWStep update, double grad_clip) {
+  groups_.OnAll([&](ReplicaGroup& grp) { StepOnGroup(grp, step, load, update, grad_clip); },
+                [&](const std::string& why) { Abort(why); });
+  double loss_sum = 0;
+  for (const ReplicaGroup& grp : groups_.all()) loss_sum += grp.loss_sum;
+  if (dist_) loss_sum = dist_->SumAcrossRanks(loss_sum);
+  return {loss_sum / (static_cast<double>(B_) * T_), groups_[0].grad_norm, groups_[0].timings};
+}
+
+void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
+                          optim::AdamWStep update, double grad_clip) {
+  const int g = grp.index;
+  const model::ParamLayout& layout = groups_.layout();
+  WorkerPool& pool = *grp.pool;
+  load(grp);
+  auto t = Clock::now();
+  grp.loss_sum = model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T_, true);
+  grp.timings.forward_ms = MsSince(t);
+
+  // 1. backward; inline bucket reductions happen inside it and count as communication
+  double comm_ms = 0;
+  const float dloss = 1.0f / (static_cast<float>(B_) * T_);
+  t = Clock::now();
+  if (sync_) sync_->BeginStep(g, step);
+  model::Backward(pool, layout, grp.weights, grp.grads.data(), *grp.act, grp.rows, T_, dloss,
+                  [&](std::size_t from) {
+                    if (!sync_) return;
+                    const auto c = Clock::now();
+                    sync_->OnBackwardReady(g, step, from);
+                    comm_ms += MsSince(c);
+                  });
+  grp.timings.backward_ms = MsSince(t) - comm_ms;
+
+  // 2. global gradient norm: each owner's shard, combined in group order
+  t = Clock::now();
+  if (sync_) sync_->FinishStep(g, step);
+  double sumsq = optim::SumOfSquares(pool, grp.grads.data(), grp.owned.lo, grp.owned.hi);
+  if (comm_) {
+    grp.scalars[0] = static_cast<float>(sumsq);
+    pool.ForEachThread(
+        [&](int th) { comm_->Allreduce(g, th, grp.scalars.data(), grp.scalars.data(), 1); });
+    sumsq = grp.scalars[0];
+  }
+  grp.grad_norm = std::sqrt(sumsq);
+  comm_ms += MsSince(t);
+
+  // 3. AdamW on the owned shard
+  t = Clock::now();
+  update.grad_scale = optim::ClipCoefficient(grp.grad_norm, grad_clip);
+  optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(), grp.v.data(),
+                     grp.owned.lo, grp.owned.hi, update);
+  grp.timings.optimizer_ms = MsSince(t);
+
+  // 4. Every group pulls the other shards into its replica before the next forward. With one
+  // shared replica the shards are already in place: OnAll returns only after every group's
+  // update, so they all happen before any group's next forward. And no group updates while
+  // another still reads the weights in backward: the sum-of-squares allreduce above is a
+  // barrier after every group's backward.
+  if (comm_ && !groups_.shared_replica()) {
+    t = Clock::now();
+    pool.ForEachThread([&](int th) {
+      comm_->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
+    });
+    comm_ms += MsSince(t);
+  }
+  grp.timings.comm_ms = comm_ms;
+}
+
+void Stepper::AddForwardLoss(FunctionRef<void(ReplicaGroup&)> load, double* sum) {
+  groups_.OnAll(
+      [&](ReplicaGroup& grp) {
+        load(grp);
+        grp.loss_sum =
+            model::Forward(*grp.pool, groups_.layout(), grp.weights, *grp.act, grp.rows, T_, true);
+      },
+      [&](const std::string& why) { Abort(why); });
+  for (const ReplicaGroup& grp : groups_.all()) *sum += grp.loss_sum;
+}
+
+}  // namespace cputrain::train

@@ -1,0 +1,68 @@
+// train/step: one training step and one evaluation pass over the replica groups, on every
+// group's driver at once:
+//   1. forward and backward over the group's rows; gradients sync bucket by bucket while
+//      backward runs (GradSync: reduce-scatter between groups, then each owned part across
+//      processes through Distributed);
+//   2. the group owning shard g of the flat buffer (ZeRO-1) has the summed gradient of its
+//      shard; it computes the shard's sum of squares, the groups combine them in group order
+//      (global norm, clipping coefficient);
+//   3. AdamW updates the shard, with moments allocated for that shard only, on the group's node;
+//   4. the shards are allgathered into every group's replica before the next forward (not
+//      needed when the groups share one replica).
+// The loss is the mean over the global batch: group sums added in group order, then across
+// processes in rank order, so with a fixed plan every sum has a fixed order and two runs give
+// bit-identical results.
+//
+// Thread safety: Step and Evaluate are called from the main thread, one at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "comm/comm.h"
+#include "common/function_ref.h"
+#include "optim/optim.h"
+#include "train/distributed.h"
+#include "train/grad_sync.h"
+#include "train/replica_group.h"
+
+namespace cputrain::train {
+
+struct StepResult {
+  double loss = 0;       // mean over the global batch, before this step's update
+  double grad_norm = 0;  // global norm before clipping
+  StepTimings timings;   // group 0's
+};
+
+class Stepper {
+ public:
+  // B: the global batch (rows over all processes and groups), T: tokens per row.
+  // bucket_floats: gradient bucket size. dist: the other processes, or null.
+  Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist);
+  ~Stepper();
+  Stepper(const Stepper&) = delete;
+  Stepper& operator=(const Stepper&) = delete;
+
+  // Trains one step; `load` fills a group's act->inputs/targets (on its driver). `update`
+  // carries the step's learning rate and AdamW settings (its grad_scale is replaced by the
+  // clip coefficient of `grad_clip`).
+  StepResult Step(uint64_t step, FunctionRef<void(ReplicaGroup&)> load, optim::AdamWStep update,
+                  double grad_clip);
+
+  // One forward pass over this process's groups' rows, no update: adds each group's summed
+  // loss to *sum, in group order (the caller sums across processes and divides by B*T).
+  void AddForwardLoss(FunctionRef<void(ReplicaGroup&)> load, double* sum);
+
+ private:
+  void StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
+                   optim::AdamWStep update, double grad_clip);
+  void Abort(const std::string& reason);
+
+  ReplicaGroups& groups_;
+  const int B_, T_;
+  Distributed* dist_;
+  std::unique_ptr<GradSync> sync_;            // with more than one group or process
+  std::unique_ptr<comm::Communicator> comm_;  // with more than one group
+};
+
+}  // namespace cputrain::train
