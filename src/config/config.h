@@ -12,12 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "mpi/mpi_config.h"
+#include "optim/optim_config.h"
 #include "topology/placement.h"
 
 namespace cputrain {
-
-enum class Schedule { kConstant, kCosine };
-enum class MpiMode { kAuto, kOn, kOff };
 
 struct ModelConfig {
   std::string init_from;   // llm.c checkpoint; "" = random GPT-2 init from seed
@@ -36,18 +35,6 @@ struct DataConfig {
   int seq_len = 64;    // T
 };
 
-struct OptimConfig {
-  double lr = 3e-4;
-  double min_lr = 3e-5;
-  Schedule schedule = Schedule::kCosine;
-  int warmup_steps = 10;
-  double beta1 = 0.9;
-  double beta2 = 0.95;
-  double eps = 1e-8;
-  double weight_decay = 0.1;
-  double grad_clip = 1.0;  // 0 = no clipping
-};
-
 struct TrainConfig {
   int steps = 200;
   int eval_every = 50;  // 0 = only at the end (if data.val is set)
@@ -58,11 +45,6 @@ struct TrainConfig {
 
 struct CommConfig {
   double bucket_mb = 25.0;  // gradient bucket size (as PyTorch DDP's bucket_cap_mb)
-};
-
-struct MpiConfig {
-  MpiMode enabled = MpiMode::kAuto;  // auto: on when launched by mpirun
-  double watchdog_seconds = 60.0;    // a silent peer for this long aborts the run
 };
 
 struct Config {

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "config/config.h"
+#include "mpi/mpi_config.h"
 #include "train/distributed.h"
 
 namespace cputrain::mpi {

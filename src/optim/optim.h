@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "config/config.h"
 #include "model/gpt2.h"
+#include "optim/optim_config.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::optim {
