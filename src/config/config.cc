@@ -432,6 +432,17 @@ std::string At(const std::string& name, const YAML::Mark& m) {
                    "fix the key name; docs/config.md lists every key");
 }
 
+// The name of a mapping key. YAML also allows a sequence, a mapping or null as a key ("? [a]"),
+// whose as<std::string>() would throw yaml-cpp's exception past the config's InputError.
+std::string KeyName(const YAML::Node& key, const std::string& name) {
+  if (!key.IsScalar()) {
+    throw InputError(
+        fmt::format("{}: a key must be a name, not {}", At(name, key.Mark()), Show(key)),
+        "write keys as plain names, e.g. 'model:' and 'layers: 12'");
+  }
+  return key.Scalar();
+}
+
 // Applies one YAML document (a mapping of sections) to `c`.
 void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
   if (root.IsNull()) return;  // an empty file: all defaults
@@ -442,7 +453,7 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
                      "see configs/ for examples");
   }
   for (const auto& kv : root) {
-    const std::string sec = kv.first.as<std::string>();
+    const std::string sec = KeyName(kv.first, name);
     const YAML::Node& val = kv.second;
     if (const Key* k = FindKey("", sec)) {
       k->parse(val, Origin{At(name, kv.first.Mark())}, c);
@@ -458,7 +469,7 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
                        "indent its keys under it, e.g. '" + sec + ":\\n  key: value'");
     }
     for (const auto& kv2 : val) {
-      const std::string key = kv2.first.as<std::string>();
+      const std::string key = KeyName(kv2.first, name);
       const Key* k = FindKey(sec, key);
       if (!k) UnknownKey(At(name, kv2.first.Mark()), sec, key);
       k->parse(kv2.second, Origin{At(name, kv2.second.Mark())}, c);
