@@ -38,9 +38,10 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
                                           -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 echo "== configure $build (clang, ASan+UBSan, libFuzzer)"
+mkdir -p "$build"
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DCPUTRAIN_FUZZ=ON -DCPUTRAIN_SANITIZE=address -DCPUTRAIN_BUILD_BENCH=OFF "${launcher[@]}" \
-  >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+  >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 echo "== build ${targets[*]/#/fuzz_}"
 cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}"
 
