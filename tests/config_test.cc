@@ -158,6 +158,52 @@ TEST(Config, CrossFieldRules) {
   EXPECT_NE(ErrorOf("model: {vocab_size: 70000}").find("at most 65536"), std::string::npos);
 }
 
+// Regression: yaml-cpp keeps both pairs of a repeated key and the last one silently won,
+// though the config is documented as strict.
+TEST(Config, DuplicateKeysWereAcceptedLastOneWinning) {
+  std::string e = ErrorOf("model:\n  layers: 2\n  heads: 1\n  layers: 3\n");
+  EXPECT_NE(e.find("x.yaml:4: duplicate key 'model.layers' (first set at x.yaml:2)"),
+            std::string::npos)
+      << e;
+  e = ErrorOf("model:\n  layers: 2\ntrain:\n  steps: 20\nmodel:\n  heads: 1\n");
+  EXPECT_NE(e.find("x.yaml:5: duplicate key 'model' (first set at x.yaml:1)"), std::string::npos)
+      << e;
+  e = ErrorOf("optim: {lr: 0.1, lr: 0.2}\n");
+  EXPECT_NE(e.find("duplicate key 'optim.lr'"), std::string::npos) << e;
+  e = ErrorOf("topology: this\ntopology: this\n");
+  EXPECT_NE(e.find("x.yaml:2: duplicate key 'topology'"), std::string::npos) << e;
+}
+
+// Regression: model.channels=600000000 overflowed 4*C (an int) in the tensor table, and
+// model.layers=1e9 ended in std::bad_alloc (exit 1); both are refused here, naming the limit.
+TEST(Config, HugeModelDimensionsOverflowedOrExhaustedMemory) {
+  std::string e = ErrorOf("", {"model.channels=600000000"});
+  EXPECT_NE(e.find("--set model.channels=600000000: model.channels is 600000000, more than 65536"),
+            std::string::npos)
+      << e;
+  e = ErrorOf("model:\n  layers: 1000000000\n");
+  EXPECT_NE(e.find("x.yaml:2: model.layers is 1000000000, more than 4096"), std::string::npos) << e;
+  e = ErrorOf("model: {max_seq_len: 100000}\n");
+  EXPECT_NE(e.find("model.max_seq_len is 100000, more than 65536"), std::string::npos) << e;
+  EXPECT_EQ(ErrorOf("model: {layers: 4096, channels: 65536, heads: 65536, max_seq_len: 65536}"),
+            "(no error)");
+}
+
+// Regression: --config /dev/zero read until std::bad_alloc, and a FIFO blocked forever (the
+// CLI tests in hostile_input_test.cc cover the FIFO without risking a hang here).
+TEST(Config, DeviceOrDirectoryAsConfigFileIsRefused) {
+  for (const std::string path : {"/dev/zero", "/tmp"}) {
+    std::string e = "(no error)";
+    try {
+      LoadConfig(path, {});
+    } catch (const InputError& err) {
+      e = err.what();
+    }
+    EXPECT_NE(e.find("config file '" + path + "'"), std::string::npos) << e;
+    EXPECT_NE(e.find("expected a YAML file"), std::string::npos) << e;
+  }
+}
+
 TEST(Config, SetOverridesTheFile) {
   Config c = ParseConfig(
       "optim: {lr: 0.1}\n", "x.yaml",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/decoder.h"
@@ -181,6 +182,43 @@ TEST(Gpt2, LayoutIsAPermutationOfTheCheckpointOrder) {
   EXPECT_EQ(pos, layout.total());
   const std::size_t C = 48, L = 3;
   EXPECT_EQ(decayed, 384 * C + 40 * C + L * (3 * C * C + C * C + 4 * C * C + 4 * C * C));
+}
+
+// Regression: a checkpoint (or config) with C=600000000 overflowed the int 4*C in the tensor
+// table (UBSan: signed overflow) and printed a wrong size. Sizes are now size_t, and the shape
+// is refused with its bound before a layout is built.
+TEST(Gpt2, SixHundredMillionChannelsOverflowedFourC) {
+  Shape s{64, 256, 256, 1, 1, 600'000'000};
+  const auto table = TensorTable(s);
+  EXPECT_EQ(table[kFcw].shape, (std::vector<std::size_t>{2'400'000'000u, 600'000'000u}));
+  EXPECT_EQ(table[kFcw].numel, std::size_t{2'400'000'000u} * 600'000'000u);
+  EXPECT_EQ(s.Problem(), "C is 600000000: it must be in [1, 65536]");
+  EXPECT_THROW(ParamLayout{s}, InputError);
+}
+
+// Regression: a header claiming L=1e9 sized memory (std::bad_alloc) before anything checked it.
+TEST(Gpt2, ShapeProblemsAreFoundWithoutAllocating) {
+  Shape ok{1024, 50257, 50304, 12, 12, 768};
+  EXPECT_EQ(ok.Problem(), "");
+  EXPECT_EQ(ok.ParamCount(), ParamLayout(ok).total());
+  EXPECT_EQ(ok.ParamCount(), 124475904u);  // GPT-2 124M with the padded vocabulary
+  Shape s = ok;
+  s.L = 1'000'000'000;
+  EXPECT_EQ(s.Problem(), "L is 1000000000: it must be in [1, 4096]");
+  s = ok;
+  s.NH = 5;
+  EXPECT_EQ(s.Problem(), "NH (5) does not divide C (768)");
+  s = ok;
+  s.Vp = 100;
+  EXPECT_EQ(s.Problem(), "the padded vocabulary Vp (100) is smaller than V (50257)");
+  s = ok;
+  s.C = -768;
+  EXPECT_EQ(s.Problem(), "C is -768: it must be in [1, 65536]");
+  // Every dimension within its bound, the product above 2^40 parameters.
+  Shape big{65536, 65536, 65536, 4096, 1, 65536};
+  EXPECT_NE(big.Problem().find("parameters are more than the 1099511627776 (2^40)"),
+            std::string::npos)
+      << big.Problem();
 }
 
 TEST(Gpt2, RandomInitIsGpt2AndIndependentOfThreads) {

@@ -6,12 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -38,7 +41,8 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                 int timeout_s) {
   TempDir dir;
   const std::string out = dir.path() + "/out", err = dir.path() + "/err";
   std::vector<std::string> argv_s = {CliPath()};
@@ -65,7 +69,20 @@ CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::st
   }
   posix_spawn_file_actions_destroy(&fa);
   int status = 0;
-  waitpid(pid, &status, 0);
+  if (timeout_s > 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        r.timed_out = true;
+        waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } else {
+    waitpid(pid, &status, 0);
+  }
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = Slurp(out);
   r.err = Slurp(err);

@@ -26,9 +26,13 @@ std::string Slurp(const std::string& path);
 struct CliResult {
   int exit_code = -1;
   std::string out, err;
+  bool timed_out = false;  // killed after timeout_s (exit_code is then 128 + SIGKILL)
 };
-// Runs the built cputrain-numa with `args` (no shell; env additions as NAME=VALUE).
-CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+// Runs the built cputrain-numa with `args` (no shell; env additions as NAME=VALUE). With
+// timeout_s > 0 the process is killed after that many seconds, so a test of a hang fails
+// instead of hanging.
+CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                 int timeout_s = 0);
 std::string CliPath();
 
 // hwloc XML of a synthetic machine, and the same with its allowed_cpuset replaced.

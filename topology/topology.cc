@@ -248,7 +248,10 @@ Topology LoadTopology(const std::string& spec) {
 
 nlohmann::json TopologyToJson(const Topology& t) {
   nlohmann::json j;
-  j["source"] = t.spec;
+  // The spec may hold any bytes (an "xml:" file name, a synthetic description hwloc accepted),
+  // and dump() throws on a string that is not UTF-8: invalid bytes become U+FFFD here.
+  j["source"] = nlohmann::json::parse(
+      nlohmann::json(t.spec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   j["simulated"] = t.simulated;
   j["packages"] = t.packages.size();
   j["numa_nodes"] = t.numa_nodes.size();

@@ -2,13 +2,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 #include "common/error.h"
 
@@ -26,6 +26,14 @@ void FsyncDir(const std::string& dir) {
     ::fsync(fd);  // best effort: some file systems refuse fsync on directories
     ::close(fd);
   }
+}
+
+const char* FileTypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
 }
 
 }  // namespace
@@ -70,15 +78,85 @@ void AtomicFileWriter::Commit() {
   FsyncDir(DirOf(path_));
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputError(fmt::format("cannot read '{}': {}", path, std::strerror(errno)),
-                     "check the path");
+InputFile InputFile::Open(const std::string& path, const InputKind& kind) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    throw InputError(fmt::format("{} '{}': cannot open: {}", kind.what, path, std::strerror(errno)),
+                     std::string(kind.hint));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  InputFile f(path, fd, 0);  // closes fd if a check below throws
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw RuntimeError(
+        fmt::format("{} '{}': fstat failed: {}", kind.what, path, std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    throw InputError(fmt::format("{} '{}' is a directory, not a regular file: expected {}",
+                                 kind.what, path, kind.expected),
+                     std::string(kind.hint));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    throw InputError(fmt::format("{} '{}' is not a regular file ({}), expected {}", kind.what, path,
+                                 FileTypeName(st.st_mode), kind.expected),
+                     std::string(kind.hint));
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > kind.max_bytes) {
+    throw InputError(fmt::format("{} '{}' is {} bytes, more than the {} bytes a {} may have",
+                                 kind.what, path, size, kind.max_bytes, kind.what),
+                     fmt::format("pass {} (limits: docs/formats.md)", kind.expected));
+  }
+  f.size_ = size;
+  return f;
+}
+
+InputFile::InputFile(InputFile&& other) noexcept { *this = std::move(other); }
+
+InputFile& InputFile::operator=(InputFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool InputFile::Read(void* dst, std::size_t bytes) {
+  auto* p = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::read(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw RuntimeError(fmt::format("reading '{}' failed: {}", path_, std::strerror(errno)));
+    }
+    if (n == 0) return false;
+    p += n;
+    bytes -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+std::string InputFile::ReadAll() {
+  std::string out(static_cast<std::size_t>(size_), '\0');
+  if (!Read(out.data(), out.size())) {
+    throw InputError(fmt::format("'{}' became shorter while it was read", path_),
+                     "do not change the file while cputrain-numa reads it");
+  }
+  return out;
+}
+
+std::string ReadFile(const std::string& path) {
+  return ReadFile(path, InputKind{"file", "a regular file", kMaxJsonBytes, "check the path"});
+}
+
+std::string ReadFile(const std::string& path, const InputKind& kind) {
+  return InputFile::Open(path, kind).ReadAll();
 }
 
 void WriteFileAtomic(const std::string& path, std::string_view contents) {

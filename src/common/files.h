@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -36,8 +37,59 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
-// Whole-file helpers. ReadFile throws InputError naming the path if it cannot be read.
+// What a caller expects of one kind of input file, for InputFile::Open's checks and messages.
+struct InputKind {
+  std::string_view what;      // names the input in messages: "checkpoint", "config file"
+  std::string_view expected;  // what it should be: "a model.bin file", "a YAML file"
+  std::uint64_t max_bytes;    // larger files are refused before anything is read
+  std::string_view hint;      // how to fix a bad path: "check --checkpoint"
+};
+
+// The size bounds of each kind of input (docs/formats.md). Each is far above any real file of
+// its kind and keeps a damaged or hostile one from sizing memory.
+inline constexpr std::uint64_t kMaxConfigBytes = 1ull << 20;        // YAML config: 1 MiB
+inline constexpr std::uint64_t kMaxVocabBytes = 64ull << 20;        // encoder.json, vocab.bpe
+inline constexpr std::uint64_t kMaxTopologyXmlBytes = 64ull << 20;  // lstopo --of xml
+inline constexpr std::uint64_t kMaxCheckpointBytes = 1ull << 42;    // 4 TiB: 2^40 fp32 params
+inline constexpr std::uint64_t kMaxJsonBytes = 1ull << 30;          // ReadFile's default: 1 GiB
+
+// An input file opened for reading, after the checks every reader of user input needs: it is
+// opened with O_NONBLOCK (a FIFO cannot block the open), and must be a regular file (not a
+// directory, FIFO, socket or device such as /dev/zero) of at most kind.max_bytes. The size is
+// taken once, from fstat on the open descriptor, so it is the size of what is read.
+//
+// Thread safety: one thread uses a file at a time.
+class InputFile {
+ public:
+  // Throws InputError naming the file and what is wrong, with kind.hint.
+  static InputFile Open(const std::string& path, const InputKind& kind);
+  InputFile(InputFile&& other) noexcept;
+  InputFile& operator=(InputFile&& other) noexcept;
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  ~InputFile();
+
+  int fd() const { return fd_; }
+  std::uint64_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Reads exactly `bytes` at the current position; false at end of file (a file that shrank),
+  // RuntimeError on an I/O error.
+  bool Read(void* dst, std::size_t bytes);
+  // The whole file (size() bytes); InputError if it changes size while being read.
+  std::string ReadAll();
+
+ private:
+  InputFile(std::string path, int fd, std::uint64_t size)
+      : path_(std::move(path)), fd_(fd), size_(size) {}
+  std::string path_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+// Whole-file helpers. ReadFile reads an InputFile of `kind` (by default any regular file up to
+// kMaxJsonBytes) and throws InputError naming the path if it cannot be read.
 std::string ReadFile(const std::string& path);
+std::string ReadFile(const std::string& path, const InputKind& kind);
 void WriteFileAtomic(const std::string& path, std::string_view contents);
 
 // Creates `dir` and its parents if needed; throws InputError naming the directory otherwise.

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "model/limits.h"
 
 namespace cputrain {
 namespace {
@@ -91,13 +92,22 @@ std::string AsChoice(const YAML::Node& n, const Origin& o, const std::string& na
 // Keys are declared with these builders: each gives the parse and the dump of one field.
 constexpr long long kIntMax = std::numeric_limits<int>::max();
 
+// `hi` bounds sizes that would otherwise overflow or exhaust memory (model/limits.h); a value
+// above it gets a message of its own that names the limit.
 Key IntKey(std::string section, std::string key, std::string desc, long long lo,
-           std::function<int&(Config&)> field) {
+           std::function<int&(Config&)> field, long long hi = kIntMax) {
   std::string type = fmt::format("an integer >= {}", lo);
+  if (hi != kIntMax) desc += fmt::format(" (at most {})", hi);
   Key k{section, key, type, std::move(desc), nullptr, nullptr};
   std::string name = k.full();
   k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
-    field(c) = static_cast<int>(AsInteger(n, o, name, type, lo, kIntMax));
+    const long long v = AsInteger(n, o, name, type, lo, kIntMax);
+    if (v > hi) {
+      throw InputError(fmt::format("{}: {} is {}, more than {}, the most this build supports",
+                                   o.where, name, v, hi),
+                       "see docs/config.md for the limits of the model's dimensions");
+    }
+    field(c) = static_cast<int>(v);
   };
   k.dump = [=](const Config& c) { return YAML::Node(field(const_cast<Config&>(c))); };
   return k;
@@ -257,17 +267,21 @@ const std::vector<Key>& Keys() {
                           "llm.c checkpoint to start from; empty = random GPT-2 init from seed "
                           "(the checkpoint's shape overrides layers..max_seq_len)",
                           [](Config& c) -> std::string& { return c.model.init_from; }));
-    v.push_back(IntKey("model", "layers", "transformer blocks L", 1,
-                       [](Config& c) -> int& { return c.model.layers; }));
-    v.push_back(IntKey("model", "channels", "embedding width C", 1,
-                       [](Config& c) -> int& { return c.model.channels; }));
-    v.push_back(IntKey("model", "heads", "attention heads NH (must divide channels)", 1,
-                       [](Config& c) -> int& { return c.model.heads; }));
+    v.push_back(IntKey(
+        "model", "layers", "transformer blocks L", 1,
+        [](Config& c) -> int& { return c.model.layers; }, model::kMaxLayers));
+    v.push_back(IntKey(
+        "model", "channels", "embedding width C", 1,
+        [](Config& c) -> int& { return c.model.channels; }, model::kMaxChannels));
+    v.push_back(IntKey(
+        "model", "heads", "attention heads NH (must divide channels)", 1,
+        [](Config& c) -> int& { return c.model.heads; }, model::kMaxChannels));
     v.push_back(IntKey("model", "vocab_size",
                        "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
                        [](Config& c) -> int& { return c.model.vocab_size; }));
-    v.push_back(IntKey("model", "max_seq_len", "positions maxT of the position embedding", 1,
-                       [](Config& c) -> int& { return c.model.max_seq_len; }));
+    v.push_back(IntKey(
+        "model", "max_seq_len", "positions maxT of the position embedding", 1,
+        [](Config& c) -> int& { return c.model.max_seq_len; }, model::kMaxSeqLen));
     {
       Key k{"model", "seed", "an integer >= 0", "seed of the random init", nullptr, nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
@@ -285,8 +299,9 @@ const std::vector<Key>& Keys() {
     v.push_back(IntKey("data", "batch_size",
                        "B: global sequences per step, split across nodes and groups", 1,
                        [](Config& c) -> int& { return c.data.batch_size; }));
-    v.push_back(IntKey("data", "seq_len", "T: tokens per sequence (<= model.max_seq_len)", 1,
-                       [](Config& c) -> int& { return c.data.seq_len; }));
+    v.push_back(IntKey(
+        "data", "seq_len", "T: tokens per sequence (<= model.max_seq_len)", 1,
+        [](Config& c) -> int& { return c.data.seq_len; }, model::kMaxSeqLen));
     // ---- optim
     v.push_back(NumberKey("optim", "lr", "peak learning rate", 0, kInf,
                           [](Config& c) -> double& { return c.optim.lr; }));
@@ -432,6 +447,35 @@ std::string At(const std::string& name, const YAML::Mark& m) {
                    "fix the key name; docs/config.md lists every key");
 }
 
+// The name of a mapping key. YAML also allows a sequence, a mapping or null as a key ("? [a]"),
+// whose as<std::string>() would throw yaml-cpp's exception past the config's InputError.
+std::string KeyName(const YAML::Node& key, const std::string& name) {
+  if (!key.IsScalar()) {
+    throw InputError(
+        fmt::format("{}: a key must be a name, not {}", At(name, key.Mark()), Show(key)),
+        "write keys as plain names, e.g. 'model:' and 'layers: 12'");
+  }
+  return key.Scalar();
+}
+
+// yaml-cpp keeps every pair of a mapping, so a repeated key would be applied twice and the last
+// one would silently win; the config is strict, so a repeat is an error naming both lines.
+void CheckNoDuplicateKeys(const YAML::Node& map, const std::string& name,
+                          const std::string& section) {
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& kv : map) {
+    const std::string key = KeyName(kv.first, name);
+    auto [it, fresh] = seen.emplace(key, kv.first.Mark());
+    if (!fresh) {
+      const std::string full = section.empty() ? key : section + "." + key;
+      throw InputError(fmt::format("{}: duplicate key '{}' (first set at {})",
+                                   At(name, kv.first.Mark()), full, At(name, it->second)),
+                       "keep one of them: the config does not let a later key override an "
+                       "earlier one");
+    }
+  }
+}
+
 // Applies one YAML document (a mapping of sections) to `c`.
 void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
   if (root.IsNull()) return;  // an empty file: all defaults
@@ -441,8 +485,9 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
                                  At(name, root.Mark()), Show(root)),
                      "see configs/ for examples");
   }
+  CheckNoDuplicateKeys(root, name, "");
   for (const auto& kv : root) {
-    const std::string sec = kv.first.as<std::string>();
+    const std::string sec = KeyName(kv.first, name);
     const YAML::Node& val = kv.second;
     if (const Key* k = FindKey("", sec)) {
       k->parse(val, Origin{At(name, kv.first.Mark())}, c);
@@ -457,8 +502,9 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
                                    At(name, val.Mark()), sec, Show(val)),
                        "indent its keys under it, e.g. '" + sec + ":\\n  key: value'");
     }
+    CheckNoDuplicateKeys(val, name, sec);
     for (const auto& kv2 : val) {
-      const std::string key = kv2.first.as<std::string>();
+      const std::string key = KeyName(kv2.first, name);
       const Key* k = FindKey(sec, key);
       if (!k) UnknownKey(At(name, kv2.first.Mark()), sec, key);
       k->parse(kv2.second, Origin{At(name, kv2.second.Mark())}, c);
@@ -565,13 +611,9 @@ Config ParseConfig(const std::string& yaml_text, const std::string& name,
 
 Config LoadConfig(const std::string& path, const std::vector<std::string>& sets) {
   if (path.empty()) return ParseConfig(BuiltinConfigYaml(), "built-in quickstart config", sets);
-  std::string text;
-  try {
-    text = ReadFile(path);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("config file: {}", e.what()),
-                     "pass an existing YAML file to --config (see configs/)");
-  }
+  const std::string text =
+      ReadFile(path, InputKind{"config file", "a YAML file", kMaxConfigBytes,
+                               "pass an existing YAML file to --config (see configs/)"});
   return ParseConfig(text, path, sets);
 }
 

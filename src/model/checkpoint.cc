@@ -2,13 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <memory>
-#include <vector>
+#include <string>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -21,40 +16,17 @@ constexpr std::size_t kHeaderBytes = kHeaderInts * sizeof(int32_t);
 constexpr int kTokenFileMagic = 20240520;  // data/token_file.h; named here for the hint
 constexpr int kDebugStateMagic = 20240327;
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-using File = std::unique_ptr<std::FILE, FileCloser>;
+const InputKind kCheckpointKind{"checkpoint", "a model.bin file", kMaxCheckpointBytes,
+                                "check model.init_from / --checkpoint"};
 
-File OpenForRead(const std::string& path) {
-  File f(std::fopen(path.c_str(), "rb"));
-  if (!f) {
-    throw InputError(fmt::format("checkpoint '{}': cannot open: {}", path, std::strerror(errno)),
-                     "check model.init_from / --checkpoint");
-  }
-  return f;
-}
-
-void ReadExact(std::FILE* f, void* dst, std::size_t bytes, const std::string& path) {
-  if (std::fread(dst, 1, bytes, f) != bytes) {
-    throw InputError(fmt::format("checkpoint '{}' is truncated", path),
+void ReadExact(InputFile& f, void* dst, std::size_t bytes) {
+  if (!f.Read(dst, bytes)) {
+    throw InputError(fmt::format("checkpoint '{}' is truncated", f.path()),
                      "the file is incomplete (an interrupted copy?); copy or re-create it");
   }
 }
 
-}  // namespace
-
-Shape ReadCheckpointShape(const std::string& path) {
-  File f = OpenForRead(path);
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec || size < kHeaderBytes) {
-    throw InputError(fmt::format("checkpoint '{}' is {} bytes, shorter than the {}-byte header",
-                                 path, ec ? 0 : size, kHeaderBytes),
-                     "the file is not an llm.c checkpoint or is truncated");
-  }
-  int32_t h[kHeaderInts];
-  ReadExact(f.get(), h, kHeaderBytes, path);
+void CheckMagicAndVersion(const std::string& path, const int32_t* h) {
   if (h[0] != kCheckpointMagic) {
     std::string hint = "pass a checkpoint written by cputrain-numa train or llm.c";
     if (h[0] == kTokenFileMagic)
@@ -71,6 +43,21 @@ Shape ReadCheckpointShape(const std::string& path) {
         h[1] == 5 ? "version 5 is llm.c's bf16 checkpoint: export an fp32 one (llm.c writes both)"
                   : "re-create the checkpoint with cputrain-numa train or llm.c");
   }
+}
+
+// Reads and validates the header of `f`, leaving it positioned at the first tensor. Every size
+// is judged before anything is allocated: the shape against model/limits.h (so no size derived
+// from it overflows), then the size it implies against the file's.
+Shape ReadHeader(InputFile& f) {
+  const std::string& path = f.path();
+  if (f.size() < kHeaderBytes) {
+    throw InputError(fmt::format("checkpoint '{}' is {} bytes, shorter than the {}-byte header",
+                                 path, f.size(), kHeaderBytes),
+                     "the file is not an llm.c checkpoint or is truncated");
+  }
+  int32_t h[kHeaderInts];
+  ReadExact(f, h, kHeaderBytes);
+  CheckMagicAndVersion(path, h);
   Shape s;
   s.maxT = h[2];
   s.V = h[3];
@@ -78,37 +65,44 @@ Shape ReadCheckpointShape(const std::string& path) {
   s.NH = h[5];
   s.C = h[6];
   s.Vp = h[7];
-  if (s.maxT < 1 || s.V < 1 || s.L < 1 || s.NH < 1 || s.C < 1 || s.Vp < s.V || s.C % s.NH != 0 ||
-      s.V > 65536) {
-    throw InputError(fmt::format("checkpoint '{}': its header describes an impossible model ({})",
-                                 path, s.ToString()),
+  const std::string problem = s.Problem();
+  if (!problem.empty()) {
+    throw InputError(fmt::format("checkpoint '{}': its header describes an impossible model ({}): "
+                                 "{}",
+                                 path, s.ToString(), problem),
                      "the file is damaged or not an llm.c checkpoint");
   }
-  const std::size_t expect = kHeaderBytes + ParamLayout(s).total() * sizeof(float);
-  if (size != expect) {
+  // At most 1024 + 4 * 2^40 bytes for a valid shape: no overflow.
+  const std::uint64_t expect = kHeaderBytes + s.ParamCount() * sizeof(float);
+  if (f.size() != expect) {
     throw InputError(fmt::format("checkpoint '{}' is {} bytes but its header ({}) needs {}", path,
-                                 size, s.ToString(), expect),
-                     size < expect ? "the file is truncated: copy or re-create it"
-                                   : "the file has trailing data: it is damaged");
+                                 f.size(), s.ToString(), expect),
+                     f.size() < expect ? "the file is truncated: copy or re-create it"
+                                       : "the file has trailing data: it is damaged");
   }
   return s;
 }
 
+}  // namespace
+
+Shape ReadCheckpointShape(const std::string& path) {
+  InputFile f = InputFile::Open(path, kCheckpointKind);
+  return ReadHeader(f);
+}
+
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params) {
-  const Shape s = ReadCheckpointShape(path);
+  InputFile f = InputFile::Open(path, kCheckpointKind);
+  const Shape s = ReadHeader(f);
   if (!(s == layout.shape())) {
     throw InputError(fmt::format("checkpoint '{}' has shape {}, expected {}", path, s.ToString(),
                                  layout.shape().ToString()),
                      "use a checkpoint of this model");
   }
-  File f = OpenForRead(path);
-  std::fseek(f.get(), static_cast<long>(kHeaderBytes), SEEK_SET);
   // The file is tensor-major; our buffer is layer-major. Read each tensor copy into place.
   for (int t = 0; t < kNumTensors; ++t) {
     const TensorInfo& info = layout.info(static_cast<Tensor>(t));
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-      ReadExact(f.get(), params + layout.offset(static_cast<Tensor>(t), l),
-                info.numel * sizeof(float), path);
+      ReadExact(f, params + layout.offset(static_cast<Tensor>(t), l), info.numel * sizeof(float));
     }
   }
 }

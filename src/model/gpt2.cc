@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "model/limits.h"
 
 namespace cputrain::model {
 
@@ -13,16 +15,59 @@ std::string Shape::ToString() const {
   return fmt::format("L={} C={} NH={} V={} (padded {}) maxT={}", L, C, NH, V, Vp, maxT);
 }
 
+std::string Shape::Problem() const {
+  struct Dim {
+    const char* name;
+    int value, max;
+  };
+  for (const Dim& d :
+       {Dim{"maxT", maxT, kMaxSeqLen}, Dim{"V", V, kMaxVocab}, Dim{"Vp", Vp, kMaxVocab},
+        Dim{"L", L, kMaxLayers}, Dim{"C", C, kMaxChannels}, Dim{"NH", NH, C}}) {
+    if (d.value < 1 || d.value > d.max) {
+      return fmt::format("{} is {}: it must be in [1, {}]", d.name, d.value, d.max);
+    }
+  }
+  if (C % NH != 0) return fmt::format("NH ({}) does not divide C ({})", NH, C);
+  if (Vp < V) return fmt::format("the padded vocabulary Vp ({}) is smaller than V ({})", Vp, V);
+  // Every dimension is bounded now, so the count below cannot overflow (model/limits.h).
+  const std::uint64_t n = ParamCount();
+  if (n > kMaxParams) {
+    return fmt::format("{} parameters are more than the {} (2^40) this build addresses", n,
+                       kMaxParams);
+  }
+  return "";
+}
+
+std::uint64_t Shape::ParamCount() const {
+  std::uint64_t total = 0;
+  for (const TensorInfo& info : TensorTable(*this)) {
+    std::uint64_t n = 0;
+    const bool overflow =
+        __builtin_mul_overflow(info.numel, info.per_layer ? std::uint64_t(L) : 1, &n) ||
+        __builtin_add_overflow(total, n, &total);
+    CPUTRAIN_CHECK(!overflow, "parameter count of " + ToString() + " overflows");
+  }
+  return total;
+}
+
 std::array<TensorInfo, kNumTensors> TensorTable(const Shape& s) {
-  const int C = s.C;
-  auto t = [](const char* name, bool per_layer, bool decay, Init init, std::vector<int> shape) {
+  // Sizes in size_t: 4*C of a damaged checkpoint header (C = 600000000) must not overflow. A
+  // negative dimension becomes 0 here; Shape::Problem() refuses such shapes before use.
+  const std::size_t C = static_cast<std::size_t>(std::max(s.C, 0));
+  const std::size_t Vp = static_cast<std::size_t>(std::max(s.Vp, 0));
+  const std::size_t maxT = static_cast<std::size_t>(std::max(s.maxT, 0));
+  auto t = [](const char* name, bool per_layer, bool decay, Init init,
+              std::vector<std::size_t> shape) {
     TensorInfo info{name, per_layer, decay, init, std::move(shape), 1};
-    for (int d : info.shape) info.numel *= static_cast<std::size_t>(d);
+    for (std::size_t d : info.shape) {
+      CPUTRAIN_CHECK(!__builtin_mul_overflow(info.numel, d, &info.numel),
+                     fmt::format("the size of tensor {} overflows", name));
+    }
     return info;
   };
   // name, per layer, weight decay, init, shape of one copy (weights are (out, in)).
-  return {t("wte", false, true, Init::kNormal, {s.Vp, C}),
-          t("wpe", false, true, Init::kNormal, {s.maxT, C}),
+  return {t("wte", false, true, Init::kNormal, {Vp, C}),
+          t("wpe", false, true, Init::kNormal, {maxT, C}),
           t("ln1w", true, false, Init::kOnes, {C}),
           t("ln1b", true, false, Init::kZeros, {C}),
           t("qkvw", true, true, Init::kNormal, {3 * C, C}),
@@ -40,6 +85,14 @@ std::array<TensorInfo, kNumTensors> TensorTable(const Shape& s) {
 }
 
 ParamLayout::ParamLayout(const Shape& shape) : shape_(shape), table_(TensorTable(shape)) {
+  // Checkpoint headers are checked before this; a config's dimensions are each bounded, but
+  // their product (the parameter count) is first judged here.
+  const std::string problem = shape_.Problem();
+  if (!problem.empty()) {
+    throw InputError(fmt::format("the model {} cannot be built: {}", shape_.ToString(), problem),
+                     "use a smaller model (model.layers, model.channels; docs/config.md gives "
+                     "the limits)");
+  }
   // Flat layout: wte, wpe, then the blocks, then lnf.
   std::size_t off = 0;
   for (Tensor t : {kWte, kWpe}) fixed_[t] = off, off += table_[t].numel;

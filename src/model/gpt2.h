@@ -28,6 +28,13 @@ struct Shape {
   static int PadVocab(int V) { return (V + 127) / 128 * 128; }
   bool operator==(const Shape&) const = default;
   std::string ToString() const;
+  // What is wrong with this shape ("" if nothing): a dimension below 1 or above its bound in
+  // model/limits.h, NH not dividing C, Vp < V, or more than kMaxParams parameters. Computed
+  // without overflow for any int values, so a damaged header is judged before it sizes memory.
+  std::string Problem() const;
+  // Parameters of a valid shape (Problem() == ""), as ParamLayout(*this).total() but without
+  // building the layout.
+  std::uint64_t ParamCount() const;
 };
 
 // The 16 tensors in llm.c's checkpoint order.
@@ -55,20 +62,22 @@ enum class Init { kNormal, kResidualNormal, kZeros, kOnes };
 
 struct TensorInfo {
   const char* name;
-  bool per_layer;          // L copies, one inside each block
-  bool decay;              // AdamW weight decay applies: the 2-D tensors
-  Init init;               // GPT-2 init: normal(0, 0.02), residual projections 0.02/sqrt(2L)
-  std::vector<int> shape;  // of one copy, e.g. {3C, C} for qkvw
-  std::size_t numel = 0;   // of one copy
+  bool per_layer;  // L copies, one inside each block
+  bool decay;      // AdamW weight decay applies: the 2-D tensors
+  Init init;       // GPT-2 init: normal(0, 0.02), residual projections 0.02/sqrt(2L)
+  std::vector<std::size_t> shape;  // of one copy, e.g. {3C, C} for qkvw
+  std::size_t numel = 0;           // of one copy
 };
 
 // The one table. Everything else — offsets, sizes, decay segments, init, checkpoint order —
-// is derived from it.
+// is derived from it. Sizes are size_t: 4*C of an unchecked shape cannot overflow an int here.
 std::array<TensorInfo, kNumTensors> TensorTable(const Shape& s);
 
 // Where each tensor copy lives in the flat buffer.
 class ParamLayout {
  public:
+  // Throws InputError if shape.Problem() is not "" (callers reading a file check it first, to
+  // name the file).
   explicit ParamLayout(const Shape& shape);
   const Shape& shape() const { return shape_; }
   const TensorInfo& info(Tensor t) const { return table_[t]; }

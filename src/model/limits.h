@@ -1,0 +1,21 @@
+// The largest GPT-2 shape cputrain-numa accepts, from a config or a checkpoint header. Header
+// only: the config (which does not link the model) checks the same bounds.
+//
+// Why these: V is bounded by the uint16 ids of token files; C, L and maxT sit far above any
+// GPT-2/GPT-3 shape (GPT-3 175B: C=12288, L=96, maxT=2048) and keep every per-tensor size, and
+// the attention buffer (B,NH,T,T), well inside size_t; kMaxParams bounds the whole model to
+// 2^40 floats (4 TiB; 16 TiB with gradients and AdamW moments), below what a 47-bit user
+// address space can hold, so no size computed from a valid shape overflows.
+#pragma once
+
+#include <cstdint>
+
+namespace cputrain::model {
+
+inline constexpr int kMaxVocab = 65536;     // V, and Vp
+inline constexpr int kMaxChannels = 65536;  // C (and NH <= C)
+inline constexpr int kMaxLayers = 4096;     // L
+inline constexpr int kMaxSeqLen = 65536;    // maxT
+inline constexpr std::uint64_t kMaxParams = std::uint64_t{1} << 40;
+
+}  // namespace cputrain::model
