@@ -1,35 +1,34 @@
-// `cputrain-numa bench <suite>`: the benchmark suites of bench/ (bench/bench.h), each a
-// subcommand with the shared options --config/--set/--topology (CommonOptions), --json FILE and
-// --quick, plus its own; and `bench all`, which runs every suite in one process and writes one
-// JSON report (docs/benchmarks.md):
-//   {"machine": {cpu_model, date, hostname, kernel, openblas, topology, ...}, "command": "...",
-//    "quick": bool, "suites": {"memory": [...], "gemm": [...], "collectives": [...],
-//    "train": [...]}, "runs": {suite: {seconds, load_start, load_end, others_cpu_pct}},
-//    "errors": {suite: message}}
+// The `bench` and `report` subcommands of cputrain-numa, defined here rather than in src/cli so
+// that src/ never includes bench/: src/cli/commands.h declares AddBenchCommand and
+// AddReportCommand, main() calls them, and this file (library cputrain_bench_cli, linked into
+// the executable when CPUTRAIN_BUILD_BENCH=ON) defines them. Without the benchmarks,
+// src/cli/no_bench_cmd.cc defines both instead and says they were not built.
+//
+// `cputrain-numa bench <suite>`: each suite of bench.h a subcommand with the shared options
+// --config/--set/--topology (CommonOptions), --json FILE and --quick, plus its own; and
+// `bench all`, which runs every suite in one process and writes one BenchDocument (schema.h).
 // A suite's own options reach it through `bench all --<suite> "ARGS"` (parsed by that suite's
 // option parser before anything runs), e.g. --train "--model small --placement 2x1";
 // --pytorch is short for --train "--pytorch".
-#include <memory>
-
-#include "cli/commands.h"
-#include "common/error.h"
-
-#if defined(CPUTRAIN_HAVE_BENCH)
+//
+// `cputrain-numa report RESULTS.json -o DIR`: report.h's charts and README.md from a results file.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "bench/bench.h"
+#include "bench/report.h"
+#include "cli/commands.h"
+#include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "topology/topology.h"
-#endif
 
 namespace cputrain::cli {
-
-#if defined(CPUTRAIN_HAVE_BENCH)
 namespace {
 
 struct AllOptions {
@@ -47,8 +46,7 @@ double LoadNow() {
   return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
-void RunAll(const AllOptions& o) {
-  std::vector<std::unique_ptr<bench::Suite>> suites = bench::MakeSuites();
+void CheckSkips(const AllOptions& o, const std::vector<std::unique_ptr<bench::Suite>>& suites) {
   std::set<std::string> names;
   for (const auto& s : suites) names.insert(s->name());
   for (const std::string& s : o.skip) {
@@ -59,8 +57,12 @@ void RunAll(const AllOptions& o) {
                        "the suites are " + all);
     }
   }
-  // Every suite's options are parsed before anything runs, so a typo fails in a second, not
-  // after twenty minutes of measurements.
+}
+
+// Every suite's options are parsed before anything runs, so a typo fails in a second, not
+// after twenty minutes of measurements. Returns the parsers: they own the parsed options' links.
+std::vector<std::unique_ptr<CLI::App>> ParseSuiteOptions(
+    const AllOptions& o, const std::vector<std::unique_ptr<bench::Suite>>& suites) {
   std::vector<std::unique_ptr<CLI::App>> parsers;
   for (const auto& s : suites) {
     auto app = std::make_unique<CLI::App>("bench all: " + s->name(), s->name());
@@ -81,96 +83,97 @@ void RunAll(const AllOptions& o) {
     }
     parsers.push_back(std::move(app));
   }
+  return parsers;
+}
+
+// Runs one suite of `bench all` into *doc. A measurement that failed does not throw away the
+// others: it is logged and recorded in doc->errors; a bad option (InputError) still stops all.
+void RunOneOfAll(bench::Suite& s, const bench::BenchContext& ctx, bench::BenchDocument* doc) {
+  std::printf("\n======== bench %s%s\n", s.name().c_str(), ctx.quick ? " --quick" : "");
+  std::fflush(stdout);
+  bench::SuiteRecords records(s.name());
+  const double t0 = bench::NowSeconds();
+  const double load0 = LoadNow();
+  const bench::OthersMeter others_meter;
+  try {
+    s.Run(ctx, &records);
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    log::Warn("bench all: suite {} failed: {}", s.name(), e.what());
+    doc->errors[s.name()] = e.what();
+  }
+  bench::RunStats run;
+  run.seconds = bench::NowSeconds() - t0;
+  run.load_start = load0;
+  run.load_end = LoadNow();
+  run.others_cpu_pct = others_meter.Percent();
+  log::Info(
+      "bench all: {} took {:.1f} s; other processes used {:.0f}% of the CPUs meanwhile "
+      "(1-minute load average {:.2f} before it, {:.2f} after, ours included)",
+      s.name(), run.seconds, run.others_cpu_pct, run.load_start, run.load_end);
+  doc->suites.push_back(std::move(records));
+  doc->runs[s.name()] = run;
+}
+
+void RunAll(const AllOptions& o) {
+  std::vector<std::unique_ptr<bench::Suite>> suites = bench::MakeSuites();
+  CheckSkips(o, suites);
+  const auto parsers = ParseSuiteOptions(o, suites);
 
   bench::BenchContext ctx;
   ctx.config = o.common.Load();
   ctx.quick = o.quick;
-  nlohmann::json machine = bench::MachineInfo();
-  machine["topology"] = topo::TopologyToJson(topo::LoadTopology(ctx.config.topology));
-  nlohmann::json doc = {{"machine", machine},
-                        {"command", bench::CommandLine()},
-                        {"quick", o.quick},
-                        {"suites", nlohmann::json::object()},
-                        {"runs", nlohmann::json::object()}};
-  nlohmann::json errors = nlohmann::json::object();
+  bench::BenchDocument doc;
+  doc.machine = bench::MachineInfo();
+  doc.machine->topology = topo::TopologyToJson(topo::LoadTopology(ctx.config.topology));
+  doc.command = bench::CommandLine();
+  doc.quick = o.quick;
   for (const auto& s : suites) {
     if (std::find(o.skip.begin(), o.skip.end(), s->name()) != o.skip.end()) continue;
-    std::printf("\n======== bench %s%s\n", s->name().c_str(), o.quick ? " --quick" : "");
-    std::fflush(stdout);
-    bench::Report report(s->name());
-    const double t0 = bench::NowSeconds();
-    const double load0 = LoadNow();
-    const bench::OthersMeter others_meter;
-    try {
-      s->Run(ctx, &report);
-    } catch (const InputError&) {
-      throw;
-    } catch (const std::exception& e) {
-      // A measurement that failed does not throw away the others: say so, keep going, and exit
-      // with an error at the end.
-      log::Warn("bench all: suite {} failed: {}", s->name(), e.what());
-      errors[s->name()] = e.what();
-    }
-    const double secs = bench::NowSeconds() - t0, load1 = LoadNow();
-    const double others = others_meter.Percent();
-    log::Info(
-        "bench all: {} took {:.1f} s; other processes used {:.0f}% of the CPUs meanwhile "
-        "(1-minute load average {:.2f} before it, {:.2f} after, ours included)",
-        s->name(), secs, others, load0, load1);
-    doc["suites"][s->name()] = report.records();
-    doc["runs"][s->name()] = {
-        {"seconds", secs}, {"load_start", load0}, {"load_end", load1}, {"others_cpu_pct", others}};
+    RunOneOfAll(*s, ctx, &doc);
   }
-  if (!errors.empty()) doc["errors"] = errors;
   if (!o.json.empty()) {
-    WriteFileAtomic(o.json, doc.dump(2) + "\n");
+    WriteFileAtomic(o.json, doc.ToJson().dump(2) + "\n");
     log::Info("bench all: report written to {} (`cputrain-numa report {} -o DIR` draws it)", o.json,
               o.json);
   }
-  if (!errors.empty()) {
-    throw RuntimeError(
-        fmt::format("bench all: {} suite(s) failed: {}", errors.size(), errors.dump()));
+  if (!doc.errors.empty()) {
+    throw RuntimeError(fmt::format("bench all: {} suite(s) failed: {}", doc.errors.size(),
+                                   nlohmann::json(doc.errors).dump()));
   }
 }
 
-}  // namespace
-#endif
-
-void AddBenchCommand(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand(
-      "bench",
-      "Benchmarks: `bench <suite> --help` for a suite's options; --json FILE writes its "
-      "records, --quick makes a short smoke run; `bench all` runs every suite");
-  bench->require_subcommand(1);
-#if defined(CPUTRAIN_HAVE_BENCH)
+void AddSuiteCommand(CLI::App* bench, std::unique_ptr<bench::Suite> suite) {
   struct Entry {
     std::unique_ptr<bench::Suite> suite;
     CommonOptions common;
     bool quick = false;
     std::string json;
   };
-  for (std::unique_ptr<bench::Suite>& suite : bench::MakeSuites()) {
-    auto e = std::make_shared<Entry>();
-    e->suite = std::move(suite);
-    CLI::App* cmd = bench->add_subcommand(e->suite->name(), e->suite->description());
-    e->common.AddTo(cmd);
-    cmd->add_option("--json", e->json, "write the records as one JSON list to this file");
-    cmd->add_flag("--quick", e->quick, "small sizes and few repetitions (CI smoke run)");
-    e->suite->AddOptions(cmd);
-    cmd->callback([e] {
-      bench::BenchContext ctx;
-      ctx.config = e->common.Load();
-      ctx.quick = e->quick;
-      ctx.json_path = e->json;
-      bench::Report report(e->suite->name());
-      e->suite->Run(ctx, &report);
-      if (!e->json.empty()) {
-        report.WriteJson(e->json);
-        log::Info("bench {}: {} records written to {}", e->suite->name(), report.records().size(),
-                  e->json);
-      }
-    });
-  }
+  auto e = std::make_shared<Entry>();
+  e->suite = std::move(suite);
+  CLI::App* cmd = bench->add_subcommand(e->suite->name(), e->suite->description());
+  e->common.AddTo(cmd);
+  cmd->add_option("--json", e->json, "write the records as one JSON list to this file");
+  cmd->add_flag("--quick", e->quick, "small sizes and few repetitions (CI smoke run)");
+  e->suite->AddOptions(cmd);
+  cmd->callback([e] {
+    bench::BenchContext ctx;
+    ctx.config = e->common.Load();
+    ctx.quick = e->quick;
+    ctx.json_path = e->json;
+    bench::SuiteRecords records(e->suite->name());
+    e->suite->Run(ctx, &records);
+    if (!e->json.empty()) {
+      records.WriteJson(e->json);
+      log::Info("bench {}: {} records written to {}", e->suite->name(), records.records().size(),
+                e->json);
+    }
+  });
+}
+
+void AddAllCommand(CLI::App* bench) {
   auto all = std::make_shared<AllOptions>();
   CLI::App* cmd = bench->add_subcommand(
       "all", "Every suite in one run; --json FILE writes one report for `cputrain-numa report`");
@@ -192,12 +195,31 @@ void AddBenchCommand(CLI::App& app) {
     }
     RunAll(o);
   });
-#else
-  bench->callback([] {
-    throw InputError("this cputrain-numa was built without the benchmarks",
-                     "reconfigure with -DCPUTRAIN_BUILD_BENCH=ON");
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", kBenchCommandHelp);
+  bench->require_subcommand(1);
+  for (std::unique_ptr<bench::Suite>& suite : bench::MakeSuites()) {
+    AddSuiteCommand(bench, std::move(suite));
+  }
+  AddAllCommand(bench);
+}
+
+void AddReportCommand(CLI::App& app) {
+  struct Opts {
+    std::string results, dir = "bench-report";
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = AddReportOptions(app, &o->results, &o->dir);
+  cmd->callback([o] {
+    const bench::BenchDocument doc = bench::BenchDocument::Load(o->results);
+    for (const std::string& f : bench::WriteBenchReport(doc, o->results, o->dir)) {
+      std::printf("wrote %s\n", f.c_str());
+    }
   });
-#endif
 }
 
 }  // namespace cputrain::cli

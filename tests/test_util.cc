@@ -1,9 +1,6 @@
 #include "test_util.h"
 
-#include <fcntl.h>
 #include <hwloc.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -13,7 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
-extern char** environ;
+#include "common/subprocess.h"
 
 namespace cputrain::test {
 
@@ -39,37 +36,12 @@ std::string Slurp(const std::string& path) {
 }
 
 CliResult RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
-  TempDir dir;
-  const std::string out = dir.path() + "/out", err = dir.path() + "/err";
-  std::vector<std::string> argv_s = {CliPath()};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e) env_s.emplace_back(*e);
-  env_s.insert(env_s.end(), env.begin(), env.end());
-  std::vector<char*> envp;
-  for (auto& e : env_s) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  CliResult r;
-  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0) {
-    posix_spawn_file_actions_destroy(&fa);
-    throw std::runtime_error("cannot start " + argv_s[0]);
-  }
-  posix_spawn_file_actions_destroy(&fa);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  return r;
+  std::vector<std::string> argv = {CliPath()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  SubprocessOptions opts;
+  opts.env = env;
+  const SubprocessResult r = RunSubprocess(argv, opts);
+  return {r.exit_code, r.out, r.err};
 }
 
 std::string SyntheticXml(const std::string& desc) {
