@@ -225,7 +225,7 @@ void* AllocateOnNode(int os_node, std::size_t bytes) {
   MapError error;
   void* p = nullptr;
   if (bytes <= static_cast<std::size_t>(PTRDIFF_MAX)) {
-    std::size_t alignment = bytes >= PageBytes() ? PageBytes() : kCacheLineBytes;
+    std::size_t alignment = bytes >= PageBytes() ? PageBytes() : kCacheLine;
     std::size_t request = bytes;
     if (policy.huge_pages) {
       // Whole huge pages: the buffer then owns every 2 MiB region it touches, so no huge-page

@@ -37,11 +37,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/cache_line.h"
 #include "topology/topology.h"
 
 namespace cputrain::alloc {
 
-inline constexpr std::size_t kCacheLineBytes = 64;
 // x86-64 transparent huge page (PMD) size.
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 

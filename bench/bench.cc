@@ -26,27 +26,6 @@ char* openblas_get_corename(void);
 
 namespace cputrain::bench {
 
-void Report::Add(nlohmann::json record) {
-  if (!suite_.empty() && record.is_object() && !record.contains("suite")) {
-    record["suite"] = suite_;
-  }
-  records_.push_back(std::move(record));
-}
-
-void Report::WriteJson(const std::string& path) const {
-  WriteFileAtomic(path, records_.dump(2) + "\n");
-}
-
-double Median(std::vector<double> v) {
-  CPUTRAIN_CHECK(!v.empty(), "Median of no values");
-  const std::size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double hi = v[mid];
-  if (v.size() % 2 == 1) return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lo + hi) / 2;
-}
-
 std::string FormatBytes(uint64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
@@ -168,25 +147,25 @@ std::string CpuModelName() {
 
 }  // namespace
 
-nlohmann::json MachineInfo() {
-  nlohmann::json j;
-  j["cpu_model"] = CpuModelName();
+Machine MachineInfo() {
+  Machine m;
+  m.cpu_model = CpuModelName();
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  j["date"] = date;
+  m.date = date;
   utsname u{};
   if (uname(&u) == 0) {
-    j["hostname"] = u.nodename;
-    j["kernel"] = std::string(u.sysname) + " " + u.release;
+    m.hostname = u.nodename;
+    m.kernel = std::string(u.sysname) + " " + u.release;
   }
-  j["logical_cpus"] = sysconf(_SC_NPROCESSORS_ONLN);
-  j["openblas"] = fmt::format("{} (core {})", openblas_get_config(), openblas_get_corename());
+  m.logical_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  m.openblas = fmt::format("{} (core {})", openblas_get_config(), openblas_get_corename());
   double load[3] = {0, 0, 0};
-  if (getloadavg(load, 3) == 3) j["load_average"] = {load[0], load[1], load[2]};
-  return j;
+  if (getloadavg(load, 3) == 3) m.load_average = {load[0], load[1], load[2]};
+  return m;
 }
 
 std::string CommandLine() {

@@ -8,7 +8,7 @@
 //   --quick                                     small sizes, few repetitions: a CI smoke run
 //
 // Output: the human table on stdout, diagnostics on stderr (common/log.h), records through
-// Report (each record carries "suite": its suite's name, so a list of records says what it is).
+// SuiteRecords (schema.h: each record carries "suite", so a list of records says what it is).
 // Timings are medians of repetitions after warm-up unless a suite says otherwise;
 // benchmarks are never asserted by tests (numbers on shared CI machines are too noisy), CI only
 // runs `--quick` to see that each suite still works.
@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/schema.h"
+#include "bench/stats.h"
 #include "config/config.h"
 
 namespace cputrain::bench {
@@ -35,22 +37,6 @@ struct BenchContext {
   std::string json_path;  // --json ("" = no file)
 };
 
-// The records a suite produces. Each record is one JSON object; the suite decides its fields
-// (the collectives suite: op, impl, groups, bytes, seconds, busbw_gbs).
-class Report {
- public:
-  explicit Report(std::string suite = "") : suite_(std::move(suite)) {}
-  // Appends the record, with "suite" set to this report's suite unless the record has one.
-  void Add(nlohmann::json record);
-  const nlohmann::json& records() const { return records_; }
-  // Writes the records as one JSON list. Throws RuntimeError naming the file if it cannot.
-  void WriteJson(const std::string& path) const;
-
- private:
-  std::string suite_;
-  nlohmann::json records_ = nlohmann::json::array();
-};
-
 class Suite {
  public:
   virtual ~Suite() = default;
@@ -60,7 +46,7 @@ class Suite {
   virtual void AddOptions(CLI::App* cmd) { (void)cmd; }
   // Runs the benchmark, prints its table on stdout, adds its records. Throws InputError for a
   // bad option combination, RuntimeError when a measurement cannot be made.
-  virtual void Run(const BenchContext& ctx, Report* report) = 0;
+  virtual void Run(const BenchContext& ctx, SuiteRecords* report) = 0;
 };
 
 // Every suite, in `bench --help` order (suites.cc).
@@ -68,8 +54,6 @@ std::vector<std::unique_ptr<Suite>> MakeSuites();
 
 // ---- helpers shared by suites
 
-// Median of v (v non-empty; averages the two middle values for an even count).
-double Median(std::vector<double> v);
 // "4 KiB", "256 MiB", "1.5 GiB".
 std::string FormatBytes(uint64_t bytes);
 // "12.3 us", "4.56 ms", "1.23 s".
@@ -126,10 +110,9 @@ class ScratchDir {
   std::string path_;
 };
 
-// What a report needs to say which machine produced the numbers: {"cpu_model", "date" (UTC,
-// ISO 8601), "hostname", "kernel", "openblas" (its build configuration and core name),
-// "logical_cpus"}. The topology is added by the caller (topo::TopologyToJson).
-nlohmann::json MachineInfo();
+// What a report needs to say which machine produced the numbers (schema.h's Machine), the
+// topology left empty: the caller adds it (topo::TopologyToJson).
+Machine MachineInfo();
 // This process's command line, as one shell-quoted string (from /proc/self/cmdline).
 std::string CommandLine();
 

@@ -29,11 +29,11 @@
 #include <tuple>
 
 #include "bench/bench.h"
-#include "bench/process.h"
 #include "bench/stream.h"
 #include "comm/comm.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -123,7 +123,7 @@ class CollectivesSuite : public Suite {
                   "skip the sweeps with cached-only and streaming-only stores");
   }
 
-  void Run(const BenchContext& ctx, Report* report) override;
+  void Run(const BenchContext& ctx, SuiteRecords* report) override;
 
  private:
   GroupLayout ResolveLayout(const Config& cfg, const topo::Topology& topo);
@@ -324,7 +324,9 @@ std::string CollectivesSuite::RunMpi(int G, const std::vector<uint64_t>& sizes,
   std::string cmdline;
   for (const std::string& a : argv) cmdline += (cmdline.empty() ? "" : " ") + a;
   log::Info("bench collectives: {}", cmdline);
-  const ProcessResult res = RunProcess(argv);
+  SubprocessOptions opts;
+  opts.err = SubprocessOptions::Output::kInherit;  // mpirun's complaints reach the terminal
+  const SubprocessResult res = RunSubprocess(argv, opts);
   std::istringstream lines(res.out);
   std::string line;
   while (std::getline(lines, line)) {
@@ -343,7 +345,7 @@ std::string CollectivesSuite::RunMpi(int G, const std::vector<uint64_t>& sizes,
   return fmt::format("Open MPI: {} ranks, `{}`", G, cmdline);
 }
 
-void CollectivesSuite::Run(const BenchContext& ctx, Report* report) {
+void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   // WaitWord's automatic spin limit counts the CPUs of the first thread that asks, once; ask
   // from this (unpinned) thread before any pinned worker exists, or a worker's single-CPU mask
   // would make every wait sleep after 64 pauses (seen: 4 KiB reduce-scatter at ~50 us instead

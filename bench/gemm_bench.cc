@@ -167,7 +167,7 @@ class GemmSuite : public Suite {
         "--model", models_,
         "model whose shapes to run (repeatable): " + ModelNames() + " (default: config)");
   }
-  void Run(const BenchContext& ctx, Report* report) override;
+  void Run(const BenchContext& ctx, SuiteRecords* report) override;
 
  private:
   // Runs `product` with `impl` once.
@@ -273,7 +273,7 @@ double RelErr(const float* x, const float* ref, std::size_t rows, std::size_t co
   return mag > 0 ? err / mag : err;
 }
 
-void GemmSuite::Run(const BenchContext& ctx, Report* report) {
+void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   kernels::InitBlas();
   const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
   const topo::Plan plan =

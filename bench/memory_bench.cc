@@ -152,7 +152,7 @@ class MemorySuite : public Suite {
         ->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--no-latency", no_latency_, "skip the latency measurement");
   }
-  void Run(const BenchContext& ctx, Report* report) override;
+  void Run(const BenchContext& ctx, SuiteRecords* report) override;
 
  private:
   int array_mib_ = 0;
@@ -160,7 +160,7 @@ class MemorySuite : public Suite {
   bool no_latency_ = false;
 };
 
-void MemorySuite::Run(const BenchContext& ctx, Report* report) {
+void MemorySuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
   const topo::Topology real = topo.simulated ? topo::LoadTopology("this") : topo;
   const alloc::Options aopts = alloc::OptionsFor(topo);

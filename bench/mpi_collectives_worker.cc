@@ -19,7 +19,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/stats.h"
+
 namespace {
+
+using cputrain::bench::Median;
 
 double Now() {
   timespec ts;
@@ -37,12 +41,6 @@ std::vector<std::string> Split(const std::string& s) {
     start = end + 1;
   }
   return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
 }
 
 int Fail(const char* msg) {

@@ -27,11 +27,11 @@
 #include "alloc/numa_alloc.h"
 #include "bench/bench.h"
 #include "bench/models.h"
-#include "bench/process.h"
 #include "comm/comm.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "model/gpt2.h"
 #include "mpi/bridge.h"
 #include "runtime/worker_pool.h"
@@ -59,7 +59,7 @@ class MpiSyncSuite final : public Suite {
         ->group("");  // hidden
   }
 
-  void Run(const BenchContext& ctx, Report* report) override {
+  void Run(const BenchContext& ctx, SuiteRecords* report) override {
     if (!mpi::LaunchedByMpi()) {
       Launch(ctx, report);
       return;
@@ -68,8 +68,8 @@ class MpiSyncSuite final : public Suite {
   }
 
  private:
-  void Launch(const BenchContext& ctx, Report* report);
-  void Measure(const BenchContext& ctx, Report* report);
+  void Launch(const BenchContext& ctx, SuiteRecords* report);
+  void Measure(const BenchContext& ctx, SuiteRecords* report);
 
   int ranks_ = 2;
   std::string model_ = "gpt2-124M";
@@ -77,7 +77,7 @@ class MpiSyncSuite final : public Suite {
   std::string worker_json_;
 };
 
-void MpiSyncSuite::Launch(const BenchContext& ctx, Report* report) {
+void MpiSyncSuite::Launch(const BenchContext& ctx, SuiteRecords* report) {
   if (FindInPath("mpirun").empty()) {
     throw RuntimeError("mpirun is not installed", "run scripts/install-deps.sh (openmpi-bin)");
   }
@@ -117,8 +117,10 @@ void MpiSyncSuite::Launch(const BenchContext& ctx, Report* report) {
   if (reps_ > 0) argv.insert(argv.end(), {"--reps", std::to_string(reps_)});
   std::fprintf(stderr, "bench mpi-sync: starting %d processes: mpirun -n %d ... bench mpi-sync\n",
                ranks_, ranks_);
-  ProcessResult r =
-      RunProcess(argv, {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"});
+  SubprocessOptions opts;
+  opts.err = SubprocessOptions::Output::kInherit;
+  opts.env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  const SubprocessResult r = RunSubprocess(argv, opts);
   std::fwrite(r.out.data(), 1, r.out.size(), stdout);
   if (r.exit_code != 0) {
     throw RuntimeError(fmt::format("the mpirun run of bench mpi-sync exited with {}", r.exit_code));
@@ -127,7 +129,7 @@ void MpiSyncSuite::Launch(const BenchContext& ctx, Report* report) {
   for (auto& rec : recs) report->Add(rec);
 }
 
-void MpiSyncSuite::Measure(const BenchContext& ctx, Report* report) {
+void MpiSyncSuite::Measure(const BenchContext& ctx, SuiteRecords* report) {
   MpiConfig mc;
   mc.enabled = MpiMode::kOn;
   mc.watchdog_seconds = 600;

@@ -43,9 +43,9 @@
 #include "bench/bench.h"
 #include "bench/models.h"
 #include "bench/peak.h"
-#include "bench/process.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "common/subprocess.h"
 #include "data/token_file.h"
 #include "model/gpt2.h"
 #include "runtime/worker_pool.h"
@@ -225,13 +225,13 @@ class TrainSuite : public Suite {
     cmd->add_option("--pytorch-script", script_,
                     "bench/pytorch/train_gpt2.py (default: the source tree's)");
   }
-  void Run(const BenchContext& ctx, Report* report) override;
+  void Run(const BenchContext& ctx, SuiteRecords* report) override;
 
  private:
   std::optional<Row> RunOurs(const BenchContext& ctx, const ModelPreset& m,
                              const PlacementSpec& spec, const std::string& tokens,
-                             const std::string& out_dir, Report* report);
-  void RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report* report);
+                             const std::string& out_dir, SuiteRecords* report);
+  void RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteRecords* report);
   double PeakFor(int cores) const { return peak_per_core_ * cores; }
   // The slowest core's FMA rate right now, in % of the per-core peak (CoreRates on all cores).
   double SlowestCorePct() {
@@ -256,7 +256,7 @@ class TrainSuite : public Suite {
 
 std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m,
                                        const PlacementSpec& spec, const std::string& tokens,
-                                       const std::string& out_dir, Report* report) {
+                                       const std::string& out_dir, SuiteRecords* report) {
   std::vector<std::string> sets = spec.sets;
   Config cfg = ParseConfig(ConfigToYaml(ctx.config), "bench train (" + spec.label + ")", sets);
   m.ApplyTo(&cfg);
@@ -364,7 +364,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   return row;
 }
 
-void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report* report) {
+void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteRecords* report) {
   const int N = real_cores_;
   const std::string openmp_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
   struct Setup {
@@ -405,7 +405,10 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report
               fmt::format("{}", fmt::join(argv, " ")));
     const double speed0 = SlowestCorePct();
     const OthersMeter others;
-    const ProcessResult pr = RunProcess(argv, s.env);
+    SubprocessOptions opts;
+    opts.err = SubprocessOptions::Output::kInherit;
+    opts.env = s.env;
+    const SubprocessResult pr = RunSubprocess(argv, opts);
     const double others_pct = others.Percent();
     const double slowest = std::min(speed0, SlowestCorePct());
     nlohmann::json out;
@@ -463,7 +466,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, Report
   }
 }
 
-void TrainSuite::Run(const BenchContext& ctx, Report* report) {
+void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   steps_run_ = steps_ > 0 ? steps_ : (ctx.quick ? 3 : 6);
   warmup_run_ = warmup_ >= 0 ? warmup_ : (ctx.quick ? 1 : 2);
   const std::vector<std::string> names =
@@ -504,8 +507,10 @@ void TrainSuite::Run(const BenchContext& ctx, Report* report) {
       throw InputError(fmt::format("--pytorch: the script '{}' is not readable", script_),
                        "pass --pytorch-script PATH/bench/pytorch/train_gpt2.py");
     }
-    const ProcessResult pr =
-        RunProcess({python_, "-c", "import torch; print(torch.__version__)"}, {}, true);
+    SubprocessOptions opts;
+    opts.err = SubprocessOptions::Output::kDiscard;
+    const SubprocessResult pr =
+        RunSubprocess({python_, "-c", "import torch; print(torch.__version__)"}, opts);
     std::string v = pr.out;
     while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
     if (pr.exit_code == 0 && !v.empty()) {

@@ -199,7 +199,7 @@ TEST_F(AllocTest, SizesAndAlignment) {
     auto* p = static_cast<unsigned char*>(AllocateOnNode(0, n));
     ASSERT_NE(p, nullptr);
     const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    EXPECT_EQ(addr % kCacheLineBytes, 0u) << n;
+    EXPECT_EQ(addr % kCacheLine, 0u) << n;
     if (n >= 4096) {
       EXPECT_EQ(addr % 4096, 0u) << n;
     }

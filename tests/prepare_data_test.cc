@@ -1,11 +1,8 @@
 // prepare-data: the exact token stream (bytes = the bytes; gpt2 = EOT + Encode(document) per
 // document), the documented split rule, chunked parallel output == whole-document encoding for
 // many chunk sizes and thread counts, and every error case leaving no output file behind.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,12 +17,11 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/subprocess.h"
 #include "data/prepare.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
 #include "test_util.h"
-
-extern char** environ;
 
 namespace cputrain::data {
 namespace {
@@ -413,32 +409,23 @@ TEST(PrepareDataCli, CtrlCStopsWithoutWritingAnything) {
       out << line << "\n";
     }
   }
-  std::string out_dir = dir.path() + "/out", err = dir.path() + "/err";
-  std::vector<std::string> args = {
-      test::CliPath(), "prepare-data",         "--tokenizer", "gpt2", "--threads", "1", "-o",
-      out_dir,         dir.path() + "/cjk.txt"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
+  std::string out_dir = dir.path() + "/out";
+  SubprocessOptions opts;
+  opts.out = SubprocessOptions::Output::kDiscard;
+  Subprocess child({test::CliPath(), "prepare-data", "--tokenizer", "gpt2", "--threads", "1", "-o",
+                    out_dir, dir.path() + "/cjk.txt"},
+                   opts);
   bool started = false;
   for (int i = 0; i < 20000 && !started; ++i) {  // up to 20 s
     started = fs::exists(out_dir) && !fs::is_empty(out_dir);
     if (!started) ::usleep(1000);
   }
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(started) << "the run never created its temporaries: " << Slurp(err);
-  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 1) << Slurp(err);
-  EXPECT_NE(Slurp(err).find("interrupted"), std::string::npos) << Slurp(err);
+  child.Signal(SIGINT);
+  const SubprocessResult r = child.Wait();
+  ASSERT_TRUE(started) << "the run never created its temporaries: " << r.err;
+  ASSERT_EQ(r.term_signal, 0) << "killed by signal " << r.term_signal;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
   EXPECT_EQ(DirEntries(out_dir), std::vector<std::string>{});
 }
 

@@ -113,20 +113,22 @@ json GemmRecords() {
 json CollectivesRecords() {
   json r = json::array();
   for (double bytes : {4096.0, 1048576.0}) {
-    r.push_back({{"op", "allreduce"},
+    r.push_back({{"suite", "collectives"},
+                 {"op", "allreduce"},
                  {"impl", "cputrain"},
                  {"groups", 2},
                  {"bytes", bytes},
                  {"seconds", 1e-5},
                  {"busbw_gbs", bytes == 4096 ? 8.5 : 21.25}});
-    r.push_back({{"op", "allreduce"},
+    r.push_back({{"suite", "collectives"},
+                 {"op", "allreduce"},
                  {"impl", "mpi"},
                  {"groups", 2},
                  {"bytes", bytes},
                  {"seconds", 1e-4},
                  {"busbw_gbs", 2.5}});
   }
-  return r;  // no "suite" field: the report infers it from busbw_gbs
+  return r;
 }
 
 json TrainRecords() {
@@ -200,7 +202,7 @@ TEST(Report, BenchAllDocumentRendersEveryChartAndTheReadme) {
   }
 }
 
-TEST(Report, OneSuitesListIsInferred) {
+TEST(Report, OneSuitesListIsReadFromItsSuiteField) {
   test::TempDir dir;
   const std::string in = dir.path() + "/coll.json", out = dir.path() + "/r";
   Write(in, CollectivesRecords().dump());
@@ -220,6 +222,17 @@ void ExpectInputError(const std::string& content, const std::string& needle, boo
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("in.json"), std::string::npos) << "names the file: " << r.err;
   EXPECT_FALSE(Exists(out + "/README.md"));
+}
+
+// The suite of a record is read from its "suite" field, never guessed from its other fields
+// (the report used to take busbw_gbs for collectives).
+TEST(Report, ARecordWithoutSuiteFieldIsNotGuessed) {
+  json recs = CollectivesRecords();
+  for (json& r : recs) r.erase("suite");
+  ExpectInputError(recs.dump(), "no \"suite\" field");
+  // In a `bench all` document, a record listed under another suite than it says.
+  json doc = {{"suites", {{"train", CollectivesRecords()}}}};
+  ExpectInputError(doc.dump(), "listed under 'train'");
 }
 
 TEST(Report, BadInputExitsTwo) {

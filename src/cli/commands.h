@@ -24,13 +24,22 @@ struct CommonOptions {
 
 void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
-// bench <suite>: the benchmark suites of bench/ (bench_cmd.cc).
-void AddBenchCommand(CLI::App& app);
 void AddTrainCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddPlotCommand(CLI::App& app);
-// report RESULTS.json -o DIR: benchmark charts and README.md (report_cmd.cc).
+
+// bench <suite> (the benchmark suites) and report RESULTS.json -o DIR (their charts and
+// README.md). Declared here and defined in bench/bench_cli.cc (library cputrain_bench_cli) when
+// the benchmarks are built (CPUTRAIN_BUILD_BENCH=ON), else in no_bench_cmd.cc, which says they
+// were not built: src/ never includes bench/, bench/ plugs into the CLI at link time.
+void AddBenchCommand(CLI::App& app);
 void AddReportCommand(CLI::App& app);
+// What both definitions share, so that --help reads the same either way (bench_cmd.cc).
+inline constexpr const char* kBenchCommandHelp =
+    "Benchmarks: `bench <suite> --help` for a suite's options; --json FILE writes its "
+    "records, --quick makes a short smoke run; `bench all` runs every suite";
+// Adds the `report` subcommand with its argument RESULTS and option -o/--output DIR.
+CLI::App* AddReportOptions(CLI::App& app, std::string* results, std::string* dir);
 // prepare-data: text files -> train.bin/val.bin token files (prepare_data_cmd.cc).
 void AddPrepareDataCommand(CLI::App& app);
 

@@ -16,9 +16,9 @@
 #include <atomic>
 #include <cstdint>
 
-namespace cputrain {
+#include "common/cache_line.h"
 
-inline constexpr std::size_t kCacheLine = 64;
+namespace cputrain {
 
 // How many pause iterations a waiter spins before it sleeps. ~20k pauses (tens of microseconds)
 // suit one thread per core. With more waiting threads than CPUs (simulated topologies, comm

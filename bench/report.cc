@@ -1,4 +1,4 @@
-#include "report/bench_report.h"
+#include "bench/report.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,14 +15,19 @@
 #include "common/log.h"
 #include "report/svg.h"
 
-namespace cputrain::report {
+namespace cputrain::bench {
 namespace {
 
 using nlohmann::json;
+using report::BarChart;
+using report::Heatmap;
+using report::LineChart;
+using report::RenderBarChart;
+using report::RenderHeatmap;
+using report::RenderLineChart;
+using report::Series;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-const char* const kSuites[] = {"memory", "gemm", "collectives", "train", "mpi-sync"};
 
 // ---- small helpers
 
@@ -92,23 +97,6 @@ class Writer {
   std::string dir_;
   std::vector<std::string> files_;
 };
-
-// ---- classification
-
-std::string Classify(const json& r) {
-  if (!r.is_object()) return "";
-  if (r.contains("suite") && r["suite"].is_string()) return r["suite"].get<std::string>();
-  if (r.contains("busbw_gbs")) return "collectives";
-  if (r.contains("algbw_gbs") && r.contains("method")) return "mpi-sync";
-  if (r.contains("tokens_per_s")) return "train";
-  if (r.contains("product") || r.contains("scope")) return "gemm";
-  if (r.contains("ns_per_load") || r.contains("cpu_node")) return "memory";
-  return "";
-}
-
-bool Known(const std::string& s) {
-  return std::find(std::begin(kSuites), std::end(kSuites), s) != std::end(kSuites);
-}
 
 // ---- memory
 
@@ -486,129 +474,110 @@ void MpiSyncSection(const json& recs, Writer& w) {
   w.md += t.Render();
 }
 
-}  // namespace
+// The suites the report draws, in the order `bench all` runs them.
+struct Section {
+  const char* suite;
+  void (*draw)(const json& records, Writer& w);
+};
+const Section kSections[] = {{"memory", MemorySection},
+                             {"gemm", GemmSection},
+                             {"collectives", CollectivesSection},
+                             {"train", TrainSection},
+                             {"mpi-sync", MpiSyncSection}};
 
-BenchResults LoadBenchResults(const std::string& path) {
-  const std::string text = ReadFile(path);  // InputError if unreadable
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("'{}' is not JSON: {}", path, e.what()),
-                     "pass the file written by `cputrain-numa bench all --json FILE` or "
-                     "`bench <suite> --json FILE`");
+const Section* FindSection(const std::string& suite) {
+  for (const Section& s : kSections) {
+    if (suite == s.suite) return &s;
   }
-  BenchResults res;
-  const std::string hint =
-      "pass the file written by `cputrain-numa bench all --json FILE` (an object with \"suites\") "
-      "or by `bench <suite> --json FILE` (a list of records)";
-  if (doc.is_object()) {
-    if (!doc.contains("suites") || !doc["suites"].is_object()) {
-      throw InputError(fmt::format("'{}' is a JSON object without a \"suites\" object: not a "
-                                   "benchmark report",
-                                   path),
-                       hint);
-    }
-    res.machine = doc.value("machine", json::object());
-    if (doc.contains("command") && doc["command"].is_string()) res.command = doc["command"];
-    res.quick = doc.value("quick", false);
-    if (doc.contains("runs") && doc["runs"].is_object()) res.runs = doc["runs"];
-    for (const auto& [name, recs] : doc["suites"].items()) {
-      if (!recs.is_array()) {
-        throw InputError(fmt::format("'{}': suites.{} is not a list of records", path, name), hint);
-      }
-      if (!Known(name)) {
-        log::Warn("report: '{}' has records of an unknown suite '{}'; left out", path, name);
-        continue;
-      }
-      res.suites[name] = recs;
-    }
-  } else if (doc.is_array()) {
-    for (const json& r : doc) {
-      const std::string s = Classify(r);
-      if (!Known(s)) {
-        throw InputError(fmt::format("'{}': a record is not from any benchmark suite: {}", path,
-                                     r.dump().substr(0, 120)),
-                         hint);
-      }
-      if (!res.suites.contains(s)) res.suites[s] = json::array();
-      res.suites[s].push_back(r);
-    }
-  } else {
-    throw InputError(
-        fmt::format("'{}' holds a JSON {}, not a benchmark report", path, doc.type_name()), hint);
-  }
-  bool any = false;
-  for (const auto& [name, recs] : res.suites.items()) any |= !recs.empty();
-  if (!any) throw InputError(fmt::format("'{}' has no benchmark records", path), hint);
-  return res;
+  return nullptr;
 }
 
-std::vector<std::string> WriteBenchReport(const BenchResults& results, const std::string& source,
+void MachineTable(const Machine& m, Writer& w) {
+  std::string topo;
+  const json& t = m.topology;
+  if (!t.empty()) {
+    topo = fmt::format("{} package(s), {} NUMA node(s), {} core(s), {} PU(s){}",
+                       t.value("packages", 0), t.value("numa_nodes", 0), t.value("cores", 0),
+                       t.value("pus", 0), t.value("simulated", false) ? " (simulated)" : "");
+  }
+  std::string load;
+  if (m.load_average.size() == 3) {
+    load = fmt::format("{:.2f} {:.2f} {:.2f}", m.load_average[0], m.load_average[1],
+                       m.load_average[2]);
+  }
+  auto or_unknown = [](const std::string& s) { return s.empty() ? std::string("?") : s; };
+  Table tab{{"machine", ""}, {}, 2};
+  tab.rows = {{"CPU", or_unknown(m.cpu_model)},
+              {"topology", topo},
+              {"logical CPUs", std::to_string(m.logical_cpus)},
+              {"kernel", or_unknown(m.kernel)},
+              {"OpenBLAS", or_unknown(m.openblas)},
+              {"date (UTC)", or_unknown(m.date)},
+              {"load average at start", or_unknown(load)}};
+  w.md += tab.Render();
+}
+
+void RunsTable(const std::map<std::string, RunStats>& runs, Writer& w) {
+  Table t{{"suite", "run time (s)", "CPU taken by other processes", "load average before",
+           "after (ours included)"},
+          {},
+          1};
+  for (const Section& s : kSections) {  // in the order `bench all` runs them
+    auto it = runs.find(s.suite);
+    if (it == runs.end()) continue;
+    const RunStats& r = it->second;
+    t.rows.push_back({s.suite, F(r.seconds), F(r.others_cpu_pct, 0) + "%", F(r.load_start, 2),
+                      F(r.load_end, 2)});
+  }
+  w.md +=
+      "How busy the machine was while each suite ran (the CPU share other processes took; "
+      "the 1-minute load averages count the benchmark's own threads too):\n\n" +
+      t.Render();
+}
+
+// Leaves out, with a warning, the suites the report cannot draw; throws if none is left.
+void CheckDrawable(const BenchDocument& doc, const std::string& source) {
+  bool any = false;
+  for (const SuiteRecords& s : doc.suites) {
+    if (FindSection(s.suite()) == nullptr) {
+      log::Warn("report: '{}' has records of an unknown suite '{}'; left out", source, s.suite());
+    } else {
+      any |= !s.records().empty();
+    }
+  }
+  if (!any) {
+    std::string known;
+    for (const Section& s : kSections) known += (known.empty() ? "" : ", ") + std::string(s.suite);
+    throw InputError(
+        fmt::format("'{}' has no benchmark records of a suite the report draws", source),
+        "the report draws the suites " + known);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> WriteBenchReport(const BenchDocument& doc, const std::string& source,
                                           const std::string& dir) {
+  CheckDrawable(doc, source);
   MakeDirs(dir);
   Writer w(dir);
   w.md += "# cputrain-numa benchmark report\n\n";
-  const json& m = results.machine;
-  if (!m.empty()) {
-    std::string topo;
-    if (m.contains("topology") && m["topology"].is_object()) {
-      const json& t = m["topology"];
-      topo = fmt::format("{} package(s), {} NUMA node(s), {} core(s), {} PU(s){}",
-                         t.value("packages", 0), t.value("numa_nodes", 0), t.value("cores", 0),
-                         t.value("pus", 0), t.value("simulated", false) ? " (simulated)" : "");
-    }
-    std::string load;
-    if (m.contains("load_average") && m["load_average"].is_array() &&
-        m["load_average"].size() == 3) {
-      load = fmt::format("{:.2f} {:.2f} {:.2f}", m["load_average"][0].get<double>(),
-                         m["load_average"][1].get<double>(), m["load_average"][2].get<double>());
-    }
-    Table t{{"machine", ""}, {}, 2};
-    t.rows = {{"CPU", m.value("cpu_model", std::string("?"))},
-              {"topology", topo},
-              {"logical CPUs", std::to_string(m.value("logical_cpus", 0))},
-              {"kernel", m.value("kernel", std::string("?"))},
-              {"OpenBLAS", m.value("openblas", std::string("?"))},
-              {"date (UTC)", m.value("date", std::string("?"))},
-              {"load average at start", load.empty() ? "?" : load}};
-    w.md += t.Render();
-  }
+  if (doc.machine) MachineTable(*doc.machine, w);
   w.md += fmt::format("Results: `{}`{}.\n", source,
-                      results.quick ? " (a --quick smoke run: small sizes, few repetitions)" : "");
-  if (!results.command.empty()) w.md += fmt::format("Produced by: `{}`\n", results.command);
+                      doc.quick ? " (a --quick smoke run: small sizes, few repetitions)" : "");
+  if (!doc.command.empty()) w.md += fmt::format("Produced by: `{}`\n", doc.command);
   w.md += fmt::format("Charts and this page: `cputrain-numa report {} -o {}`\n\n", source, dir);
-  if (!results.runs.empty()) {
-    Table t{{"suite", "run time (s)", "CPU taken by other processes", "load average before",
-             "after (ours included)"},
-            {},
-            1};
-    for (const char* name : kSuites) {  // in the order `bench all` runs them
-      if (!results.runs.contains(name) || !results.runs[name].is_object()) continue;
-      const json& r = results.runs[name];
-      t.rows.push_back({name, F(r.value("seconds", kNaN)),
-                        F(r.value("others_cpu_pct", kNaN), 0) + "%",
-                        F(r.value("load_start", kNaN), 2), F(r.value("load_end", kNaN), 2)});
-    }
-    w.md +=
-        "How busy the machine was while each suite ran (the CPU share other processes took; "
-        "the 1-minute load averages count the benchmark's own threads too):\n\n" +
-        t.Render();
-  }
+  if (!doc.runs.empty()) RunsTable(doc.runs, w);
   w.md += "How each figure is measured: docs/benchmarks.md in the cputrain-numa repository.\n\n";
-  for (const char* name : kSuites) {
-    if (!results.suites.contains(name)) continue;
-    const json& recs = results.suites[name];
+  for (const Section& s : kSections) {
+    const SuiteRecords* recs = doc.Find(s.suite);
+    if (recs == nullptr) continue;
     try {
-      if (std::string(name) == "memory") MemorySection(recs, w);
-      if (std::string(name) == "gemm") GemmSection(recs, w);
-      if (std::string(name) == "collectives") CollectivesSection(recs, w);
-      if (std::string(name) == "train") TrainSection(recs, w);
-      if (std::string(name) == "mpi-sync") MpiSyncSection(recs, w);
+      s.draw(recs->records(), w);
     } catch (const json::exception& e) {
       throw InputError(fmt::format("'{}': a {} record lacks a field the report needs or has the "
                                    "wrong type: {}",
-                                   source, name, e.what()),
+                                   source, s.suite, e.what()),
                        "pass the unmodified output of `cputrain-numa bench`");
     }
   }
@@ -616,4 +585,4 @@ std::vector<std::string> WriteBenchReport(const BenchResults& results, const std
   return w.files();
 }
 
-}  // namespace cputrain::report
+}  // namespace cputrain::bench

@@ -25,12 +25,14 @@
 #include <vector>
 
 #include "alloc/numa_alloc.h"
+#include "bench/stats.h"
 #include "common/error.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace alloc = cputrain::alloc;
+using cputrain::bench::Median;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -98,11 +100,6 @@ TouchResult TouchFresh(int node, std::size_t bytes, int threads, bool use_malloc
   }
   alloc::ReleaseUnusedMemory();  // the next round gets fresh pages again
   return r;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // ns per AllocateOnNode + FreeOnNode pair of `bytes`, nothing touched (warm: the arena reuses its
