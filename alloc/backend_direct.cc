@@ -3,6 +3,14 @@
 // Every allocation is its own mapping from MapOnNode (mmap + MADV_HUGEPAGE + mbind), rounded up
 // to whole pages, and FreeOnNode unmaps it. Slower (a system call pair per allocation, no reuse)
 // but the placement guarantees are the same, and the sanitizers see every access.
+//
+// Under AddressSanitizer a mapping is not heap memory to ASan: nothing past the requested size
+// would be reported until the next page that is not mapped, and the page after a new mapping is
+// usually another one. So the mapping here is the request plus at least kTailRedZoneBytes,
+// rounded up to whole pages, and everything past the request is poisoned; Free unpoisons the
+// whole mapping before unmapping it (a later mapping may reuse the addresses). The red zone is
+// not counted by AllocatedBytes, which stays "the request in whole pages" in every build.
+#include <sanitizer/asan_interface.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,8 +25,16 @@
 namespace cputrain::alloc::internal {
 namespace {
 
+// <sanitizer/asan_interface.h> defines __has_feature for GCC, which sets __SANITIZE_ADDRESS__.
+#if __has_feature(address_sanitizer) || defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kTailRedZoneBytes = 64;
+#else
+constexpr std::size_t kTailRedZoneBytes = 0;
+#endif
+
 struct Mapping {
-  std::size_t bytes = 0;  // whole pages
+  std::size_t mapped = 0;  // whole pages, the red zone included
+  std::size_t bytes = 0;   // whole pages of the request, as AllocatedBytes counts them
   const NodePolicy* policy = nullptr;
 };
 
@@ -41,14 +57,16 @@ void Prepare(NodePolicy&) {}
 void* Allocate(const NodePolicy& policy, std::size_t bytes, std::size_t alignment,
                MapError* error) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  if (bytes > SIZE_MAX - page) return nullptr;
-  const std::size_t mapped = (bytes + page - 1) / page * page;
+  if (bytes > SIZE_MAX - page - kTailRedZoneBytes) return nullptr;
+  const std::size_t counted = (bytes + page - 1) / page * page;
+  const std::size_t mapped = (bytes + kTailRedZoneBytes + page - 1) / page * page;
   void* p = MapOnNode(nullptr, mapped, alignment < page ? page : alignment, policy, error);
   if (p == nullptr) return nullptr;
+  ASAN_POISON_MEMORY_REGION(static_cast<char*>(p) + bytes, mapped - bytes);
   Registry& r = Reg();
   std::lock_guard<std::mutex> lock(r.mu);
-  r.live.emplace(p, Mapping{mapped, &policy});
-  r.allocated[&policy] += mapped;
+  r.live.emplace(p, Mapping{mapped, counted, &policy});
+  r.allocated[&policy] += counted;
   return p;
 }
 
@@ -70,7 +88,8 @@ void Free(void* p) noexcept {
     r.live.erase(it);
     r.allocated[m.policy] -= m.bytes;
   }
-  munmap(p, m.bytes);
+  ASAN_UNPOISON_MEMORY_REGION(p, m.mapped);
+  munmap(p, m.mapped);
 }
 
 std::size_t AllocatedBytes(const NodePolicy& policy) {

@@ -7,8 +7,10 @@
 // touches it first. Linking this library links jemalloc, which replaces malloc process-wide (on
 // purpose: it replaces the LD_PRELOAD=libjemalloc.so users did before). Sanitizer builds
 // (CPUTRAIN_SANITIZE=address|thread) cannot have jemalloc replace the sanitizer's malloc; there
-// the same API maps each allocation directly (mmap + mbind, one mapping per allocation). See
-// docs/numa-memory.md for the hooks, the measurements and how to check placement.
+// the same API maps each allocation directly (mmap + mbind, one mapping per allocation); under
+// ASan everything past the requested size (at least 64 bytes) is poisoned, so an overrun of a
+// buffer reports. See docs/numa-memory.md for the hooks, the measurements and how to check
+// placement.
 //
 // Usage:
 //   alloc::Configure(alloc::OptionsFor(topology));    // once, at startup

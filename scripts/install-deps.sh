@@ -16,6 +16,13 @@ PACKAGES=(
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # format check (scripts/check_format.sh: clang-format 14, bookworm's default). The gcc
+  # sanitizer runtimes of the ASan+UBSan and TSan builds (libasan8, libubsan1, liblsan0,
+  # libtsan2) come with build-essential's g++ (libgcc-12-dev depends on them).
+  clang-format
+  # fuzzers (tests/fuzz): clang, and libclang-rt-14-dev for libFuzzer and clang's sanitizer
+  # runtimes (only recommended, by libclang-common-14-dev: --no-install-recommends leaves it out)
+  clang libclang-rt-14-dev
   # multi-node bridge
   libopenmpi-dev openmpi-bin
   # PyTorch reference tests and benchmarks

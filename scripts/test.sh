@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is missing, builds, and runs the whole test suite.
 #   1. Debian packages (scripts/install-deps.sh, idempotent)
-#   2. Release build with -Wall -Wextra -Werror, then every CTest test (unit, numerics against
+#   2. format check: every tracked C/C++ file as clang-format 14 formats it (check_format.sh)
+#   3. Release build with -Wall -Wextra -Werror, then every CTest test (unit, numerics against
 #      the PyTorch fixtures, collectives, CLI end to end)
-#   3. a ThreadSanitizer build of the lock-free code (collectives, bucket sync, worker pool) and
+#   4. an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan) running the whole
+#      CTest suite again, CLI end to end included; any report fails the test that caused it.
+#      Under ASan the activation buffer has poisoned red zones between tensors and every NUMA
+#      buffer a poisoned tail (model/gpt2.h), so an overrun of one tensor into the next reports
+#   5. the fuzzers (tests/fuzz/run.sh: libFuzzer targets built with clang, a bounded run each)
+#   6. a ThreadSanitizer build of the lock-free code (collectives, bucket sync, worker pool) and
 #      its stress tests, plus multi-group training with comm threads: TSan must report nothing
-#   4. the MPI bridge under mpirun -n 2: parity with PyTorch, a mismatched rank, a killed rank,
+#   7. the MPI bridge under mpirun -n 2: parity with PyTorch, a mismatched rank, a killed rank,
 #      a stopped rank (tests/mpi/mpi_tests.sh)
-#   5. the bridge across two hosts (network namespaces, Open MPI over TCP): parity, a killed
+#   8. the bridge across two hosts (network namespaces, Open MPI over TCP): parity, a killed
 #      rank, a stopped rank, a partitioned host (tests/netns/train_tests.sh)
-#   6. the multi-socket VM tests: QEMU guests with 2 sockets / 2 NUMA nodes and 2 sockets / 4
+#   9. the multi-socket VM tests: QEMU guests with 2 sockets / 2 NUMA nodes and 2 sockets / 4
 #      nodes run the NUMA tests and a short training run whose placement and losses are checked
 # Exits non-zero if any step fails. .ci/run runs exactly this.
 set -euo pipefail
@@ -20,11 +26,34 @@ step() { printf '\n==== %s\n' "$*"; }
 step "install dependencies"
 bash scripts/install-deps.sh
 
+step "format check (clang-format 14)"
+bash scripts/check_format.sh
+
 step "build (Release, -Werror)"
 bash scripts/build.sh
 
 step "unit, numerics and integration tests"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
+
+# Every report is fatal and fails the test that caused it: ASan stops at the first error
+# (halt_on_error) and also checks returns of stack memory and static initialization order,
+# UBSan stops too (built with -fno-sanitize-recover=undefined; halt_on_error for code built
+# otherwise) and prints the stack, LeakSanitizer checks at exit. The options reach the CLI binary
+# the end-to-end tests start, and gtest's death-test children. No suppressions.
+step "ASan+UBSan: whole ctest suite (build-asan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_SANITIZE=address \
+  -DCPUTRAIN_WERROR=ON -DCPUTRAIN_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 900
+
+step "fuzzers (tests/fuzz/run.sh)"
+if [ -f tests/fuzz/run.sh ]; then
+  bash tests/fuzz/run.sh
+else
+  echo "tests/fuzz/run.sh not on this branch yet: skipped"
+fi
 
 step "ThreadSanitizer: collectives, bucket sync, worker pool, multi-group training"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_SANITIZE=thread -DCPUTRAIN_WERROR=ON \

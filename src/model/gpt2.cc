@@ -1,6 +1,7 @@
 #include "model/gpt2.h"
 
 #include <fmt/format.h>
+#include <sanitizer/asan_interface.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,17 @@
 #include "model/limits.h"
 
 namespace cputrain::model {
+namespace {
+
+// Floats of red zone after each activation view under AddressSanitizer (gpt2.h, Activations).
+// <sanitizer/asan_interface.h> defines __has_feature for GCC, which sets __SANITIZE_ADDRESS__.
+#if __has_feature(address_sanitizer) || defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kRedZoneFloats = 16;
+#else
+constexpr std::size_t kRedZoneFloats = 0;
+#endif
+
+}  // namespace
 
 std::string Shape::ToString() const {
   return fmt::format("L={} C={} NH={} V={} (padded {}) maxT={}", L, C, NH, V, Vp, maxT);
@@ -201,10 +213,14 @@ Activations::Activations(const Shape& shape, int B, int T, int threads)
 void Activations::Bind(float* base, int* tokens) {
   const std::size_t N = static_cast<std::size_t>(B_) * T_, C = shape_.C;
   std::size_t off = 0;
-  // Each piece starts on a 64-byte boundary (16 floats).
+  base_ = base;
+  red_zones_.clear();
+  // Each piece starts on a 64-byte boundary (16 floats); under ASan a red zone follows it.
   auto take = [&](std::size_t n) {
     float* p = base ? base + off : nullptr;
-    off += (n + 15) / 16 * 16;
+    const std::size_t end = off + (n + 15) / 16 * 16 + kRedZoneFloats;
+    red_zones_.emplace_back(off + n, end);
+    off = end;
     return p;
   };
   inputs = tokens;
@@ -243,6 +259,13 @@ void Activations::Bind(float* base, int* tokens) {
   total_ = off;
 }
 
+void Activations::PoisonRedZones() {
+  if (base_ == nullptr) return;
+  for (const auto& [b, e] : red_zones_) {
+    ASAN_POISON_MEMORY_REGION(base_ + b, (e - b) * sizeof(float));
+  }
+}
+
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
                int B, int T, bool with_loss) {
   namespace k = kernels;
@@ -251,6 +274,7 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   const std::size_t N = static_cast<std::size_t>(B) * T;
   auto P = [&](Tensor t, int l = 0) { return params + layout.offset(t, l); };
 
+  a.PoisonRedZones();  // from here on, the activations are accessed view by view
   k::EncoderForward(pool, a.encoded, a.inputs, P(kWte), P(kWpe), B, T, C);
   const float* x = a.encoded;  // (B,T,C): the residual stream entering block l
   for (int l = 0; l < s.L; ++l) {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/function_ref.h"
@@ -111,7 +112,18 @@ class ParamLayout {
 void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params);
 
 // Activation memory for up to B rows of T positions, as offsets into one float buffer (placed
-// on the group's NUMA node by the caller) plus token ids.
+// on the group's NUMA node by the caller) plus token ids. Each view starts on a 64-byte boundary.
+//
+// Red zones (AddressSanitizer builds only; elsewhere the layout is exactly as without them).
+// Every view is followed by its padding to 16 floats and a 16-float (64-byte, so the next view
+// stays cache-line aligned) red zone, the last view included. PoisonRedZones() poisons them, so a
+// kernel that runs off the end of one activation into the next is reported by ASan instead of
+// silently corrupting it. Forward calls it, not Bind: callers first-touch the whole buffer (the
+// trainer zero-fills it) between Bind and the first step; from the first Forward on, the buffer
+// may only be accessed view by view. The parameter and gradient buffers get no red zones between
+// tensors: whole-range passes (gradient buckets, AdamW over [lo,hi), allgather, zero-fill,
+// checkpoints) run over them, so there only the allocator's tail past total() is poisoned
+// (alloc/backend_direct.cc). tests/asan_poison_test.cc proves both.
 class Activations {
  public:
   Activations(const Shape& shape, int B, int T, int threads);
@@ -120,6 +132,10 @@ class Activations {
   int T() const { return T_; }
   // Points the views at `base` (floats() floats) and `tokens` (2*B*T ints: inputs, targets).
   void Bind(float* base, int* tokens);
+  // Under ASan, poisons the padding and red zone after every view of the bound buffer (see
+  // above); a no-op otherwise, or when nothing is bound. The memory is unpoisoned when it is
+  // freed (NodeBuffer, or ASan's free for heap memory).
+  void PoisonRedZones();
 
   int* inputs = nullptr;     // (B,T)
   int* targets = nullptr;    // (B,T)
@@ -154,6 +170,9 @@ class Activations {
   Shape shape_;
   int B_, T_, threads_;
   std::size_t total_ = 0;
+  float* base_ = nullptr;
+  // [begin, end) float offsets after each view: its padding, and the red zone under ASan.
+  std::vector<std::pair<std::size_t, std::size_t>> red_zones_;
 };
 
 // Forward over B rows of T tokens (acts.inputs, and acts.targets if with_loss). Returns the sum
