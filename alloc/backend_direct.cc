@@ -21,16 +21,12 @@
 #include <unordered_map>
 
 #include "alloc/backend.h"
+#include "common/sanitizers.h"
 
 namespace cputrain::alloc::internal {
 namespace {
 
-// <sanitizer/asan_interface.h> defines __has_feature for GCC, which sets __SANITIZE_ADDRESS__.
-#if __has_feature(address_sanitizer) || defined(__SANITIZE_ADDRESS__)
-constexpr std::size_t kTailRedZoneBytes = 64;
-#else
-constexpr std::size_t kTailRedZoneBytes = 0;
-#endif
+constexpr std::size_t kTailRedZoneBytes = kAsan ? 64 : 0;
 
 struct Mapping {
   std::size_t mapped = 0;  // whole pages, the red zone included

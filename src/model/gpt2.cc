@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "common/sanitizers.h"
 #include "kernels/kernels.h"
 #include "model/limits.h"
 
@@ -14,12 +15,7 @@ namespace cputrain::model {
 namespace {
 
 // Floats of red zone after each activation view under AddressSanitizer (gpt2.h, Activations).
-// <sanitizer/asan_interface.h> defines __has_feature for GCC, which sets __SANITIZE_ADDRESS__.
-#if __has_feature(address_sanitizer) || defined(__SANITIZE_ADDRESS__)
-constexpr std::size_t kRedZoneFloats = 16;
-#else
-constexpr std::size_t kRedZoneFloats = 0;
-#endif
+constexpr std::size_t kRedZoneFloats = kAsan ? 16 : 0;
 
 }  // namespace
 
