@@ -361,13 +361,8 @@ void TokenizeChunk(const Tokenizer& tok, bool split_on_blank_lines, bool check_u
   }
 }
 
-}  // namespace
-
-PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokenizer) {
-  auto start_time = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
-  };
+// Every option and tokenizer requirement, before any file is opened.
+void CheckOptions(const PrepareOptions& options, const Tokenizer& tokenizer) {
   if (!(options.val_fraction >= 0 && options.val_fraction < 1)) {
     throw InputError(fmt::format("--val-fraction {} is outside [0, 1)", options.val_fraction),
                      "use e.g. 0.05 for 5% validation data, or 0 for none");
@@ -392,7 +387,68 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
         "use --tokenizer gpt2, or leave out --split-on-blank-lines");
   }
   if (options.out_dir.empty()) throw InputError("no output directory given", "pass -o DIR");
+}
 
+// Where the pipeline's last stage puts each chunk's tokens.
+struct Sinks {
+  TokenFileWriter* train;
+  TokenFileWriter* val;  // null without a validation split
+  PrepareResult* result;
+  PrepareProgress* progress;
+  std::chrono::steady_clock::time_point start;
+};
+
+// Read (in order) -> tokenize (in parallel) -> write (in order), stopping at a StopToken.
+void RunPipeline(const PrepareOptions& options, const Tokenizer& tokenizer,
+                 const std::vector<InputFile>& files, ChunkReader& reader, bool gpt2_cuts,
+                 Sinks out) {
+  // At most `live` chunks are in flight and the writer takes them in order, so chunk i can
+  // reuse slot i % live (and its buffers): when it is read, chunk i - live has been written.
+  // The slots outlive the pipeline, so chunks in flight when an error cancels it are freed.
+  const auto live = static_cast<std::size_t>(2 * tbb::this_task_arena::max_concurrency() + 2);
+  std::vector<Chunk> slots(live);
+  std::size_t next_slot = 0;
+  auto read = [&](tbb::flow_control& fc) -> Chunk* {
+    if (options.cancel != nullptr && options.cancel->requested()) {
+      throw RuntimeError("interrupted; no train.bin or val.bin was written");
+    }
+    Chunk* chunk = &slots[next_slot++ % live];
+    chunk->tokens.clear();
+    chunk->documents = 0;
+    chunk->error = nullptr;
+    if (!reader.Next(chunk)) {
+      fc.stop();
+      return nullptr;
+    }
+    return chunk;
+  };
+  auto tokenize = [&](Chunk* chunk) {
+    TokenizeChunk(tokenizer, options.split_on_blank_lines, gpt2_cuts, files, chunk);
+    return chunk;
+  };
+  auto write = [&](Chunk* chunk) {
+    if (chunk->error) std::rethrow_exception(chunk->error);
+    TokenFileWriter* to = chunk->val ? out.val : out.train;
+    to->Append(chunk->tokens.data(), chunk->tokens.size());
+    (chunk->val ? out.result->val_tokens : out.result->train_tokens) += chunk->tokens.size();
+    out.result->documents += chunk->documents;
+    out.progress->bytes_done += chunk->text.size();
+    out.progress->tokens += chunk->tokens.size();
+    out.progress->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - out.start).count();
+    if (options.on_progress) options.on_progress(*out.progress);
+  };
+  tbb::parallel_pipeline(
+      live, tbb::make_filter<void, Chunk*>(tbb::filter_mode::serial_in_order, read) &
+                tbb::make_filter<Chunk*, Chunk*>(tbb::filter_mode::parallel, tokenize) &
+                tbb::make_filter<Chunk*, void>(tbb::filter_mode::serial_in_order, write));
+}
+
+}  // namespace
+
+PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokenizer) {
+  const auto start = std::chrono::steady_clock::now();
+  CheckOptions(options, tokenizer);
   std::vector<InputFile> files = StatInputs(options.inputs);
   PrepareResult result;
   result.bytes = files.back().start + files.back().size;
@@ -413,48 +469,9 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
                      gpt2_cuts ? &IsGpt2SafeCut : &AnyCut);
   PrepareProgress progress;
   progress.bytes_total = result.bytes;
-
   auto run = [&] {
-    // At most `live` chunks are in flight and the writer takes them in order, so chunk i can
-    // reuse slot i % live (and its buffers): when it is read, chunk i - live has been written.
-    // The slots outlive the pipeline, so chunks in flight when an error cancels it are freed.
-    const auto live = static_cast<std::size_t>(2 * tbb::this_task_arena::max_concurrency() + 2);
-    std::vector<Chunk> slots(live);
-    std::size_t next_slot = 0;
-    tbb::parallel_pipeline(
-        live,
-        tbb::make_filter<
-            void, Chunk*>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> Chunk* {
-          if (options.cancel != nullptr && options.cancel->requested()) {
-            throw RuntimeError("interrupted; no train.bin or val.bin was written");
-          }
-          Chunk* chunk = &slots[next_slot++ % live];
-          chunk->tokens.clear();
-          chunk->documents = 0;
-          chunk->error = nullptr;
-          if (!reader.Next(chunk)) {
-            fc.stop();
-            return nullptr;
-          }
-          return chunk;
-        }) & tbb::make_filter<Chunk*, Chunk*>(tbb::filter_mode::parallel, [&](Chunk* chunk) {
-          TokenizeChunk(tokenizer, options.split_on_blank_lines, gpt2_cuts, files, chunk);
-          return chunk;
-        }) & tbb::make_filter<Chunk*, void>(tbb::filter_mode::serial_in_order, [&](Chunk* chunk) {
-          if (chunk->error) std::rethrow_exception(chunk->error);
-          if (chunk->val) {
-            val->Append(chunk->tokens.data(), chunk->tokens.size());
-            result.val_tokens += chunk->tokens.size();
-          } else {
-            train.Append(chunk->tokens.data(), chunk->tokens.size());
-            result.train_tokens += chunk->tokens.size();
-          }
-          result.documents += chunk->documents;
-          progress.bytes_done += chunk->text.size();
-          progress.tokens += chunk->tokens.size();
-          progress.seconds = elapsed();
-          if (options.on_progress) options.on_progress(progress);
-        }));
+    RunPipeline(options, tokenizer, files, reader, gpt2_cuts,
+                {&train, val ? &*val : nullptr, &result, &progress, start});
   };
   if (options.threads > 0) {
     // oneTBB caps its workers at the core count unless told otherwise; an explicit thread
@@ -471,7 +488,7 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
   if (val) val->Finish();
   train.Commit();
   if (val) val->Commit();
-  result.seconds = elapsed();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

@@ -311,6 +311,30 @@ void Bridge::Abort(int exit_code, const std::string& why) {
   std::abort();              // exit_process must not return either
 }
 
+// A long wait while everyone still answers: say who is behind, once per wait.
+void Bridge::WarnIfLongWait(double now, const std::vector<int>& peer_step,
+                            double* warned_wait_since) {
+  Impl& im = *impl_;
+  double since = im.main_wait.load(std::memory_order_relaxed);
+  if (std::atomic<double>* w = im.wait_since.load(std::memory_order_acquire)) {
+    for (int g = 0; g < im.slots.load(std::memory_order_relaxed); ++g) {
+      const double s = w[g].load(std::memory_order_relaxed);
+      if (s > 0 && (since == 0 || s < since)) since = s;
+    }
+  }
+  if (since <= 0 || now - since <= watchdog_seconds_ || since == *warned_wait_since) return;
+  *warned_wait_since = since;
+  const int mine = step_.load(std::memory_order_relaxed);
+  std::vector<int> behind;
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_ && peer_step[p] < mine) behind.push_back(p);
+  }
+  log::Warn("waited {:.0f} s at step {} for the other ranks; {}", now - since, mine,
+            behind.empty()
+                ? std::string("all of them still answer")
+                : fmt::format("rank(s) {} are still at an earlier step", JoinRanks(behind)));
+}
+
 void Bridge::WatchdogLoop() {
   Impl& im = *impl_;
   const double start = Now();
@@ -373,26 +397,7 @@ void Bridge::WatchdogLoop() {
                    "pause longer than {:.0f} s (e.g. loading a checkpoint from a slow disk)",
                    p, im.hosts[p], now - last_heard[p], peer_step[p], watchdog_seconds_));
     }
-    // A long wait while everyone still answers: say who is behind, once per wait.
-    double since = im.main_wait.load(std::memory_order_relaxed);
-    if (std::atomic<double>* w = im.wait_since.load(std::memory_order_acquire)) {
-      for (int g = 0; g < im.slots.load(std::memory_order_relaxed); ++g) {
-        const double s = w[g].load(std::memory_order_relaxed);
-        if (s > 0 && (since == 0 || s < since)) since = s;
-      }
-    }
-    if (since > 0 && now - since > watchdog_seconds_ && since != warned_wait_since) {
-      warned_wait_since = since;
-      const int mine = step_.load(std::memory_order_relaxed);
-      std::vector<int> behind;
-      for (int p = 0; p < size_; ++p) {
-        if (p != rank_ && peer_step[p] < mine) behind.push_back(p);
-      }
-      log::Warn("waited {:.0f} s at step {} for the other ranks; {}", now - since, mine,
-                behind.empty()
-                    ? std::string("all of them still answer")
-                    : fmt::format("rank(s) {} are still at an earlier step", JoinRanks(behind)));
-    }
+    WarnIfLongWait(now, peer_step, &warned_wait_since);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // Every peer said bye after its last beat: nothing more will come. Cancel the posted

@@ -67,6 +67,7 @@ class Bridge final : public train::Distributed {
  private:
   Bridge() = default;
   void WatchdogLoop();
+  void WarnIfLongWait(double now, const std::vector<int>& peer_step, double* warned_wait_since);
   // Marks the calling thread as blocked in an inter-node call (slot: group index, or the last
   // slot for the main thread), for the watchdog's diagnosis.
   void EnterWait(int slot);

@@ -230,6 +230,76 @@ std::string RenderLineChart(const LineChart& c) {
   return s;
 }
 
+namespace {
+
+double BarValue(const BarChart::BarSeries& se, std::size_t i) {
+  return i < se.values.size() && std::isfinite(se.values[i]) ? se.values[i] : 0;
+}
+
+// Where a bar chart's parts go: the plot area and the category slots.
+struct BarGeometry {
+  double pw, ph, slot;
+  bool slant;  // category labels slanted (they do not fit their slot)
+  Scale ys;
+};
+
+// The bars of category i (side by side, or stacked) and its label.
+void DrawCategory(std::string& s, const BarChart& c, const BarGeometry& g, std::size_t i) {
+  const std::size_t per = c.stacked ? 1 : std::max<std::size_t>(c.series.size(), 1);
+  const double bw = g.slot * 0.8 / per;
+  double base = 0;
+  for (std::size_t k = 0; k < c.series.size(); ++k) {
+    const double v = BarValue(c.series[k], i);
+    const double x = kLeft + g.slot * i + g.slot * 0.1 + (c.stacked ? 0 : bw * k);
+    const double y0 = g.ys.Map(base + v);
+    const double y1 = g.ys.Map(base);
+    if (v > 0) {
+      s += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
+          "<title>{}: {:.4g}</title></rect>\n",
+          x, y0, bw, std::max(0.0, y1 - y0), Color(c.series[k].color, k), Escape(c.series[k].name),
+          v);
+    }
+    if (!c.stacked && c.value_labels && v > 0) {
+      s += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" "
+          "font-size=\"{}\">{:.3g}</text>\n",
+          x + bw / 2, y0 - 3, bw < 22 ? 9 : 11, v);
+    }
+    if (c.stacked) base += v;
+  }
+  const double cx = kLeft + g.slot * (i + 0.5), cy = kTop + g.ph + 16;
+  if (g.slant) {
+    s += fmt::format(
+        "<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"end\" font-size=\"11\" "
+        "transform=\"rotate(-35 {0:.1f} {1:.1f})\">{2}</text>\n",
+        cx, cy, Escape(c.categories[i]));
+  } else {
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx,
+                     cy + 2, Escape(c.categories[i]));
+  }
+}
+
+// The dashed reference lines, each added to the legend.
+void DrawRefLines(std::string& s, const BarChart& c, const BarGeometry& g,
+                  std::vector<std::pair<std::string, std::string>>* legend) {
+  for (const auto& r : c.ref_lines) {
+    if (!std::isfinite(r.value)) continue;
+    const std::string col = r.color.empty() ? "#444444" : r.color;
+    const double py = g.ys.Map(r.value);
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" "
+        "stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>"
+        "<text x=\"{2:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" font-size=\"11\" "
+        "fill=\"{3}\">{5}</text>\n",
+        kLeft, py, kLeft + g.pw - 4, col, py - 4,
+        Escape(fmt::format("{} {:.4g}", r.name, r.value)));
+    legend->push_back({r.name + " (dashed)", col});
+  }
+}
+
+}  // namespace
+
 std::string RenderBarChart(const BarChart& c) {
   // Category labels: horizontal when they fit their slot, else slanted (which needs more room
   // below the plot).
@@ -249,9 +319,8 @@ std::string RenderBarChart(const BarChart& c) {
   for (std::size_t i = 0; i < c.categories.size(); ++i) {
     double stack = 0;
     for (const auto& se : c.series) {
-      const double v = i < se.values.size() && std::isfinite(se.values[i]) ? se.values[i] : 0;
-      stack += v;
-      ymax = std::max(ymax, c.stacked ? stack : v);
+      stack += BarValue(se, i);
+      ymax = std::max(ymax, c.stacked ? stack : BarValue(se, i));
     }
   }
   for (const auto& r : c.ref_lines) {
@@ -259,10 +328,11 @@ std::string RenderBarChart(const BarChart& c) {
   }
   Axis ya;
   ya.min = 0;
-  const Scale ys = MakeScale(ya, 0, ymax > 0 ? ymax * 1.05 : 1, kTop + ph, kTop);
+  const BarGeometry g{pw, ph, slot, slant,
+                      MakeScale(ya, 0, ymax > 0 ? ymax * 1.05 : 1, kTop + ph, kTop)};
   std::string s = Header(c.width, height, c.title);
-  for (double t : ys.Ticks()) {
-    const double py = ys.Map(t);
+  for (double t : g.ys.Ticks()) {
+    const double py = g.ys.Map(t);
     s += fmt::format(
         "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"#e4e4e4\"/>"
         "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\">{5}</text>\n",
@@ -271,56 +341,11 @@ std::string RenderBarChart(const BarChart& c) {
   s += fmt::format(
       "<text transform=\"translate(18,{:.1f}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
       kTop + ph / 2, Escape(c.y_label));
-  const std::size_t per = c.stacked ? 1 : std::max<std::size_t>(c.series.size(), 1);
-  const double bw = slot * 0.8 / per;
-  for (std::size_t i = 0; i < c.categories.size(); ++i) {
-    double base = 0;
-    for (std::size_t k = 0; k < c.series.size(); ++k) {
-      const auto& se = c.series[k];
-      const double v = i < se.values.size() && std::isfinite(se.values[i]) ? se.values[i] : 0;
-      const double x = kLeft + slot * i + slot * 0.1 + (c.stacked ? 0 : bw * k);
-      const double y0 = ys.Map(base + v);
-      const double y1 = ys.Map(base);
-      if (v > 0) {
-        s += fmt::format(
-            "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
-            "<title>{}: {:.4g}</title></rect>\n",
-            x, y0, bw, std::max(0.0, y1 - y0), Color(se.color, k), Escape(se.name), v);
-      }
-      if (!c.stacked && c.value_labels && v > 0) {
-        s += fmt::format(
-            "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" "
-            "font-size=\"{}\">{:.3g}</text>\n",
-            x + bw / 2, y0 - 3, bw < 22 ? 9 : 11, v);
-      }
-      if (c.stacked) base += v;
-    }
-    const double cx = kLeft + slot * (i + 0.5), cy = kTop + ph + 16;
-    if (slant) {
-      s += fmt::format(
-          "<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"end\" font-size=\"11\" "
-          "transform=\"rotate(-35 {0:.1f} {1:.1f})\">{2}</text>\n",
-          cx, cy, Escape(c.categories[i]));
-    } else {
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", cx,
-                       cy + 2, Escape(c.categories[i]));
-    }
-  }
+  for (std::size_t i = 0; i < c.categories.size(); ++i) DrawCategory(s, c, g, i);
   std::vector<std::pair<std::string, std::string>> legend;
   for (std::size_t k = 0; k < c.series.size(); ++k)
     legend.push_back({c.series[k].name, Color(c.series[k].color, k)});
-  for (const auto& r : c.ref_lines) {
-    if (!std::isfinite(r.value)) continue;
-    const std::string col = r.color.empty() ? "#444444" : r.color;
-    const double py = ys.Map(r.value);
-    s += fmt::format(
-        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\" "
-        "stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>"
-        "<text x=\"{2:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" font-size=\"11\" "
-        "fill=\"{3}\">{5}</text>\n",
-        kLeft, py, kLeft + pw - 4, col, py - 4, Escape(fmt::format("{} {:.4g}", r.name, r.value)));
-    legend.push_back({r.name + " (dashed)", col});
-  }
+  DrawRefLines(s, c, g, &legend);
   s += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", kLeft,
       kTop, pw, ph);
