@@ -26,7 +26,8 @@ void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
 // bench <suite>: the benchmark suites of bench/ (bench_cmd.cc).
 void AddBenchCommand(CLI::App& app);
-void AddTrainCommand(CLI::App& app);
+// command_line: how the user ran this process, shell-quoted, for the resume hint of a stopped run.
+void AddTrainCommand(CLI::App& app, const std::string& command_line);
 void AddGenerateCommand(CLI::App& app);
 void AddPlotCommand(CLI::App& app);
 // report RESULTS.json -o DIR: benchmark charts and README.md (report_cmd.cc).
