@@ -29,6 +29,16 @@ void RemoveAll(const fs::path& p) {
   fs::remove_all(p, ec);  // best effort: a leftover is removed again at the next start
 }
 
+// A step directory is first renamed to a temporary name, then deleted: a process killed half-way
+// through the deletion leaves a temporary (removed at the next start), never a step directory
+// with one file missing that nothing would ever list or delete.
+void RemoveStepDir(const fs::path& dir) {
+  const fs::path doomed = fmt::format("{}.old.tmp.{}", dir.string(), ::getpid());
+  std::error_code ec;
+  fs::rename(dir, doomed, ec);
+  RemoveAll(ec ? dir : doomed);
+}
+
 bool IsTemporary(const fs::path& p) {
   return p.filename().string().find(".tmp.") != std::string::npos;
 }
@@ -49,17 +59,13 @@ std::string SaveCheckpointDir(const std::string& out_dir, const CheckpointConten
     throw;
   }
   std::error_code ec;
-  if (fs::exists(final_dir, ec)) {  // from an abandoned continuation of an earlier run
-    const fs::path old = fmt::format("{}.old.tmp.{}", final_dir.string(), ::getpid());
-    RenameOrThrow(final_dir, old);
-    RemoveAll(old);
-  }
+  if (fs::exists(final_dir, ec)) RemoveStepDir(final_dir);  // an abandoned continuation's
   RenameOrThrow(tmp_dir, final_dir);
   SyncDir((root / model::kCheckpointsDir).string());
   WriteFileAtomic((root / model::kLatestFile).string(), model::StepDirName(c.state.step) + "\n");
   if (keep > 0) {
     auto all = model::ListCheckpoints(out_dir);
-    for (std::size_t i = 0; i + keep < all.size(); ++i) RemoveAll(all[i].second);
+    for (std::size_t i = 0; i + keep < all.size(); ++i) RemoveStepDir(all[i].second);
   }
   return final_dir.string();
 }
@@ -82,7 +88,7 @@ void RemoveTemporaries(const std::string& out_dir) {
 
 void RemoveCheckpointsAfter(const std::string& out_dir, int step) {
   for (const auto& [s, dir] : model::ListCheckpoints(out_dir)) {
-    if (s > step) RemoveAll(dir);
+    if (s > step) RemoveStepDir(dir);
   }
 }
 
