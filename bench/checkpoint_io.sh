@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checkpoint save and load throughput for gpt2-124M (124M parameters: model.bin 0.5 GB plus
 # state.bin's AdamW moments 1 GB), against the raw sequential write rate of the same disk
-# measured by dd in the same run. Trains 2 steps from a random init (saving after step 1 and 2),
-# then resumes for one more step (loading step 2). Prints the CPU, the dd rate, each save's and
+# measured by dd in the same run. Trains 4 steps from a random init (a save after each: 1-3 in the
+# background from a snapshot, the last one synchronous),
+# then resumes for one more step (loading step 4). Prints the CPU, the dd rate, each save's and
 # the load's time and MB/s (as the trainer logs them).
 # Usage: bench/checkpoint_io.sh BUILD_DIR [OUT_DIR on the disk to measure]
 set -euo pipefail
@@ -22,7 +23,7 @@ common=(--progress lines --set model.init_from= --set model.layers=12 --set mode
   --set data.train="$fx/train.bin" --set data.val= --set data.batch_size=1 --set data.seq_len=24
   --set train.out_dir="$out/run" --set train.checkpoint_every=1 --set train.keep_checkpoints=2
   --set optim.schedule=constant)
-"$bin" train "${common[@]}" --set train.steps=2 2>&1 | grep -E "saved .* in "
-"$bin" train "${common[@]}" --set train.steps=3 2>&1 | grep -E "loaded .* in |saved .* in "
+"$bin" train "${common[@]}" --set train.steps=4 2>&1 | grep -E "saved .* in |saving .*paused"
+"$bin" train "${common[@]}" --set train.steps=5 2>&1 | grep -E "loaded .* in |saved .* in |saving .*paused"
 du -sh "$out/run/checkpoints/"* | sed 's/^/size: /'
 rm -rf "$out"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -82,6 +83,7 @@ RunOutputs::RunOutputs(const Config& config, bool writer, Progress progress)
   MakeDirs(dir_);
   lock_ = std::make_unique<RunLock>(dir_);
   RemoveTemporaries(dir_);
+  checkpoints_ = std::make_unique<CheckpointWriter>(dir_, keep_);
 }
 
 RunOutputs::~RunOutputs() = default;
@@ -119,7 +121,7 @@ void RunOutputs::Eval(const EvalRecord& rec) {
   progress_.Eval(rec.step, rec.val_loss);
 }
 
-std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c) {
+std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool background) {
   if (!writer_) return "";
   const float* p = c.params;
   const std::size_t n = c.layout->total();
@@ -130,11 +132,26 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c) {
                     c.state.step),
         "the last good checkpoint is untouched; lower optim.lr or set optim.grad_clip");
   }
-  return SaveCheckpointDir(dir_, c, keep_);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string previous = checkpoints_->Wait();
+  if (!previous.empty()) progress_.Message(previous);
+  const std::string dir = background ? checkpoints_->SaveInBackground(c) : checkpoints_->Save(c);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
+  progress_.Message(
+      background ? fmt::format("saving {}: training paused {:.2f} s for the snapshot", dir, secs)
+                 : fmt::format("saved {} in {:.2f} s ({:.0f} MB/s)", dir, secs, mb / secs));
+  return dir;
 }
 
 void RunOutputs::Message(const std::string& line) { progress_.Message(line); }
 
-void RunOutputs::Finish() { progress_.Finish(); }
+void RunOutputs::Finish() {
+  if (checkpoints_) {
+    const std::string previous = checkpoints_->Wait();
+    if (!previous.empty()) progress_.Message(previous);
+  }
+  progress_.Finish();
+}
 
 }  // namespace cputrain::train

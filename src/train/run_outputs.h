@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "model/gpt2.h"
 #include "train/checkpoint_dir.h"
+#include "train/checkpoint_writer.h"
 #include "train/progress.h"
 #include "train/run_lock.h"
 #include "train/trainer.h"
@@ -53,6 +54,8 @@ class RunOutputs {
 
   bool writer() const { return writer_; }
   const std::string& dir() const { return dir_; }
+  // Waits for a background save: every checkpoint is complete once it returns.
+  void Finish();
   // Writes config.yaml and placement.json.
   void WritePlacement(const nlohmann::json& placement);
   // Opens metrics.jsonl: called once the run is about to train, so that a refused start leaves
@@ -61,11 +64,11 @@ class RunOutputs {
   void Step(const StepRecord& rec);
   void Eval(const EvalRecord& rec);
   // Saves the checkpoint directory of c.state.step (train/checkpoint_dir.h) and returns it
-  // (writer; "" elsewhere). Throws RuntimeError if the parameters are not finite: a broken
-  // model is never saved.
-  std::string SaveCheckpoint(const CheckpointContents& c);
+  // (writer; "" elsewhere): from a snapshot on a background thread (train/checkpoint_writer.h)
+  // or, for the run's last save, right here. Throws RuntimeError if the parameters are not
+  // finite (a broken model is never saved) or if the previous background save failed.
+  std::string SaveCheckpoint(const CheckpointContents& c, bool background);
   void Message(const std::string& line);
-  void Finish();
 
  private:
   const bool writer_;
@@ -73,6 +76,7 @@ class RunOutputs {
   const Config& config_;
   const int keep_;
   std::unique_ptr<RunLock> lock_;
+  std::unique_ptr<CheckpointWriter> checkpoints_;
   std::unique_ptr<MetricsFile> metrics_;
   ProgressDisplay progress_;
 };

@@ -258,9 +258,10 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
 
 bool Every(int n, int step) { return n > 0 && step % n == 0; }
 
-// The checkpoint after `step` steps: every group's shard of the moments, in order (under MPI
-// rank 0's groups hold every shard, the same on every rank). Returns the step directory.
-std::string Save(Run& run, int step, double lr) {
+// The checkpoint after `step` steps (background: written from a snapshot while training goes on):
+// every group's shard of the moments, in order (under MPI rank 0's groups hold every shard, the
+// same on every rank). Returns the step directory.
+std::string Save(Run& run, int step, double lr, bool background) {
   CheckpointContents c;
   c.layout = &run.groups->layout();
   c.params = (*run.groups)[0].weights;
@@ -269,15 +270,7 @@ std::string Save(Run& run, int step, double lr) {
     c.m.emplace_back(grp.m.data(), grp.m.size());
     c.v.emplace_back(grp.v.data(), grp.v.size());
   }
-  // Saved synchronously: the step loop waits (docs/formats.md has the measured stall).
-  const auto t0 = std::chrono::steady_clock::now();
-  std::string dir = run.out->SaveCheckpoint(c);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
-  if (!dir.empty()) {
-    run.out->Message(fmt::format("saved {} in {:.2f} s ({:.0f} MB/s)", dir, secs, mb / secs));
-  }
-  return dir;
+  return run.out->SaveCheckpoint(c, background);
 }
 
 // A non-finite loss or norm stops the run before anything is saved, unless the step was skipped.
@@ -334,7 +327,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       out.Eval(result.evals.emplace_back(Evaluate(run, rec.step)));
     }
     if (!last && Every(cfg.train.checkpoint_every, rec.step)) {
-      result.checkpoint = Save(run, rec.step, lr);
+      result.checkpoint = Save(run, rec.step, lr, /*background=*/true);
       saved = rec.step;
     }
     if (!last && AgreeToStop(options.stop, dist)) {
@@ -344,7 +337,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
       break;
     }
   }
-  if (saved != result.last_step) result.checkpoint = Save(run, result.last_step, lr);
+  if (saved != result.last_step) result.checkpoint = Save(run, result.last_step, lr, false);
   out.Finish();
   return result;
 }
