@@ -3,8 +3,9 @@
 // groups, and (within 1e-6 relative) when a 1-group checkpoint resumes on 2 groups. A resumed
 // config that changes the model or the data is refused naming the key; so is a second run into a
 // locked out_dir and `train.resume: never` on a used one. Temporaries of a dead run are removed
-// at the next start, metrics rows past the checkpoint are dropped, a diverging run stops without
-// saving (or skips its steps), and non-finite weights are never loaded.
+// at the next start, metrics rows past the checkpoint are dropped, a damaged state.bin is refused,
+// a diverging run stops without saving (or skips its steps), and non-finite weights are never
+// loaded.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -259,6 +260,26 @@ TEST(Resume, SkipStepSkipsNonFiniteUpdatesAndLogsThem) {
   }
   EXPECT_GT(skipped, 0);
   EXPECT_EQ(r.steps.back().skipped_steps, skipped);
+}
+
+// state.bin is checked like every binary format: magic, version, length against its header.
+TEST(Resume, ADamagedStateFileIsRefusedWithAHint) {
+  test::TempDir out;
+  TrainFor(OddConfig(out.path()), 3);
+  const std::string state = out.path() + "/checkpoints/step_00000003/state.bin";
+  const std::string good = Slurp(state);
+  std::ofstream(state, std::ios::binary) << good.substr(0, good.size() - 4);
+  std::string err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("do not match its header"), std::string::npos) << err;
+  EXPECT_NE(err.find("resume from an older checkpoint"), std::string::npos) << err;
+  std::ofstream(state, std::ios::binary) << "XXXXXXXX" + good.substr(8);
+  err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("bad magic (expected CPTNSTAT)"), std::string::npos) << err;
+  std::string v2 = good;
+  v2[8] = 2;
+  std::ofstream(state, std::ios::binary) << v2;
+  err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("version 2 is not supported"), std::string::npos) << err;
 }
 
 TEST(Resume, NonFiniteWeightsAreRefusedOnLoad) {

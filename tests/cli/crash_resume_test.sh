@@ -6,7 +6,8 @@
 #   - metrics.jsonl holds whole lines only;
 #   - the rerun (the same command: train.resume=auto) continues from it, never going back, and
 #     once it has saved, no temporary of an earlier process survives.
-# At the end a last run finishes the job: every step appears exactly once in metrics.jsonl, in
+# Before that, a second run into the out_dir of a live one is refused naming its pid. At the end a
+# last run finishes the job: every step appears exactly once in metrics.jsonl, in
 # order, and no temporary file is left anywhere.
 # Usage: tests/cli/crash_resume_test.sh BUILD_DIR [KILLS]
 set -euo pipefail
@@ -26,8 +27,22 @@ latest_step() { [[ -f "$out/latest" ]] && sed 's/.*step_0*//' "$out/latest" || e
 # Temporaries left by any process other than $1.
 stale_temporaries() { { find "$out" -name "*.tmp.*" ! -name "*.tmp.$1" 2>/dev/null || true; } | head -3; }
 
+# One writer per out_dir: a second run into it is refused (exit 2) naming the first one's pid.
+i=0
+"$bin" "${args[@]}" --set train.steps=1000000 2>"$tmp/err" &
+pid=$!
+for _ in $(seq 200); do [[ -s "$out/metrics.jsonl" ]] && break; sleep 0.05; done
+rc=0
+"$bin" "${args[@]}" --set train.steps=1000000 2>"$tmp/err2" || rc=$?
+[[ $rc -eq 2 ]] || fail "a second run into a locked out_dir: exit $rc, expected 2"
+grep -q "^error: train.out_dir '$out' is in use by another run (pid $pid)" "$tmp/err2" ||
+  fail "the refusal does not name pid $pid: $(cat "$tmp/err2")"
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+echo "ok: a second run into a locked out_dir exits 2 naming pid $pid"
+
 RANDOM=${CRASH_SEED:-12}  # a fixed sequence of delays, so a failure can be replayed
-prev=0
+prev=$(latest_step)  # the lock test above may have saved already
 for i in $(seq 1 "$kills"); do
   "$bin" "${args[@]}" --set train.steps=1000000 2>"$tmp/err" &
   pid=$!
