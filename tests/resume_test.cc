@@ -188,6 +188,17 @@ TEST(Resume, NeverRefusesAUsedOutDirAndPathResumesFromThere) {
   EXPECT_EQ(r.resumed_from, 4);
   EXPECT_EQ(r.last_step, kSteps);
   EXPECT_TRUE(fs::exists(b.path() + "/checkpoints/step_00000012/state.bin"));
+  // Back in a from its step 2: steps 3 and 4 (checkpoints, metrics rows) are dropped and
+  // trained again.
+  test::TempDir c;
+  TrainFor(OddConfig(c.path(), {"train.checkpoint_every=1", "data.val="}), 4);
+  r = TrainFor(OddConfig(
+      c.path(), {"train.checkpoint_every=1", "data.val=", "optim.schedule=constant",
+                 "train.steps=3", "train.resume=" + c.path() + "/checkpoints/step_00000002"}));
+  EXPECT_EQ(r.resumed_from, 2);
+  EXPECT_EQ(Slurp(c.path() + "/latest"), "checkpoints/step_00000003\n");
+  EXPECT_FALSE(fs::exists(c.path() + "/checkpoints/step_00000004"));
+  EXPECT_EQ(Rows(c.path()).size(), 3u);
 }
 
 TEST(Resume, ALockedOutDirIsRefusedNamingThePid) {

@@ -87,8 +87,19 @@ void RemoveTemporaries(const std::string& out_dir) {
 }
 
 void RemoveCheckpointsAfter(const std::string& out_dir, int step) {
+  bool removed = false;
   for (const auto& [s, dir] : model::ListCheckpoints(out_dir)) {
     if (s > step) RemoveStepDir(dir);
+    removed |= s > step;
+  }
+  if (!removed) return;
+  // `latest` named one of them: point it at the newest left (readers fall back to that anyway).
+  const auto left = model::ListCheckpoints(out_dir);
+  const fs::path latest = fs::path(out_dir) / model::kLatestFile;
+  if (left.empty()) {
+    RemoveAll(latest);
+  } else {
+    WriteFileAtomic(latest.string(), model::StepDirName(left.back().first) + "\n");
   }
 }
 

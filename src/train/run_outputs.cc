@@ -95,7 +95,10 @@ void RunOutputs::WritePlacement(const nlohmann::json& placement) {
 }
 
 void RunOutputs::BeginTraining(int resumed_step) {
-  if (writer_) metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl", resumed_step);
+  if (!writer_) return;
+  // Resumed from an older checkpoint (train.resume: PATH): what came after it is abandoned.
+  if (resumed_step >= 0) RemoveCheckpointsAfter(dir_, resumed_step);
+  metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl", resumed_step);
 }
 
 void RunOutputs::Step(const StepRecord& rec) {

@@ -59,7 +59,8 @@ class RunOutputs {
   // Writes config.yaml and placement.json.
   void WritePlacement(const nlohmann::json& placement);
   // Opens metrics.jsonl: called once the run is about to train, so that a refused start leaves
-  // the previous run's metrics alone. resumed_step >= 0: keeps its rows up to that step.
+  // the previous run's metrics alone. resumed_step >= 0: keeps its rows and checkpoints up to
+  // that step, removes those after it.
   void BeginTraining(int resumed_step);
   void Step(const StepRecord& rec);
   void Eval(const EvalRecord& rec);
