@@ -26,5 +26,5 @@ fi
 "$bin" plot out/quickstart/metrics.jsonl -o out/quickstart/loss.svg
 echo
 echo "---- a sample from the trained model (cputrain-numa generate):"
-"$bin" generate --checkpoint out/quickstart/model.bin --tokenizer bytes \
+"$bin" generate --checkpoint out/quickstart --tokenizer bytes \
   --prompt "And God said" --tokens 400 --temperature 0.8 --top-k 40 --seed 7

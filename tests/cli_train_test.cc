@@ -1,7 +1,7 @@
 // `cputrain-numa train`, `generate` and `plot` end to end, as a user runs them: a short run
 // writes its outputs and they feed generate and plot; every bad input the issue lists (wrong
 // magic or version, truncated file, header disagreeing with the size, token id >= vocab,
-// seq_len > max_seq_len) exits 2 with the file named and a hint, and leaves no model.bin.
+// seq_len > max_seq_len) exits 2 with the file named and a hint, and leaves no checkpoint.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -47,7 +47,7 @@ void ExpectInputError(const test::CliResult& r, const std::string& needle, const
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
-  EXPECT_FALSE(std::filesystem::exists(out + "/model.bin")) << "a failed run wrote model.bin";
+  EXPECT_FALSE(std::filesystem::exists(out + "/checkpoints")) << "a failed run wrote a checkpoint";
 }
 
 TEST(CliTrain, ShortRunFeedsGenerateAndPlot) {
@@ -69,30 +69,32 @@ TEST(CliTrain, ShortRunFeedsGenerateAndPlot) {
   }
   EXPECT_EQ(steps, 6);
   EXPECT_EQ(evals, 2);  // before training and after the last step
-  for (const char* f : {"model.bin", "placement.json", "config.yaml"}) {
+  for (const char* f : {"latest", "checkpoints/step_00000006/model.bin",
+                        "checkpoints/step_00000006/state.bin", "placement.json", "config.yaml"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
   }
   // No temporary files left next to the outputs.
-  for (const auto& e : std::filesystem::directory_iterator(out)) {
+  for (const auto& e : std::filesystem::recursive_directory_iterator(out)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   }
   test::CliResult p = test::RunCli({"plot", out + "/metrics.jsonl", "-o", out + "/loss.svg"});
   ASSERT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(Slurp(out + "/loss.svg").rfind("<svg", 0), 0u);
+  // generate takes the run's out_dir (its newest checkpoint), a step directory or a model.bin.
   // odd's vocabulary (300) is not a tokenizer's: generate refuses gpt2 (50257 > 300)...
-  test::CliResult g = test::RunCli(
-      {"generate", "--checkpoint", out + "/model.bin", "--tokenizer", "gpt2", "--prompt", "hi"});
+  test::CliResult g =
+      test::RunCli({"generate", "--checkpoint", out, "--tokenizer", "gpt2", "--prompt", "hi"});
   EXPECT_EQ(g.exit_code, 2);
   EXPECT_NE(g.err.find("has a vocabulary of 300"), std::string::npos) << g.err;
   // ...and runs with bytes (ids < 256 < 300), printing the prompt and new text.
-  g = test::RunCli({"generate", "--checkpoint", out + "/model.bin", "--tokenizer", "bytes",
-                    "--prompt", "abc", "--tokens", "10", "--temperature", "0"});
+  g = test::RunCli({"generate", "--checkpoint", out, "--tokenizer", "bytes", "--prompt", "abc",
+                    "--tokens", "10", "--temperature", "0"});
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(g.out.rfind("abc", 0), 0u) << g.out;
   EXPECT_GT(g.out.size(), 4u);
   // More tokens than the model's 40 positions: the window slides, all 100 are printed.
-  g = test::RunCli({"generate", "--checkpoint", out + "/model.bin", "--tokenizer", "bytes",
-                    "--prompt", "abc", "--tokens", "100", "--seed", "3"});
+  g = test::RunCli({"generate", "--checkpoint", out, "--tokenizer", "bytes", "--prompt", "abc",
+                    "--tokens", "100", "--seed", "3"});
   ASSERT_EQ(g.exit_code, 0) << g.err;
   EXPECT_EQ(g.out.size(), 3u + 100u + 1u) << g.out;  // prompt, 100 bytes, newline
 }

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "model/checkpoint.h"
+#include "model/checkpoint_path.h"
 #include "test_util.h"
 #include "train/trainer.h"
 
@@ -97,7 +98,7 @@ TEST_P(Parity, TwentyStepsMatchPyTorch) {
   }
   // The outputs a user reads: metrics, a loadable checkpoint, placement with one entry per group.
   EXPECT_TRUE(std::filesystem::exists(out.path() + "/metrics.jsonl"));
-  EXPECT_EQ(model::ReadCheckpointShape(out.path() + "/model.bin"),
+  EXPECT_EQ(model::ReadCheckpointShape(model::ResolveModelFile(out.path())),
             model::ReadCheckpointShape(c.model.init_from));
   nlohmann::json placement = nlohmann::json::parse(Slurp(out.path() + "/placement.json"));
   EXPECT_EQ(placement["groups"].size(), static_cast<std::size_t>(pc.groups));
@@ -142,10 +143,10 @@ TEST(Train, TwoGroupRunsAreBitIdenticalWhateverTheSyncModeAndReplicas) {
   EXPECT_EQ(ma, MetricsWithoutTimings(d.path()));
   EXPECT_EQ(ma, MetricsWithoutTimings(e.path()));
   EXPECT_EQ(ma, MetricsWithoutTimings(f.path()));
-  const std::string model = Slurp(a.path() + "/model.bin");
-  EXPECT_EQ(model, Slurp(c.path() + "/model.bin"));
-  EXPECT_EQ(model, Slurp(e.path() + "/model.bin"));
-  EXPECT_EQ(model, Slurp(f.path() + "/model.bin"));
+  const std::string model = Slurp(model::ResolveModelFile(a.path()));
+  EXPECT_EQ(model, Slurp(model::ResolveModelFile(c.path())));
+  EXPECT_EQ(model, Slurp(model::ResolveModelFile(e.path())));
+  EXPECT_EQ(model, Slurp(model::ResolveModelFile(f.path())));
   // placement.json says which replica each group trains on.
   nlohmann::json pa = nlohmann::json::parse(Slurp(a.path() + "/placement.json"));
   nlohmann::json pe = nlohmann::json::parse(Slurp(e.path() + "/placement.json"));

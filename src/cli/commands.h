@@ -24,7 +24,8 @@ struct CommonOptions {
 
 void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
-void AddTrainCommand(CLI::App& app);
+// command_line: how the user ran this process, shell-quoted, for the resume hint of a stopped run.
+void AddTrainCommand(CLI::App& app, const std::string& command_line);
 void AddGenerateCommand(CLI::App& app);
 void AddPlotCommand(CLI::App& app);
 

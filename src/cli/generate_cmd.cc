@@ -11,6 +11,7 @@
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
+#include "model/checkpoint_path.h"
 #include "model/decoder.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -29,7 +30,9 @@ void AddGenerateCommand(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a trained checkpoint");
-  cmd->add_option("--checkpoint", o->checkpoint, "llm.c checkpoint (e.g. out/quickstart/model.bin)")
+  cmd->add_option("--checkpoint", o->checkpoint,
+                  "llm.c model.bin, a checkpoints/step_N directory, or a run's out_dir (its "
+                  "newest checkpoint), e.g. out/quickstart")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer, "gpt2 or bytes: the one the model was trained with")
       ->check(CLI::IsMember({"gpt2", "bytes"}));
@@ -44,7 +47,8 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->callback([o] {
     kernels::InitBlas();
     std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(o->tokenizer);
-    const model::Shape shape = model::ReadCheckpointShape(o->checkpoint);
+    const std::string file = model::ResolveModelFile(o->checkpoint);
+    const model::Shape shape = model::ReadCheckpointShape(file);
     if (tok->vocab_size() > shape.V) {
       throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {} but tokenizer '{}' has "
                                    "{} tokens",
@@ -53,7 +57,7 @@ void AddGenerateCommand(CLI::App& app) {
     }
     model::ParamLayout layout(shape);
     std::vector<float> params(layout.total());
-    model::LoadCheckpoint(o->checkpoint, layout, params.data());
+    model::LoadCheckpoint(file, layout, params.data());
 
     // Run on the first group's pinned CPUs of this machine.
     const topo::Topology t = topo::LoadTopology(o->topology);

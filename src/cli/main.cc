@@ -4,10 +4,31 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "common/error.h"
+
+namespace {
+
+// argv as a shell would need it typed back: words with anything but [A-Za-z0-9_./=:,+@%-] in
+// single quotes.
+std::string ShellCommandLine(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn"
+                                         "opqrstuvwxyz0123456789_./=:,+@%-") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += (i ? " " : "") + (plain ? a : quoted + "'");
+  }
+  return line;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cputrain-numa: NUMA-aware GPT-2 training on CPU servers", "cputrain-numa"};
@@ -16,7 +37,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddTopoCommand(app);
   cputrain::cli::AddConfigCommand(app);
   cputrain::cli::AddBenchCommand(app);
-  cputrain::cli::AddTrainCommand(app);
+  cputrain::cli::AddTrainCommand(app, ShellCommandLine(argc, argv));
   cputrain::cli::AddGenerateCommand(app);
   cputrain::cli::AddPlotCommand(app);
   cputrain::cli::AddReportCommand(app);

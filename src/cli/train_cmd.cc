@@ -13,7 +13,7 @@
 
 namespace cputrain::cli {
 
-void AddTrainCommand(CLI::App& app) {
+void AddTrainCommand(CLI::App& app, const std::string& command_line) {
   struct Opts {
     CommonOptions common;
     std::string progress = "auto";
@@ -22,12 +22,13 @@ void AddTrainCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train GPT-2 on the configured placement (one replica group per socket by default); "
-      "writes out_dir/{metrics.jsonl, model.bin, placement.json, config.yaml}");
+      "writes out_dir/{metrics.jsonl, checkpoints/, latest, placement.json, config.yaml}; "
+      "continues from out_dir's newest checkpoint (train.resume: auto)");
   opts->common.AddTo(cmd);
   cmd->add_option("--progress", opts->progress,
                   "auto (a bar on a terminal, else lines), bar, lines or quiet")
       ->check(CLI::IsMember({"auto", "bar", "lines", "quiet"}));
-  cmd->callback([opts] {
+  cmd->callback([opts, command_line] {
     Config cfg = opts->common.Load();
     train::TrainOptions o;
     o.progress = opts->progress == "bar"     ? train::Progress::kBar
@@ -62,11 +63,16 @@ void AddTrainCommand(CLI::App& app) {
     if (bridge) bridge->Finish();
     if (r.stopped) {
       const int signo = r.stop_reason > 0 ? r.stop_reason : SIGTERM;
+      // train.resume: auto (the default) makes the same command line continue the run.
+      std::string resume =
+          cfg.train.resume == "auto" ? command_line : command_line + " --set train.resume=auto";
+      if (bridge && bridge->size() > 1) resume = "the same mpirun command (train.resume: auto)";
       throw StopExit(
           128 + signo,
-          fmt::format("stopped by {} after step {}; checkpoint saved in {}/model.bin",
+          fmt::format("stopped by {} after step {}; checkpoint {}; resume: {}",
                       r.stop_reason > 0 ? SignalName(r.stop_reason) : "a signal on another rank",
-                      r.steps.empty() ? 0 : r.steps.back().step, cfg.train.out_dir));
+                      r.last_step, r.checkpoint.empty() ? "saved by rank 0" : r.checkpoint,
+                      resume));
     }
   });
 }

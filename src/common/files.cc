@@ -165,6 +165,8 @@ void WriteFileAtomic(const std::string& path, std::string_view contents) {
   w.Commit();
 }
 
+void SyncDir(const std::string& dir) { FsyncDir(dir); }
+
 void MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -92,6 +92,10 @@ std::string ReadFile(const std::string& path);
 std::string ReadFile(const std::string& path, const InputKind& kind);
 void WriteFileAtomic(const std::string& path, std::string_view contents);
 
+// fsyncs a directory, so that a rename or unlink in it survives a power cut (best effort: some
+// file systems refuse fsync on directories).
+void SyncDir(const std::string& dir);
+
 // Creates `dir` and its parents if needed; throws InputError naming the directory otherwise.
 void MakeDirs(const std::string& dir);
 

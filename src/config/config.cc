@@ -263,10 +263,12 @@ const std::vector<Key>& Keys() {
       v.push_back(k);
     }
     // ---- model
-    v.push_back(StringKey("model", "init_from",
-                          "llm.c checkpoint to start from; empty = random GPT-2 init from seed "
-                          "(the checkpoint's shape overrides layers..max_seq_len)",
-                          [](Config& c) -> std::string& { return c.model.init_from; }));
+    v.push_back(
+        StringKey("model", "init_from",
+                  "llm.c checkpoint to start from (a model.bin, a checkpoint directory or a run's "
+                  "out_dir); empty = random GPT-2 init from seed "
+                  "(the checkpoint's shape overrides layers..max_seq_len)",
+                  [](Config& c) -> std::string& { return c.model.init_from; }));
     v.push_back(IntKey(
         "model", "layers", "transformer blocks L", 1,
         [](Config& c) -> int& { return c.model.layers; }, model::kMaxLayers));
@@ -344,11 +346,35 @@ const std::vector<Key>& Keys() {
     v.push_back(IntKey("train", "eval_batches", "validation windows averaged per evaluation", 1,
                        [](Config& c) -> int& { return c.train.eval_batches; }));
     v.push_back(IntKey("train", "checkpoint_every",
-                       "write out_dir/model.bin every N steps; 0 = only at the end", 0,
+                       "save a checkpoint every N steps; 0 = only at the end", 0,
                        [](Config& c) -> int& { return c.train.checkpoint_every; }));
     v.push_back(StringKey("train", "out_dir",
-                          "directory for metrics.jsonl, model.bin, placement.json",
+                          "directory for metrics.jsonl, checkpoints/, placement.json",
                           [](Config& c) -> std::string& { return c.train.out_dir; }));
+    v.push_back(StringKey("train", "resume",
+                          "auto (continue from out_dir's newest checkpoint), never (refuse an "
+                          "out_dir holding a run) or a checkpoint path",
+                          [](Config& c) -> std::string& { return c.train.resume; }));
+    v.push_back(IntKey("train", "keep_checkpoints",
+                       "newest checkpoint directories kept in out_dir/checkpoints; 0 = all", 0,
+                       [](Config& c) -> int& { return c.train.keep_checkpoints; }));
+    {
+      Key k{"train",
+            "on_nonfinite",
+            "one of stop, skip_step",
+            "a non-finite loss or gradient norm: stop (exit 1, last checkpoint kept) or skip the "
+            "step's update",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.train.skip_nonfinite =
+            AsChoice(n, o, "train.on_nonfinite", {"stop", "skip_step"}) == "skip_step";
+      };
+      k.dump = [](const Config& c) {
+        return YAML::Node(c.train.skip_nonfinite ? "skip_step" : "stop");
+      };
+      v.push_back(k);
+    }
     // ---- comm
     v.push_back(NumberKey("comm", "bucket_mb",
                           "gradient bucket size in MB (10^6 bytes) synced while backward runs",

@@ -41,6 +41,9 @@ struct TrainConfig {
   int eval_batches = 8;
   int checkpoint_every = 0;  // 0 = only at the end
   std::string out_dir = "out";
+  std::string resume = "auto";  // auto | never | a checkpoint path (train/resume.h)
+  int keep_checkpoints = 3;     // newest step directories kept; 0 = all
+  bool skip_nonfinite = false;  // on_nonfinite: skip_step (true) or stop (false)
 };
 
 struct CommConfig {

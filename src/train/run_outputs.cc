@@ -1,28 +1,68 @@
 #include "train/run_outputs.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
 #include "common/error.h"
 #include "common/files.h"
-#include "model/checkpoint.h"
 
 namespace cputrain::train {
 
-MetricsFile::MetricsFile(std::string path)
-    : path_(std::move(path)), f_(std::fopen(path_.c_str(), "w")) {
-  if (!f_) throw InputError(fmt::format("cannot write '{}'", path_), "check train.out_dir");
+namespace {
+
+// The rows of `text` (metrics.jsonl) of steps up to `step`, whole lines only.
+std::string RowsThrough(const std::string& text, int step) {
+  std::string kept;
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
+    const std::string line = text.substr(at, nl - at);
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (row.is_object() && row.value("step", step + 1) <= step) kept += line + "\n";
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsFile::MetricsFile(std::string path, int keep_through_step) : path_(std::move(path)) {
+  std::error_code ec;
+  if (keep_through_step >= 0 && std::filesystem::exists(path_, ec)) {
+    WriteFileAtomic(path_, RowsThrough(ReadFile(path_), keep_through_step));
+  }
+  const int flags =
+      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through_step < 0 ? O_TRUNC : 0);
+  fd_ = ::open(path_.c_str(), flags, 0644);
+  if (fd_ < 0) {
+    throw InputError(fmt::format("cannot write '{}': {}", path_, std::strerror(errno)),
+                     "check train.out_dir");
+  }
+  size_ = ::lseek(fd_, 0, SEEK_END);
 }
 
 MetricsFile::~MetricsFile() {
-  if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsFile::Write(const nlohmann::json& row) {
   const std::string line = row.dump() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
-    throw RuntimeError(fmt::format("writing '{}' failed", path_), "check free disk space");
+  const ssize_t n = ::write(fd_, line.data(), line.size());
+  if (n == static_cast<ssize_t>(line.size())) {
+    size_ += n;
+    return;
   }
+  const std::string why = n < 0 ? std::strerror(errno) : "short write";
+  if (::ftruncate(fd_, size_) != 0) {
+    // Could not cut the torn line: a resumed run drops it when it rewrites the file.
+  }
+  throw RuntimeError(fmt::format("writing '{}' failed: {}", path_, why), "check free disk space");
 }
 
 namespace {
@@ -36,34 +76,45 @@ bool ShowBar(Progress p) {
 RunOutputs::RunOutputs(const Config& config, bool writer, Progress progress)
     : writer_(writer),
       dir_(config.train.out_dir),
+      config_(config),
+      keep_(config.train.keep_checkpoints),
       progress_(config.train.steps, ShowBar(progress), progress == Progress::kQuiet || !writer) {
   if (!writer_) return;
   MakeDirs(dir_);
-  WriteFileAtomic(dir_ + "/config.yaml", ConfigToYaml(config));
+  lock_ = std::make_unique<RunLock>(dir_);
+  RemoveTemporaries(dir_);
+  checkpoints_ = std::make_unique<CheckpointWriter>(dir_, keep_);
 }
 
 RunOutputs::~RunOutputs() = default;
 
 void RunOutputs::WritePlacement(const nlohmann::json& placement) {
-  if (writer_) WriteFileAtomic(dir_ + "/placement.json", placement.dump(2) + "\n");
+  if (!writer_) return;
+  WriteFileAtomic(dir_ + "/config.yaml", ConfigToYaml(config_));
+  WriteFileAtomic(dir_ + "/placement.json", placement.dump(2) + "\n");
 }
 
-void RunOutputs::BeginTraining() {
-  if (writer_) metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl");
+void RunOutputs::BeginTraining(int resumed_step) {
+  if (!writer_) return;
+  // Resumed from an older checkpoint (train.resume: PATH): what came after it is abandoned.
+  if (resumed_step >= 0) RemoveCheckpointsAfter(dir_, resumed_step);
+  metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl", resumed_step);
 }
 
 void RunOutputs::Step(const StepRecord& rec) {
   if (metrics_) {
-    metrics_->Write({{"step", rec.step},
-                     {"loss", rec.loss},
-                     {"lr", rec.lr},
-                     {"grad_norm", rec.grad_norm},
-                     {"tokens_per_s", rec.tokens_per_s},
-                     {"ms", rec.ms},
-                     {"forward_ms", rec.forward_ms},
-                     {"backward_ms", rec.backward_ms},
-                     {"comm_ms", rec.comm_ms},
-                     {"optimizer_ms", rec.optimizer_ms}});
+    nlohmann::json row = {{"step", rec.step},
+                          {"loss", rec.loss},
+                          {"lr", rec.lr},
+                          {"grad_norm", rec.grad_norm},
+                          {"tokens_per_s", rec.tokens_per_s},
+                          {"ms", rec.ms},
+                          {"forward_ms", rec.forward_ms},
+                          {"backward_ms", rec.backward_ms},
+                          {"comm_ms", rec.comm_ms},
+                          {"optimizer_ms", rec.optimizer_ms}};
+    if (rec.skipped) row.update({{"skipped", true}, {"skipped_steps", rec.skipped_steps}});
+    metrics_->Write(row);
   }
   progress_.Step(rec.step, rec.loss, rec.tokens_per_s, rec.lr);
 }
@@ -73,12 +124,37 @@ void RunOutputs::Eval(const EvalRecord& rec) {
   progress_.Eval(rec.step, rec.val_loss);
 }
 
-void RunOutputs::SaveCheckpoint(const model::ParamLayout& layout, const float* params) {
-  if (writer_) model::SaveCheckpoint(dir_ + "/model.bin", layout, params);
+std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool background) {
+  if (!writer_) return "";
+  const float* p = c.params;
+  const std::size_t n = c.layout->total();
+  const std::size_t bad = FirstNonFinite(p, n);
+  if (bad < n) {
+    throw RuntimeError(
+        fmt::format("parameter {} is {} after step {}: not saving a broken model", bad, p[bad],
+                    c.state.step),
+        "the last good checkpoint is untouched; lower optim.lr or set optim.grad_clip");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string previous = checkpoints_->Wait();
+  if (!previous.empty()) progress_.Message(previous);
+  const std::string dir = background ? checkpoints_->SaveInBackground(c) : checkpoints_->Save(c);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
+  progress_.Message(
+      background ? fmt::format("saving {}: training paused {:.2f} s for the snapshot", dir, secs)
+                 : fmt::format("saved {} in {:.2f} s ({:.0f} MB/s)", dir, secs, mb / secs));
+  return dir;
 }
 
 void RunOutputs::Message(const std::string& line) { progress_.Message(line); }
 
-void RunOutputs::Finish() { progress_.Finish(); }
+void RunOutputs::Finish() {
+  if (checkpoints_) {
+    const std::string previous = checkpoints_->Wait();
+    if (!previous.empty()) progress_.Message(previous);
+  }
+  progress_.Finish();
+}
 
 }  // namespace cputrain::train

@@ -1,11 +1,14 @@
 // train/run_outputs: what a run leaves in train.out_dir and shows on stderr — config.yaml (the
 // effective config), placement.json (the plan and where the memory is), metrics.jsonl (a JSON
-// object per step and per evaluation), model.bin (an llm.c checkpoint), and the progress
-// display. Only the writer process (rank 0) touches out_dir or the terminal; on the others
-// every call is a no-op, so the main loop reads the same on every rank.
+// object per step and per evaluation), checkpoints/ (train/checkpoint_dir.h), and the progress
+// display. The writer holds out_dir's run lock (train/run_lock.h) from construction on. Only the
+// writer process (rank 0) touches out_dir or the terminal; on the others every call is a no-op, so
+// the main loop reads the same on every rank.
 //
 // Thread safety: main thread only.
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdio>
 #include <memory>
@@ -14,50 +17,67 @@
 
 #include "config/config.h"
 #include "model/gpt2.h"
+#include "train/checkpoint_dir.h"
+#include "train/checkpoint_writer.h"
 #include "train/progress.h"
+#include "train/run_lock.h"
 #include "train/trainer.h"
 
 namespace cputrain::train {
 
-// metrics.jsonl: one JSON object per line, each written with one call and flushed, so a reader
-// (or a crash) never sees half a line.
+// metrics.jsonl: one JSON object per line, each appended with one write(2); a write that fails
+// part way is cut back to the last whole line, so the file only ever holds whole lines.
 class MetricsFile {
  public:
-  // Truncates `path`. Throws InputError if it cannot be created.
-  explicit MetricsFile(std::string path);
+  // keep_through_step < 0: truncates `path`. Otherwise keeps the rows of steps up to
+  // keep_through_step (a resumed run) and appends after them; a torn last line is dropped.
+  // Throws InputError naming the file if it cannot be opened.
+  MetricsFile(std::string path, int keep_through_step);
   ~MetricsFile();
   MetricsFile(const MetricsFile&) = delete;
   MetricsFile& operator=(const MetricsFile&) = delete;
-  // Throws RuntimeError naming the file if the line cannot be written whole.
+  // Throws RuntimeError naming the file and the reason if the line cannot be written whole.
   void Write(const nlohmann::json& row);
 
  private:
   std::string path_;
-  std::FILE* f_;
+  int fd_ = -1;
+  off_t size_ = 0;  // the end of the last whole line
 };
 
 class RunOutputs {
  public:
-  // Creates out_dir and writes config.yaml (writer only).
+  // Creates out_dir, takes its run lock and removes the temporaries of a dead run (writer
+  // only). Throws InputError if another run holds the lock.
   RunOutputs(const Config& config, bool writer, Progress progress);
   ~RunOutputs();
 
   bool writer() const { return writer_; }
   const std::string& dir() const { return dir_; }
+  // Waits for a background save: every checkpoint is complete once it returns.
+  void Finish();
+  // Writes config.yaml and placement.json.
   void WritePlacement(const nlohmann::json& placement);
-  // Opens metrics.jsonl (truncating it): called once the run is about to train, so that a
-  // refused start leaves the previous run's metrics alone.
-  void BeginTraining();
+  // Opens metrics.jsonl: called once the run is about to train, so that a refused start leaves
+  // the previous run's metrics alone. resumed_step >= 0: keeps its rows and checkpoints up to
+  // that step, removes those after it.
+  void BeginTraining(int resumed_step);
   void Step(const StepRecord& rec);
   void Eval(const EvalRecord& rec);
-  // Saves the parameters as out_dir/model.bin (atomically: the old file or the new one).
-  void SaveCheckpoint(const model::ParamLayout& layout, const float* params);
+  // Saves the checkpoint directory of c.state.step (train/checkpoint_dir.h) and returns it
+  // (writer; "" elsewhere): from a snapshot on a background thread (train/checkpoint_writer.h)
+  // or, for the run's last save, right here. Throws RuntimeError if the parameters are not
+  // finite (a broken model is never saved) or if the previous background save failed.
+  std::string SaveCheckpoint(const CheckpointContents& c, bool background);
   void Message(const std::string& line);
-  void Finish();
 
  private:
   const bool writer_;
   const std::string dir_;
+  const Config& config_;
+  const int keep_;
+  std::unique_ptr<RunLock> lock_;
+  std::unique_ptr<CheckpointWriter> checkpoints_;
   std::unique_ptr<MetricsFile> metrics_;
   ProgressDisplay progress_;
 };

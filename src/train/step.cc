@@ -45,17 +45,20 @@ void Stepper::Abort(const std::string& reason) {
 }
 
 StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
-                         optim::AdamWStep update, double grad_clip) {
-  groups_.OnAll([&](ReplicaGroup& grp) { StepOnGroup(grp, step, load, update, grad_clip); },
-                [&](const std::string& why) { Abort(why); });
+                         optim::AdamWStep update, double grad_clip, bool skip_nonfinite) {
+  groups_.OnAll(
+      [&](ReplicaGroup& grp) { StepOnGroup(grp, step, load, update, grad_clip, skip_nonfinite); },
+      [&](const std::string& why) { Abort(why); });
   double loss_sum = 0;
   for (const ReplicaGroup& grp : groups_.all()) loss_sum += grp.loss_sum;
   if (dist_) loss_sum = dist_->SumAcrossRanks(loss_sum);
-  return {loss_sum / (static_cast<double>(B_) * T_), groups_[0].grad_norm, groups_[0].timings};
+  const double norm = groups_[0].grad_norm;
+  return {loss_sum / (static_cast<double>(B_) * T_), norm, skip_nonfinite && !std::isfinite(norm),
+          groups_[0].timings};
 }
 
 void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
-                          optim::AdamWStep update, double grad_clip) {
+                          optim::AdamWStep update, double grad_clip, bool skip_nonfinite) {
   const int g = grp.index;
   const model::ParamLayout& layout = groups_.layout();
   WorkerPool& pool = *grp.pool;
@@ -91,11 +94,13 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(Rep
   grp.grad_norm = std::sqrt(sumsq);
   comm_ms += MsSince(t);
 
-  // 3. AdamW on the owned shard
+  // 3. AdamW on the owned shard, unless the norm is not finite and such steps are skipped
   t = Clock::now();
   update.grad_scale = optim::ClipCoefficient(grp.grad_norm, grad_clip);
-  optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(), grp.v.data(),
-                     grp.owned.lo, grp.owned.hi, update);
+  if (!skip_nonfinite || std::isfinite(grp.grad_norm)) {
+    optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(), grp.v.data(),
+                       grp.owned.lo, grp.owned.hi, update);
+  }
   grp.timings.optimizer_ms = MsSince(t);
 
   // 4. Every group pulls the other shards into its replica before the next forward. With one

@@ -31,6 +31,7 @@ namespace cputrain::train {
 struct StepResult {
   double loss = 0;       // mean over the global batch, before this step's update
   double grad_norm = 0;  // global norm before clipping
+  bool skipped = false;  // the norm was not finite and skip_nonfinite held: no update
   StepTimings timings;   // group 0's
 };
 
@@ -43,11 +44,14 @@ class Stepper {
   Stepper(const Stepper&) = delete;
   Stepper& operator=(const Stepper&) = delete;
 
-  // Trains one step; `load` fills a group's act->inputs/targets (on its driver). `update`
+  // Trains one step; `step` counts this Stepper's steps from 0 (the sync protocol numbers
+  // them so). `load` fills a group's act->inputs/targets (on its driver). `update`
   // carries the step's learning rate and AdamW settings (its grad_scale is replaced by the
-  // clip coefficient of `grad_clip`).
+  // clip coefficient of `grad_clip`). skip_nonfinite: a non-finite global gradient norm skips
+  // the update (no AdamW, no moment change) on every group and process alike — the norm is
+  // global, so they all decide the same.
   StepResult Step(uint64_t step, FunctionRef<void(ReplicaGroup&)> load, optim::AdamWStep update,
-                  double grad_clip);
+                  double grad_clip, bool skip_nonfinite = false);
 
   // One forward pass over this process's groups' rows, no update: adds each group's summed
   // loss to *sum, in group order (the caller sums across processes and divides by B*T).
@@ -55,7 +59,7 @@ class Stepper {
 
  private:
   void StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
-                   optim::AdamWStep update, double grad_clip);
+                   optim::AdamWStep update, double grad_clip, bool skip_nonfinite);
   void Abort(const std::string& reason);
 
   ReplicaGroups& groups_;

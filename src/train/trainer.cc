@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
+#include "model/checkpoint_path.h"
 #include "model/gpt2.h"
 #include "optim/optim.h"
 #include "topology/placement.h"
@@ -20,6 +21,7 @@
 #include "train/batches.h"
 #include "train/placement_check.h"
 #include "train/replica_group.h"
+#include "train/resume.h"
 #include "train/run_outputs.h"
 #include "train/step.h"
 
@@ -28,7 +30,7 @@ namespace {
 
 // The model's shape: the checkpoint's when training starts from one, else the config's.
 model::Shape ModelShape(const ModelConfig& m) {
-  if (!m.init_from.empty()) return model::ReadCheckpointShape(m.init_from);
+  if (!m.init_from.empty()) return model::ReadCheckpointShape(model::ResolveModelFile(m.init_from));
   return {m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
           m.layers,      m.heads,      m.channels};
 }
@@ -118,6 +120,9 @@ struct Run {
   std::unique_ptr<RunOutputs> out;
   std::unique_ptr<ReplicaGroups> groups;
   std::unique_ptr<Stepper> stepper;
+  std::optional<ResumePoint> resume;
+  int skipped = 0;     // steps skipped so far (train.on_nonfinite: skip_step)
+  int first_step = 0;  // the checkpoint's step when resuming: the Stepper counts from there
 
   // Group g of this process reads `rows` rows of window w from row rank*(B/R) + g*rows.
   auto RowsOf(const TokenWindows& data, std::size_t w) const {
@@ -127,8 +132,52 @@ struct Run {
   }
 };
 
+// Weights from a file must be finite: training on from NaN only hides where it came from.
+void RequireFinite(const float* p, std::size_t n, const std::string& source) {
+  const std::size_t bad = FirstNonFinite(p, n);
+  if (bad == n) return;
+  throw InputError(fmt::format("checkpoint '{}': parameter {} is {}", source, bad, p[bad]),
+                   "the checkpoint holds a diverged model; start from an older checkpoint");
+}
+
+// The initial parameters (the checkpoint's when resuming, else init_from's or random) into every
+// replica, and when resuming each group's shard of the AdamW moments.
+void InitState(Run& run) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& m = run.cfg.model;
+  const model::ParamLayout& layout = run.groups->layout();
+  std::string source;
+  if (run.resume) source = run.resume->dir + "/" + model::kModelFile;
+  if (!run.resume && !m.init_from.empty()) source = model::ResolveModelFile(m.init_from);
+  run.groups->InitParams([&](WorkerPool& pool, float* params) {
+    if (source.empty()) {
+      model::RandomInit(pool, layout, m.seed, params);
+    } else {
+      model::LoadCheckpoint(source, layout, params);
+    }
+  });
+  if (!source.empty()) RequireFinite((*run.groups)[0].weights, layout.total(), source);
+  if (!run.resume) return;
+  TrainStateReader state(run.resume->dir + "/" + model::kStateFile);
+  if (state.floats() != layout.total()) {
+    throw InputError(fmt::format("checkpoint '{}': state.bin holds {} moments, the model has {} "
+                                 "parameters",
+                                 run.resume->dir, state.floats(), layout.total()),
+                     "model.bin and state.bin come from different runs: resume from another "
+                     "checkpoint");
+  }
+  // Each group takes its own shard of the full vectors: any group count resumes any other's.
+  for (ReplicaGroup& grp : run.groups->all())
+    state.ReadMoments(grp.owned.lo, grp.owned.hi, grp.m.data(), grp.v.data());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log::Info("loaded {} in {:.2f} s ({:.0f} MB/s with its moments)", run.resume->dir, secs,
+            3.0 * layout.total() * sizeof(float) / 1e6 / secs);
+  run.skipped = run.resume->state.skipped_steps;
+  run.first_step = run.resume->state.step;
+}
+
 // Plans the groups, reads the shape and opens the data (every check that can refuse the run
-// comes before any memory is touched), then builds the groups and their initial parameters.
+// comes before any memory is touched), then builds the groups and their initial state.
 void SetUp(Run& run, Progress progress) {
   const Config& cfg = run.cfg;
   run.topology = topo::LoadTopology(cfg.topology);
@@ -140,26 +189,25 @@ void SetUp(Run& run, Progress progress) {
   run.train = TokenWindows::Open(cfg.data.train, "data.train", run.shape.V, run.B, run.T);
   run.val = OpenVal(cfg, run.shape.V, &run.eval_windows);
   run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, progress);
+  run.resume = FindResumePoint(cfg, run.rank == 0);
+  if (run.resume) CheckResumable(*run.resume, cfg, run.shape);
 
   alloc::Configure(alloc::OptionsFor(run.topology));
   run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
                                                run.B / (run.R * G), run.T, G > 1 || run.dist);
-  const model::ParamLayout& layout = run.groups->layout();
-  run.groups->InitParams([&](WorkerPool& pool, float* params) {
-    if (cfg.model.init_from.empty()) {
-      model::RandomInit(pool, layout, cfg.model.seed, params);
-    } else {
-      model::LoadCheckpoint(cfg.model.init_from, layout, params);
-    }
-  });
+  InitState(run);
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
   run.stepper = std::make_unique<Stepper>(
       *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
       run.dist);
   if (run.dist) {  // every process must train the same thing from the same start
     const std::string effective = ConfigToYaml(cfg);
-    run.dist->CheckConsistent(Hash64(effective.data(), effective.size()),
-                              HashFloats((*run.groups)[0].params.data(), layout.total()), G);
+    const int step = run.resume ? run.resume->state.step : 0;
+    run.dist->CheckConsistent(
+        Hash64(effective.data(), effective.size()),
+        Hash64(&step, sizeof(step),
+               HashFloats((*run.groups)[0].weights, run.groups->layout().total())),
+        G);
   }
   LogStart(run.shape, *run.groups, run.plan, cfg.data, run.R, run.train->windows());
 }
@@ -178,15 +226,21 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const Config& cfg = run.cfg;
   const double lr = optim::LearningRate(cfg.optim, s, cfg.train.steps);
-  const optim::AdamWStep update{
-      lr, cfg.optim.beta1, cfg.optim.beta2, cfg.optim.eps, cfg.optim.weight_decay, s + 1};
+  // Bias correction counts the updates applied: a skipped step is none (as torch's GradScaler).
+  const optim::AdamWStep update{lr,
+                                cfg.optim.beta1,
+                                cfg.optim.beta2,
+                                cfg.optim.eps,
+                                cfg.optim.weight_decay,
+                                s + 1 - run.skipped};
   if (run.dist) run.dist->SetStep(s + 1);
   if (options.step_probe) options.step_probe(true);
   const StepResult r =
-      run.stepper->Step(static_cast<uint64_t>(s),
+      run.stepper->Step(static_cast<uint64_t>(s - run.first_step),
                         run.RowsOf(*run.train, static_cast<std::size_t>(s) % run.train->windows()),
-                        update, cfg.optim.grad_clip);
+                        update, cfg.optim.grad_clip, cfg.train.skip_nonfinite);
   if (options.step_probe) options.step_probe(false);
+  run.skipped += r.skipped ? 1 : 0;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {s + 1,
           r.loss,
@@ -197,10 +251,43 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
           r.timings.forward_ms,
           r.timings.backward_ms,
           r.timings.comm_ms,
-          r.timings.optimizer_ms};
+          r.timings.optimizer_ms,
+          r.skipped,
+          run.skipped};
 }
 
 bool Every(int n, int step) { return n > 0 && step % n == 0; }
+
+// The checkpoint after `step` steps (background: written from a snapshot while training goes on):
+// every group's shard of the moments, in order (under MPI rank 0's groups hold every shard, the
+// same on every rank). Returns the step directory.
+std::string Save(Run& run, int step, double lr, bool background) {
+  CheckpointContents c;
+  c.layout = &run.groups->layout();
+  c.params = (*run.groups)[0].weights;
+  c.state = StateAt(run.cfg, run.shape, step, run.skipped, run.train->windows(), lr);
+  for (const ReplicaGroup& grp : run.groups->all()) {
+    c.m.emplace_back(grp.m.data(), grp.m.size());
+    c.v.emplace_back(grp.v.data(), grp.v.size());
+  }
+  return run.out->SaveCheckpoint(c, background);
+}
+
+// A non-finite loss or norm stops the run before anything is saved, unless the step was skipped.
+void CheckFinite(const StepRecord& rec, bool skip_nonfinite) {
+  if (rec.skipped) {
+    log::Warn("step {}: gradient norm {}: update skipped ({} skipped so far)", rec.step,
+              rec.grad_norm, rec.skipped_steps);
+    return;
+  }
+  if (std::isfinite(rec.loss) && std::isfinite(rec.grad_norm)) return;
+  throw RuntimeError(
+      fmt::format("the loss is {} and the gradient norm {} at step {}: training diverged", rec.loss,
+                  rec.grad_norm, rec.step),
+      skip_nonfinite ? "lower optim.lr or set optim.grad_clip; the last good checkpoint is kept"
+                     : "lower optim.lr, raise optim.warmup_steps or set optim.grad_clip; the last "
+                       "good checkpoint is kept (train.on_nonfinite: skip_step skips such steps)");
+}
 
 }  // namespace
 
@@ -210,35 +297,47 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   Run run(cfg, dist);
   SetUp(run, options.progress);
   RunOutputs& out = *run.out;
-  const float* params = (*run.groups)[0].params.data();
-  out.BeginTraining();
-
   TrainResult result;
-  if (run.val) out.Eval(result.evals.emplace_back(Evaluate(run, 0)));
-  for (int s = 0; s < cfg.train.steps; ++s) {
+  const int first = run.first_step;
+  result.resumed_from = result.last_step = first;
+  out.BeginTraining(run.resume ? first : -1);
+  if (run.resume) {
+    out.Message(
+        fmt::format("resuming from {} (step {} of {})", run.resume->dir, first, cfg.train.steps));
+  }
+  if (first >= cfg.train.steps) {
+    out.Message(
+        fmt::format("nothing to train: the run is at step {} and train.steps is {} "
+                    "(raise train.steps, or use a new train.out_dir)",
+                    first, cfg.train.steps));
+    out.Finish();
+    return result;
+  }
+  if (run.val && first == 0) out.Eval(result.evals.emplace_back(Evaluate(run, 0)));
+  int saved = run.resume ? first : -1;
+  double lr = 0;
+  for (int s = first; s < cfg.train.steps; ++s) {
     const StepRecord& rec = result.steps.emplace_back(TrainStep(run, s, options));
     out.Step(rec);
-    if (!std::isfinite(rec.loss)) {  // never overwrite the last good checkpoint with this model
-      throw RuntimeError(
-          fmt::format("the loss is {} at step {}: training diverged", rec.loss, rec.step),
-          "lower optim.lr, raise optim.warmup_steps or set optim.grad_clip");
-    }
+    result.last_step = rec.step;
+    lr = rec.lr;
+    CheckFinite(rec, cfg.train.skip_nonfinite);
     const bool last = rec.step == cfg.train.steps;
     if (run.val && (last || Every(cfg.train.eval_every, rec.step))) {
       out.Eval(result.evals.emplace_back(Evaluate(run, rec.step)));
     }
     if (!last && Every(cfg.train.checkpoint_every, rec.step)) {
-      out.SaveCheckpoint(run.groups->layout(), params);
+      result.checkpoint = Save(run, rec.step, lr, /*background=*/true);
+      saved = rec.step;
     }
     if (!last && AgreeToStop(options.stop, dist)) {
-      out.Message(
-          fmt::format("stop requested after step {}: saving {}/model.bin", rec.step, out.dir()));
+      out.Message(fmt::format("stop requested after step {}: saving a checkpoint", rec.step));
       result.stopped = true;
       result.stop_reason = options.stop ? options.stop->reason() : 0;
       break;
     }
   }
-  out.SaveCheckpoint(run.groups->layout(), params);
+  if (saved != result.last_step) result.checkpoint = Save(run, result.last_step, lr, false);
   out.Finish();
   return result;
 }

@@ -28,6 +28,9 @@ struct StepRecord {
   // Where group 0's step went (ms): forward; backward compute; communication (gradient buckets
   // reduced or waited for, the norm's allreduce, the parameter allgather); optimizer update.
   double forward_ms = 0, backward_ms = 0, comm_ms = 0, optimizer_ms = 0;
+  // train.on_nonfinite: skip_step skipped this step's update; skipped steps of the run so far.
+  bool skipped = false;
+  int skipped_steps = 0;
 };
 
 struct EvalRecord {
@@ -43,6 +46,9 @@ struct TrainResult {
   // or 0 if the request came from another process.
   bool stopped = false;
   int stop_reason = 0;
+  int resumed_from = 0;    // the step of the checkpoint it resumed from (0: a fresh start)
+  int last_step = 0;       // the step the model is at when Train returns
+  std::string checkpoint;  // the step directory saved last ("" if none, or not rank 0)
 };
 
 enum class Progress { kAuto, kBar, kLines, kQuiet };
@@ -62,10 +68,11 @@ struct TrainOptions {
   std::function<void(bool begin)> step_probe;
 };
 
-// Runs the configured training; writes out_dir/{config.yaml, placement.json, metrics.jsonl,
-// model.bin}. Throws InputError for a bad config, data file, checkpoint or placement, and
-// RuntimeError when the loss stops being finite (model.bin then keeps the last periodic
-// checkpoint: a diverged model is never saved).
+// Runs the configured training, resuming as train.resume says (train/resume.h); writes
+// out_dir/{config.yaml, placement.json, metrics.jsonl, checkpoints/, latest}. Throws InputError
+// for a bad config, data file, checkpoint or placement, or an out_dir another run holds, and
+// RuntimeError when the loss or gradient norm stops being finite (under on_nonfinite: stop) —
+// the last good checkpoint then stays the newest: a diverged model is never saved.
 TrainResult Train(const Config& config, const TrainOptions& options);
 
 }  // namespace cputrain::train

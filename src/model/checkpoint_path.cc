@@ -1,0 +1,76 @@
+#include "model/checkpoint_path.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+
+namespace cputrain::model {
+namespace fs = std::filesystem;
+namespace {
+
+// step_00000120 -> 120; anything else (a temporary "step_00000120.tmp.42") -> -1.
+int ParseStepDir(const std::string& name) {
+  constexpr std::string_view kPrefix = "step_";
+  if (name.size() <= kPrefix.size() || name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  const std::string digits = name.substr(kPrefix.size());
+  if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  return std::atoi(digits.c_str());
+}
+
+bool IsStepDir(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / kModelFile, ec) && fs::is_regular_file(dir / kStateFile, ec);
+}
+
+}  // namespace
+
+std::string StepDirName(int step) { return fmt::format("{}/step_{:08d}", kCheckpointsDir, step); }
+
+std::vector<std::pair<int, std::string>> ListCheckpoints(const std::string& out_dir) {
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& e :
+       fs::directory_iterator(fs::path(out_dir) / kCheckpointsDir, ec)) {
+    const int step = ParseStepDir(e.path().filename().string());
+    if (step >= 0 && IsStepDir(e.path())) found.emplace_back(step, e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::optional<std::string> LatestCheckpoint(const std::string& out_dir) {
+  std::ifstream in(fs::path(out_dir) / kLatestFile);
+  std::string rel;
+  if (in && std::getline(in, rel) && !rel.empty() && IsStepDir(fs::path(out_dir) / rel)) {
+    return (fs::path(out_dir) / rel).string();
+  }
+  // `latest` missing (a run killed between the rename and its update) or damaged: the newest
+  // step directory is complete all the same (it exists only once renamed).
+  auto all = ListCheckpoints(out_dir);
+  if (all.empty()) return std::nullopt;
+  return all.back().second;
+}
+
+std::string ResolveCheckpointDir(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(path) / kModelFile, ec)) return path;
+  if (auto latest = LatestCheckpoint(path)) return *latest;
+  throw InputError(
+      fmt::format("'{}' is not a checkpoint: no model.bin in it and no complete checkpoint "
+                  "under {}/{}",
+                  path, path, kCheckpointsDir),
+      "pass a model.bin file, a checkpoints/step_N directory or a training run's out_dir");
+}
+
+std::string ResolveModelFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path;  // a file: model/checkpoint.h checks it
+  return (fs::path(ResolveCheckpointDir(path)) / kModelFile).string();
+}
+
+}  // namespace cputrain::model

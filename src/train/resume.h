@@ -1,0 +1,35 @@
+// train/resume: where a run starts, from train.resume —
+//   auto  (default) the newest complete checkpoint of out_dir, or a fresh start if it has none;
+//   never a fresh start, refused if out_dir already holds a run (checkpoints or metrics);
+//   PATH  that checkpoint (a step directory or another run's out_dir).
+// A resumed config may change the placement (groups, processes: the moments re-shard) and the
+// optimizer settings, not what the checkpoint's numbers mean: the model shape, data.train,
+// data.batch_size and data.seq_len (exit 2 naming the key).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "model/gpt2.h"
+#include "train/train_state.h"
+
+namespace cputrain::train {
+
+struct ResumePoint {
+  std::string dir;   // the step directory
+  TrainState state;  // its state.bin's meta
+};
+
+// Decides the start. `writer`: this process writes out_dir (the never check is its alone).
+// Throws InputError for a refused start or a PATH that is not a checkpoint.
+std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer);
+
+// Throws InputError naming the first config key that differs from the checkpoint's.
+void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape);
+
+// The state to save after `step` steps of this config.
+TrainState StateAt(const Config& cfg, const model::Shape& shape, int step, int skipped_steps,
+                   uint64_t windows, double lr);
+
+}  // namespace cputrain::train

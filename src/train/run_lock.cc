@@ -1,0 +1,46 @@
+#include "train/run_lock.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+
+namespace cputrain::train {
+
+RunLock::RunLock(const std::string& out_dir) {
+  const std::string path = out_dir + "/.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw InputError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)),
+                     "check that train.out_dir is writable");
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) {
+      throw RuntimeError(fmt::format("locking '{}' failed: {}", path, std::strerror(err)));
+    }
+    throw InputError(fmt::format("train.out_dir '{}' is in use by another run (pid {})", out_dir,
+                                 n > 0 ? std::string(buf, std::strcspn(buf, "\n")) : "unknown"),
+                     "wait for that run to end, stop it, or choose another train.out_dir");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // The lock holds regardless; the pid is only for the message of a second run.
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+}  // namespace cputrain::train

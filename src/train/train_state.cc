@@ -1,0 +1,164 @@
+#include "train/train_state.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/files.h"
+
+namespace cputrain::train {
+namespace {
+
+constexpr uint64_t kHeaderBytes = 32;
+constexpr uint64_t kMaxMetaBytes = 1 << 20;
+
+nlohmann::json ToJson(const TrainState& s) {
+  const model::Shape& sh = s.shape;
+  return {{"step", s.step},
+          {"skipped_steps", s.skipped_steps},
+          {"next_window", s.next_window},
+          {"seed", s.seed},
+          {"config_hash", fmt::format("{:016x}", s.config_hash)},
+          {"lr", s.lr},
+          {"shape",
+           {{"max_seq_len", sh.maxT},
+            {"vocab_size", sh.V},
+            {"padded_vocab_size", sh.Vp},
+            {"layers", sh.L},
+            {"heads", sh.NH},
+            {"channels", sh.C}}},
+          {"data",
+           {{"train", s.data_train},
+            {"train_bytes", s.data_train_bytes},
+            {"batch_size", s.batch_size},
+            {"seq_len", s.seq_len}}}};
+}
+
+TrainState FromJson(const nlohmann::json& j) {
+  TrainState s;
+  s.step = j.at("step").get<int>();
+  s.skipped_steps = j.at("skipped_steps").get<int>();
+  s.next_window = j.at("next_window").get<uint64_t>();
+  s.seed = j.at("seed").get<uint64_t>();
+  s.config_hash = std::stoull(j.at("config_hash").get<std::string>(), nullptr, 16);
+  s.lr = j.at("lr").get<double>();
+  const nlohmann::json& sh = j.at("shape");
+  s.shape = {sh.at("max_seq_len").get<int>(),
+             sh.at("vocab_size").get<int>(),
+             sh.at("padded_vocab_size").get<int>(),
+             sh.at("layers").get<int>(),
+             sh.at("heads").get<int>(),
+             sh.at("channels").get<int>()};
+  const nlohmann::json& d = j.at("data");
+  s.data_train = d.at("train").get<std::string>();
+  s.data_train_bytes = d.at("train_bytes").get<uint64_t>();
+  s.batch_size = d.at("batch_size").get<int>();
+  s.seq_len = d.at("seq_len").get<int>();
+  return s;
+}
+
+[[noreturn]] void Damaged(const std::string& path, const std::string& what) {
+  throw InputError(fmt::format("checkpoint state '{}': {}", path, what),
+                   "the file is damaged or not a cputrain-numa state.bin; resume from an older "
+                   "checkpoint (train.resume: PATH) or start a new out_dir");
+}
+
+}  // namespace
+
+std::size_t FirstNonFinite(const float* p, std::size_t n) {
+  return static_cast<std::size_t>(
+      std::find_if(p, p + n, [](float x) { return !std::isfinite(x); }) - p);
+}
+
+void WriteTrainState(const std::string& path, const TrainState& state,
+                     const std::vector<std::span<const float>>& m,
+                     const std::vector<std::span<const float>>& v) {
+  const std::string meta = ToJson(state).dump();
+  uint64_t n = 0, nv = 0;
+  for (auto p : m) n += p.size();
+  for (auto p : v) nv += p.size();
+  CPUTRAIN_CHECK(n == nv, "m and v differ in length");
+  unsigned char header[kHeaderBytes] = {};
+  std::memcpy(header, kStateMagic, 8);
+  const uint64_t meta_bytes = meta.size();
+  std::memcpy(header + 8, &kStateVersion, 4);
+  std::memcpy(header + 16, &meta_bytes, 8);
+  std::memcpy(header + 24, &n, 8);
+  AtomicFileWriter w(path);
+  w.Write(header, kHeaderBytes);
+  w.Write(meta);
+  for (const auto* parts : {&m, &v}) {
+    for (auto p : *parts) w.Write(p.data(), p.size_bytes());
+  }
+  w.Commit();
+}
+
+TrainStateReader::TrainStateReader(std::string path) : path_(std::move(path)) {
+  f_ = std::fopen(path_.c_str(), "rb");
+  if (!f_) {
+    throw InputError(
+        fmt::format("checkpoint state '{}': cannot open: {}", path_, std::strerror(errno)),
+        "a checkpoint directory holds model.bin and state.bin; check train.resume");
+  }
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path_, ec);
+  unsigned char header[kHeaderBytes];
+  if (ec || size < kHeaderBytes || std::fread(header, 1, kHeaderBytes, f_) != kHeaderBytes) {
+    Damaged(path_, "shorter than its 32-byte header");
+  }
+  if (std::memcmp(header, kStateMagic, 8) != 0) Damaged(path_, "bad magic (expected CPTNSTAT)");
+  uint32_t version = 0;
+  uint64_t meta_bytes = 0;
+  std::memcpy(&version, header + 8, 4);
+  std::memcpy(&meta_bytes, header + 16, 8);
+  std::memcpy(&n_, header + 24, 8);
+  if (version != kStateVersion) {
+    throw InputError(fmt::format("checkpoint state '{}': version {} is not supported (expected {})",
+                                 path_, version, kStateVersion),
+                     "resume with the cputrain-numa version that wrote it");
+  }
+  // Every size checked against the file length before use (no overflow: both are bounded).
+  if (meta_bytes > kMaxMetaBytes || n_ > (size - kHeaderBytes) / 8 ||
+      size != kHeaderBytes + meta_bytes + 8 * n_) {
+    Damaged(path_, fmt::format("{} bytes do not match its header (meta {} bytes, {} floats)", size,
+                               meta_bytes, n_));
+  }
+  std::string meta(meta_bytes, '\0');
+  if (std::fread(meta.data(), 1, meta_bytes, f_) != meta_bytes) Damaged(path_, "truncated");
+  try {
+    state_ = FromJson(nlohmann::json::parse(meta));
+  } catch (const std::exception& e) {
+    Damaged(path_, fmt::format("unreadable meta: {}", e.what()));
+  }
+  data_offset_ = kHeaderBytes + meta_bytes;
+}
+
+TrainStateReader::~TrainStateReader() {
+  if (f_) std::fclose(f_);
+}
+
+void TrainStateReader::ReadMoments(uint64_t lo, uint64_t hi, float* m_out, float* v_out) {
+  CPUTRAIN_CHECK(lo <= hi && hi <= n_, "moment range out of bounds");
+  for (int which = 0; which < 2; ++which) {
+    float* out = which == 0 ? m_out : v_out;
+    const uint64_t at = data_offset_ + 4 * (which * n_ + lo);
+    if (fseeko(f_, static_cast<off_t>(at), SEEK_SET) != 0 ||
+        std::fread(out, sizeof(float), hi - lo, f_) != hi - lo) {
+      Damaged(path_, fmt::format("cannot read moments: {}", std::strerror(errno)));
+    }
+    const uint64_t bad = FirstNonFinite(out, hi - lo);
+    if (bad < hi - lo) {
+      Damaged(path_, fmt::format("AdamW {} holds a non-finite value at {}", which == 0 ? "m" : "v",
+                                 lo + bad));
+    }
+  }
+}
+
+}  // namespace cputrain::train

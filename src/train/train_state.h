@@ -1,0 +1,73 @@
+// train/train_state: state.bin, the half of a checkpoint that llm.c has no place for: AdamW's
+// moments (the full vectors, whatever the ZeRO-1 sharding) and where the run stands — the step,
+// the schedule and data positions, the seed, and what a resumed config must not change (model
+// shape, data, batch). docs/formats.md documents the layout:
+//
+//   [0, 8)    magic "CPTNSTAT"
+//   [8, 12)   uint32 version (1)       [12, 16) uint32 0
+//   [16, 24)  uint64 meta_bytes        [24, 32) uint64 n, floats in each moment vector
+//   [32, 32 + meta_bytes)              meta: a JSON object (TrainState below)
+//   then m: n fp32, then v: n fp32, in the flat layer-major parameter order (model/gpt2.h)
+//
+// All integers and floats little-endian; the file is exactly 32 + meta_bytes + 8n bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/gpt2.h"
+
+namespace cputrain::train {
+
+inline constexpr char kStateMagic[8] = {'C', 'P', 'T', 'N', 'S', 'T', 'A', 'T'};
+inline constexpr uint32_t kStateVersion = 1;
+
+struct TrainState {
+  int step = 0;              // updates applied or skipped so far: the next step is step + 1
+  int skipped_steps = 0;     // steps skipped by train.on_nonfinite: skip_step (no AdamW update)
+  uint64_t next_window = 0;  // data position: the train window the next step reads
+  uint64_t seed = 0;         // model.seed (the only randomness: the initial weights)
+  uint64_t config_hash = 0;  // of the effective config that wrote it
+  double lr = 0;             // the learning rate of step `step`
+  model::Shape shape;
+  std::string data_train;  // absolute path of data.train
+  uint64_t data_train_bytes = 0;
+  int batch_size = 0, seq_len = 0;
+};
+
+// The index of the first non-finite float of p[0, n), or n if all are finite.
+std::size_t FirstNonFinite(const float* p, std::size_t n);
+
+// Writes state.bin atomically (common/files.h); m and v are each the concatenation of their
+// parts, in order (one part per replica group's shard). Throws RuntimeError on an I/O error.
+void WriteTrainState(const std::string& path, const TrainState& state,
+                     const std::vector<std::span<const float>>& m,
+                     const std::vector<std::span<const float>>& v);
+
+// Reads and checks a state.bin: magic, version, meta, and a file length that matches them.
+// Throws InputError naming the file with a fix-it hint.
+class TrainStateReader {
+ public:
+  explicit TrainStateReader(std::string path);
+  ~TrainStateReader();
+  TrainStateReader(const TrainStateReader&) = delete;
+  TrainStateReader& operator=(const TrainStateReader&) = delete;
+
+  const TrainState& state() const { return state_; }
+  uint64_t floats() const { return n_; }
+  // m[lo, hi) and v[lo, hi) into m_out and v_out (hi - lo floats each); throws InputError if
+  // any is not finite.
+  void ReadMoments(uint64_t lo, uint64_t hi, float* m_out, float* v_out);
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  TrainState state_;
+  uint64_t n_ = 0, data_offset_ = 0;
+};
+
+}  // namespace cputrain::train

@@ -1,0 +1,308 @@
+// Runs that survive (issue 12): a run stopped after step N/2 and resumed to N gives the metrics,
+// weights and AdamW moments of a run that never stopped, bit for bit — with 1 group, with 2
+// groups, and (within 1e-6 relative) when a 1-group checkpoint resumes on 2 groups. A resumed
+// config that changes the model or the data is refused naming the key; so is a second run into a
+// locked out_dir and `train.resume: never` on a used one. Temporaries of a dead run are removed
+// at the next start, metrics rows past the checkpoint are dropped, a damaged state.bin is refused,
+// a diverging run stops without saving (or skips its steps), and non-finite weights are never
+// loaded.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/stop.h"
+#include "config/config.h"
+#include "model/checkpoint.h"
+#include "model/checkpoint_path.h"
+#include "test_util.h"
+#include "train/run_lock.h"
+#include "train/train_state.h"
+#include "train/trainer.h"
+
+namespace cputrain::train {
+namespace {
+
+namespace fs = std::filesystem;
+using ::cputrain::test::Slurp;
+
+constexpr int kSteps = 12;
+const char* kTwoGroups = "topology=synthetic:pack:2 numa:1 core:1 pu:1";
+
+std::string Fixture(const std::string& file) {
+  return std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/odd/" + file;
+}
+
+// The odd fixture's run (cosine schedule, warmup, clipping, weight decay, evaluations), 12 steps.
+Config OddConfig(const std::string& out_dir, std::vector<std::string> sets = {}) {
+  std::vector<std::string> all = {
+      "model.init_from=" + Fixture("model.bin"), "data.train=" + Fixture("train.bin"),
+      "data.val=" + Fixture("val.bin"),          "train.out_dir=" + out_dir,
+      "train.steps=" + std::to_string(kSteps),   "train.eval_every=5"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  return LoadConfig(Fixture("config.yaml"), all);
+}
+
+// Trains; with stop_after > 0 a stop is requested once that step is done (as a SIGTERM would).
+TrainResult TrainFor(const Config& c, int stop_after = 0) {
+  StopToken stop;
+  int steps = 0;
+  TrainOptions o;
+  o.progress = Progress::kQuiet;
+  o.stop = &stop;
+  o.step_probe = [&](bool begin) {
+    if (!begin && ++steps == stop_after) stop.Request(15);
+  };
+  return Train(c, o);
+}
+
+// metrics.jsonl without the timing fields.
+std::vector<nlohmann::json> Rows(const std::string& out_dir) {
+  std::ifstream in(out_dir + "/metrics.jsonl");
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    for (const char* t :
+         {"ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms"}) {
+      j.erase(t);
+    }
+    rows.push_back(j);
+  }
+  return rows;
+}
+
+struct Moments {
+  std::vector<float> m, v;
+};
+
+Moments ReadMoments(const std::string& out_dir) {
+  TrainStateReader r(model::ResolveCheckpointDir(out_dir) + "/" + model::kStateFile);
+  Moments mo{std::vector<float>(r.floats()), std::vector<float>(r.floats())};
+  r.ReadMoments(0, r.floats(), mo.m.data(), mo.v.data());
+  return mo;
+}
+
+std::vector<float> ReadWeights(const std::string& out_dir) {
+  const std::string file = model::ResolveModelFile(out_dir);
+  model::ParamLayout layout(model::ReadCheckpointShape(file));
+  std::vector<float> p(layout.total());
+  model::LoadCheckpoint(file, layout, p.data());
+  return p;
+}
+
+// Straight through vs stopped after step 6 and resumed (train.resume: auto): the same rows, the
+// same weights and moments, bit for bit.
+void ExpectExactResume(const std::vector<std::string>& sets) {
+  test::TempDir straight, resumed;
+  TrainFor(OddConfig(straight.path(), sets));
+  TrainResult first = TrainFor(OddConfig(resumed.path(), sets), kSteps / 2);
+  ASSERT_TRUE(first.stopped);
+  ASSERT_EQ(first.last_step, kSteps / 2);
+  EXPECT_EQ(first.checkpoint, resumed.path() + "/checkpoints/step_00000006");
+  // A crash after step 7's row was logged but before its checkpoint, mid-way through a line:
+  // the resumed run drops both.
+  std::ofstream(resumed.path() + "/metrics.jsonl", std::ios::app)
+      << "{\"step\":7,\"loss\":1.0}\n{\"step\":8,\"lo";
+  TrainResult second = TrainFor(OddConfig(resumed.path(), sets));
+  EXPECT_EQ(second.resumed_from, kSteps / 2);
+  EXPECT_EQ(second.steps.size(), static_cast<std::size_t>(kSteps / 2));
+  EXPECT_EQ(Rows(straight.path()), Rows(resumed.path()));
+  EXPECT_EQ(Slurp(model::ResolveModelFile(straight.path())),
+            Slurp(model::ResolveModelFile(resumed.path())));
+  const Moments a = ReadMoments(straight.path()), b = ReadMoments(resumed.path());
+  EXPECT_TRUE(a.m == b.m && a.v == b.v) << "AdamW moments differ";
+}
+
+TEST(Resume, StoppedAndResumedIsBitIdenticalOneGroup) { ExpectExactResume({}); }
+
+TEST(Resume, StoppedAndResumedIsBitIdenticalTwoGroups) {
+  ExpectExactResume({kTwoGroups, "placement.threads_per_group=1"});
+}
+
+// A 1-group checkpoint resumed on 2 groups: each group takes its shard of the full moments. The
+// sums then run in another order, so the rows match a straight 1-group run to 1e-6 relative.
+TEST(Resume, OneGroupCheckpointResumesOnTwoGroups) {
+  test::TempDir straight, resumed;
+  TrainFor(OddConfig(straight.path()));
+  TrainFor(OddConfig(resumed.path()), kSteps / 2);
+  TrainResult r =
+      TrainFor(OddConfig(resumed.path(), {kTwoGroups, "placement.threads_per_group=1"}));
+  EXPECT_EQ(r.resumed_from, kSteps / 2);
+  const auto a = Rows(straight.path()), b = Rows(resumed.path());
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (const char* k : {"loss", "grad_norm", "val_loss"}) {
+      if (!a[i].contains(k)) continue;
+      const double x = a[i][k], y = b[i][k];
+      EXPECT_LE(std::abs(x - y), 1e-6 * std::abs(x)) << "row " << i << " " << k;
+    }
+  }
+  const std::vector<float> wa = ReadWeights(straight.path()), wb = ReadWeights(resumed.path());
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    ASSERT_LE(std::abs(wa[i] - wb[i]), 1e-5 * std::max(1.0f, std::abs(wa[i]))) << i;
+  }
+}
+
+std::string InputErrorOf(const Config& c) {
+  try {
+    TrainFor(c);
+  } catch (const InputError& e) {
+    return std::string(e.what()) + "\nhint: " + e.hint();
+  }
+  return "(no InputError)";
+}
+
+TEST(Resume, ChangedModelOrDataIsRefusedNamingTheKey) {
+  test::TempDir out;
+  TrainFor(OddConfig(out.path()), 3);
+  EXPECT_NE(InputErrorOf(OddConfig(out.path(), {"data.batch_size=8"})).find("data.batch_size"),
+            std::string::npos);
+  EXPECT_NE(InputErrorOf(OddConfig(out.path(), {"data.seq_len=20"})).find("data.seq_len"),
+            std::string::npos);
+  EXPECT_NE(
+      InputErrorOf(OddConfig(out.path(), {"data.train=" + Fixture("val.bin")})).find("data.train"),
+      std::string::npos);
+  // Another shape: random init of a wider model.
+  EXPECT_NE(InputErrorOf(OddConfig(out.path(), {"model.init_from=", "model.channels=60"}))
+                .find("model.channels"),
+            std::string::npos);
+  // The refused starts left the run as it was: it still resumes.
+  EXPECT_EQ(TrainFor(OddConfig(out.path())).resumed_from, 3);
+}
+
+TEST(Resume, NeverRefusesAUsedOutDirAndPathResumesFromThere) {
+  test::TempDir a, b;
+  TrainFor(OddConfig(a.path()), 4);
+  const std::string err = InputErrorOf(OddConfig(a.path(), {"train.resume=never"}));
+  EXPECT_NE(err.find("already holds a run"), std::string::npos) << err;
+  // Another out_dir resumes from a's checkpoint (a PATH), and goes on on its own.
+  TrainResult r = TrainFor(OddConfig(b.path(), {"train.resume=" + a.path()}));
+  EXPECT_EQ(r.resumed_from, 4);
+  EXPECT_EQ(r.last_step, kSteps);
+  EXPECT_TRUE(fs::exists(b.path() + "/checkpoints/step_00000012/state.bin"));
+  // Back in a from its step 2: steps 3 and 4 (checkpoints, metrics rows) are dropped and
+  // trained again.
+  test::TempDir c;
+  TrainFor(OddConfig(c.path(), {"train.checkpoint_every=1", "data.val="}), 4);
+  r = TrainFor(OddConfig(
+      c.path(), {"train.checkpoint_every=1", "data.val=", "optim.schedule=constant",
+                 "train.steps=3", "train.resume=" + c.path() + "/checkpoints/step_00000002"}));
+  EXPECT_EQ(r.resumed_from, 2);
+  EXPECT_EQ(Slurp(c.path() + "/latest"), "checkpoints/step_00000003\n");
+  EXPECT_FALSE(fs::exists(c.path() + "/checkpoints/step_00000004"));
+  EXPECT_EQ(Rows(c.path()).size(), 3u);
+}
+
+TEST(Resume, ALockedOutDirIsRefusedNamingThePid) {
+  test::TempDir out;
+  RunLock held(out.path());  // as another run would
+  const std::string err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("in use by another run (pid " + std::to_string(::getpid()) + ")"),
+            std::string::npos)
+      << err;
+}
+
+TEST(Resume, KeepsTheNewestCheckpointsAndRemovesTemporariesOfADeadRun) {
+  test::TempDir out;
+  const std::string ck = out.path() + "/checkpoints";
+  fs::create_directories(ck + "/step_00000099.tmp.999999");
+  std::ofstream(out.path() + "/latest.tmp.999999") << "half";
+  std::ofstream(out.path() + "/metrics.jsonl.tmp.1") << "half";
+  TrainFor(OddConfig(out.path(), {"train.checkpoint_every=2", "train.keep_checkpoints=2"}));
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(out.path())) {
+    left.push_back(fs::relative(e.path(), out.path()).string());
+  }
+  std::sort(left.begin(), left.end());
+  const std::vector<std::string> want = {".lock",
+                                         "checkpoints",
+                                         "checkpoints/step_00000010",
+                                         "checkpoints/step_00000010/model.bin",
+                                         "checkpoints/step_00000010/state.bin",
+                                         "checkpoints/step_00000012",
+                                         "checkpoints/step_00000012/model.bin",
+                                         "checkpoints/step_00000012/state.bin",
+                                         "config.yaml",
+                                         "latest",
+                                         "metrics.jsonl",
+                                         "placement.json"};
+  EXPECT_EQ(left, want);
+  EXPECT_EQ(Slurp(out.path() + "/latest"), "checkpoints/step_00000012\n");
+}
+
+// lr 1e4 makes the odd model diverge within a few steps.
+TEST(Resume, ADivergingRunStopsWithTheLastGoodCheckpointKept) {
+  test::TempDir out;
+  Config c = OddConfig(out.path(), {"optim.lr=1e4", "optim.grad_clip=0", "train.checkpoint_every=1",
+                                    "train.keep_checkpoints=0", "train.steps=200"});
+  try {
+    TrainFor(c);
+    FAIL() << "the run did not stop";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("training diverged"), std::string::npos) << e.what();
+  }
+  const std::vector<float> w = ReadWeights(out.path());  // loads: finite
+  for (float x : w) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(Resume, SkipStepSkipsNonFiniteUpdatesAndLogsThem) {
+  test::TempDir out;
+  Config c = OddConfig(out.path(), {"optim.lr=1e4", "optim.grad_clip=0", "train.steps=40",
+                                    "train.on_nonfinite=skip_step", "data.val="});
+  TrainResult r;
+  try {
+    r = TrainFor(c);
+  } catch (const RuntimeError& e) {
+    GTEST_SKIP() << "diverged to non-finite weights before a non-finite norm: " << e.what();
+  }
+  int skipped = 0;
+  for (const nlohmann::json& row : Rows(out.path())) {
+    if (row.value("skipped", false)) {
+      EXPECT_EQ(row["skipped_steps"], ++skipped);
+    }
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_EQ(r.steps.back().skipped_steps, skipped);
+}
+
+// state.bin is checked like every binary format: magic, version, length against its header.
+TEST(Resume, ADamagedStateFileIsRefusedWithAHint) {
+  test::TempDir out;
+  TrainFor(OddConfig(out.path()), 3);
+  const std::string state = out.path() + "/checkpoints/step_00000003/state.bin";
+  const std::string good = Slurp(state);
+  std::ofstream(state, std::ios::binary) << good.substr(0, good.size() - 4);
+  std::string err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("do not match its header"), std::string::npos) << err;
+  EXPECT_NE(err.find("resume from an older checkpoint"), std::string::npos) << err;
+  std::ofstream(state, std::ios::binary) << "XXXXXXXX" + good.substr(8);
+  err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("bad magic (expected CPTNSTAT)"), std::string::npos) << err;
+  std::string v2 = good;
+  v2[8] = 2;
+  std::ofstream(state, std::ios::binary) << v2;
+  err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("version 2 is not supported"), std::string::npos) << err;
+}
+
+TEST(Resume, NonFiniteWeightsAreRefusedOnLoad) {
+  test::TempDir out;
+  std::string model = Slurp(Fixture("model.bin"));
+  const float nan = std::nanf("");
+  std::memcpy(model.data() + 1024 + 4 * 100, &nan, sizeof(nan));  // past the 1 KiB header
+  const std::string bad = out.path() + "/nan.bin";
+  std::ofstream(bad, std::ios::binary) << model;
+  const std::string err = InputErrorOf(OddConfig(out.path() + "/run", {"model.init_from=" + bad}));
+  EXPECT_NE(err.find("parameter 100 is nan"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace cputrain::train
