@@ -195,6 +195,27 @@ void LinkNumaNodesAndL3s(Topology& t) {
   }
 }
 
+// NUMA distances (SLIT from the OS, or what the XML carries). Synthetic machines have none.
+void ReadNumaDistances(hwloc_topology_t h, Topology& t) {
+  unsigned nr = 1;
+  hwloc_distances_s* dist = nullptr;
+  if (hwloc_distances_get_by_type(h, HWLOC_OBJ_NUMANODE, &nr, &dist,
+                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) == 0 &&
+      nr >= 1 && dist) {
+    const unsigned n = dist->nbobjs;
+    if (n == t.numa_nodes.size()) {
+      t.numa_distances.assign(n, std::vector<uint64_t>(n, 0));
+      for (unsigned a = 0; a < n; ++a) {
+        for (unsigned b = 0; b < n; ++b) {
+          t.numa_distances[dist->objs[a]->logical_index][dist->objs[b]->logical_index] =
+              dist->values[a * n + b];
+        }
+      }
+    }
+    hwloc_distances_release(h, dist);
+  }
+}
+
 }  // namespace
 
 SyntheticSize MeasureSynthetic(const std::string& description) {
@@ -318,24 +339,7 @@ Topology LoadTopology(const std::string& spec) {
   AddCoresAndPus(h, allowed, ncore, npu, t);
   LinkNumaNodesAndL3s(t);
 
-  // NUMA distances (SLIT from the OS, or what the XML carries). Synthetic machines have none.
-  unsigned nr = 1;
-  hwloc_distances_s* dist = nullptr;
-  if (hwloc_distances_get_by_type(h, HWLOC_OBJ_NUMANODE, &nr, &dist,
-                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) == 0 &&
-      nr >= 1 && dist) {
-    const unsigned n = dist->nbobjs;
-    if (n == t.numa_nodes.size()) {
-      t.numa_distances.assign(n, std::vector<uint64_t>(n, 0));
-      for (unsigned a = 0; a < n; ++a) {
-        for (unsigned b = 0; b < n; ++b) {
-          t.numa_distances[dist->objs[a]->logical_index][dist->objs[b]->logical_index] =
-              dist->values[a * n + b];
-        }
-      }
-    }
-    hwloc_distances_release(h, dist);
-  }
+  ReadNumaDistances(h, t);
   if (t.AllowedCpus().empty()) {
     throw InputError(fmt::format("topology '{}': this process may run on none of its CPUs", t.spec),
                      "check taskset/cgroup limits");
