@@ -221,6 +221,15 @@ TEST(Gpt2, ShapeProblemsAreFoundWithoutAllocating) {
       << big.Problem();
 }
 
+// Regression: the attention buffer (B,NH,T,T) of a huge batch wrapped around size_t in
+// Activations' offsets (B=2^31-1, T=65536), sizing a small buffer for a huge model run.
+TEST(Gpt2, HugeBatchActivationSizesWrappedAround) {
+  const Shape s{65536, 256, 256, 1, 64, 64};
+  EXPECT_THROW(Activations(s, 2147483647, 65536, 1), InputError);
+  EXPECT_THROW(Activations(s, 4096, 65536, 1), InputError);
+  EXPECT_NO_THROW(Activations(s, 4, 64, 2));
+}
+
 TEST(Gpt2, RandomInitIsGpt2AndIndependentOfThreads) {
   Shape s{64, 300, 384, 4, 4, 64};
   ParamLayout layout(s);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -219,6 +220,24 @@ TEST(Placement, CpusOutsideTheAllowedCpusetAreRefusedAndTheirDomainsSkipped) {
   PlacementConfig two;
   two.groups = 2;
   ExpectRefused(t, two, "only 1 socket domain(s) this process may use");
+}
+
+// Regression: planning visited every core of the machine for every domain, and looked each
+// PU up by a linear search: cubic in the PUs on a machine of many one-core domains (a 40k-PU
+// synthetic machine took 75 s, 19 s of it in hwloc). Now linear: 4096 groups plan in
+// milliseconds (the old planner took minutes here); the 1 s bound leaves room for a busy host.
+TEST(Placement, ManySmallSocketsWereQuadraticToPlan) {
+  Topology t = Synth("pack:32 numa:128 core:1 pu:1");
+  PlacementConfig c;
+  c.group_by = GroupBy::kNuma;
+  const auto start = std::chrono::steady_clock::now();
+  Plan p = PlanPlacement(t, c, nullptr);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(p.groups.size(), 4096u);
+  EXPECT_EQ(p.groups[4095].cpus, std::vector<int>{4095});
+  ExpectDisjoint(p);
+  EXPECT_LT(seconds, 1.0);
 }
 
 TEST(Placement, JsonShape) {

@@ -112,6 +112,51 @@ TEST(Topology, BadSpecsAreInputErrors) {
   EXPECT_THROW(LoadTopology("xml:" + dir.path() + "/bad.xml"), InputError);
 }
 
+// The message of the InputError LoadTopology(spec) throws, or "(no error)".
+std::string LoadError(const std::string& spec) {
+  try {
+    LoadTopology(spec);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Regression: 'synthetic:pack:100000 core:100000 pu:100' ran for minutes inside hwloc. The
+// description's size is now computed first and refused above kMaxTopologyPus.
+TEST(Topology, HugeSyntheticDescriptionRanForMinutes) {
+  auto pus = [](const std::string& d) { return MeasureSynthetic(d).pus; };
+  EXPECT_EQ(pus("pack:2 numa:1 l3:1 core:8 pu:2"), 32);
+  EXPECT_EQ(pus("  pack:2   core:4\tpu:2 "), 16);
+  EXPECT_EQ(pus("Package:2 [numa(memory=1GB)] Core:3(indexes=0,2,4 ) PU:2"), 12);
+  EXPECT_EQ(pus("2 3 4"), 24);
+  EXPECT_EQ(pus("pack:100000 core:100000 pu:100"), kMaxTopologyPus + 1);
+  EXPECT_EQ(pus("pack:99999999999999999999999"), kMaxTopologyPus + 1);
+  EXPECT_EQ(pus("pack:16 core:1024 pu:1"), 16384);
+  EXPECT_EQ(MeasureSynthetic("pack:2 core:1000 pu:2").widest, 1000);
+  // hwloc's time is quadratic in a level's width: 2048 cores side by side are refused too.
+  std::string wide = LoadError("synthetic:pack:1 core:2048 pu:1");
+  EXPECT_NE(wide.find("a level of 2048 objects under one parent, more than the 1024"),
+            std::string::npos)
+      << wide;
+  const std::string e = LoadError("synthetic:pack:100000 core:100000 pu:100");
+  EXPECT_NE(e.find("describes more than 16384 PUs"), std::string::npos) << e;
+}
+
+// Regression: an empty synthetic description and xml:/dev/zero got misleading messages (a
+// --set mapping error; "no such file").
+TEST(Topology, EmptySyntheticAndDeviceXmlAreNamed) {
+  std::string e = LoadError("synthetic:");
+  EXPECT_NE(e.find("the synthetic description is empty"), std::string::npos) << e;
+  e = LoadError("xml:/dev/zero");
+  EXPECT_NE(e.find("'/dev/zero' is not a regular file (a character device)"), std::string::npos)
+      << e;
+  test::TempDir dir;
+  std::ofstream(dir.path() + "/bad.xml") << "<not hwloc>";
+  e = LoadError("xml:" + dir.path() + "/bad.xml");
+  EXPECT_NE(e.find("is not valid hwloc XML"), std::string::npos) << e;
+}
+
 TEST(Topology, FormatCpuList) {
   EXPECT_EQ(Topology::FormatCpuList({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
   EXPECT_EQ(Topology::FormatCpuList({5}), "5");

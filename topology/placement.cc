@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <unordered_set>
 
 #include "common/error.h"
 
@@ -42,18 +42,27 @@ std::vector<Domain> BuildDomains(const Topology& t, GroupBy by) {
         raw.push_back({fmt::format("L3 {}", i), t.l3s[i].cpus});
       break;
   }
+  // Linear in the CPUs of all domains: each domain visits only its own CPUs' cores (visiting
+  // every core for every domain was quadratic on a machine of many small packages).
   std::vector<Domain> out;
   for (auto& [name, cpus] : raw) {
-    std::set<int> in(cpus.begin(), cpus.end());
+    const std::unordered_set<int> in(cpus.begin(), cpus.end());
+    std::vector<int> cores;  // cores with an allowed CPU of the domain, in topology order
+    for (int os : cpus) {
+      const Pu* pu = t.FindPu(os);
+      if (pu && pu->allowed && pu->core >= 0) cores.push_back(pu->core);
+    }
+    std::sort(cores.begin(), cores.end());
+    cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
     Domain d;
     d.name = name;
-    for (const Core& c : t.cores) {
+    for (int c : cores) {
       std::vector<int> pus;
-      for (int os : c.pus) {
+      for (int os : t.cores[c].pus) {
         const Pu* pu = t.FindPu(os);
         if (pu && pu->allowed && in.count(os)) pus.push_back(os);
       }
-      if (!pus.empty()) d.cores.push_back(std::move(pus));
+      d.cores.push_back(std::move(pus));
     }
     if (!d.cores.empty()) out.push_back(std::move(d));  // no allowed CPU: not ours to plan
   }

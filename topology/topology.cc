@@ -5,12 +5,13 @@
 #include <hwloc.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace cputrain::topo {
 namespace {
@@ -29,6 +30,55 @@ std::vector<int> CpusetToList(hwloc_const_cpuset_t set) {
   return out;
 }
 
+// The count of one synthetic level ("core:8", "8", "numa:2(memory=1GB)"), or 1 if unreadable.
+long long LevelCount(std::string_view level) {
+  level = level.substr(0, level.find('('));
+  const std::size_t colon = level.rfind(':');
+  if (colon != std::string_view::npos) level = level.substr(colon + 1);
+  if (level.empty()) return 1;
+  long long n = 0;
+  for (char ch : level) {
+    if (ch < '0' || ch > '9') return 1;
+    n = std::min(n * 10 + (ch - '0'), kMaxTopologyPus + 1);
+  }
+  return n;
+}
+
+void CheckSyntheticSize(const std::string& spec, const std::string& desc) {
+  if (desc.find_first_not_of(" \t\n") == std::string::npos) {
+    throw InputError(fmt::format("topology '{}': the synthetic description is empty", spec),
+                     "describe the levels from the package down, e.g. "
+                     "'synthetic:pack:2 numa:1 core:8 pu:2'");
+  }
+  const SyntheticSize size = MeasureSynthetic(desc);
+  if (size.pus > kMaxTopologyPus) {
+    throw InputError(
+        fmt::format("topology '{}' describes more than {} PUs (the product of its "
+                    "level counts), the most this build plans for",
+                    spec, kMaxTopologyPus),
+        fmt::format("describe a machine of at most {} hardware threads", kMaxTopologyPus));
+  }
+  if (size.widest > kMaxSyntheticArity) {
+    throw InputError(fmt::format("topology '{}' has a level of {} objects under one parent, more "
+                                 "than the {} a synthetic description may have",
+                                 spec, size.widest, kMaxSyntheticArity),
+                     "split the level, e.g. 'pack:4 core:512' instead of 'pack:1 core:2048'");
+  }
+}
+
+void SetXml(hwloc_topology_t raw, const std::string& spec, const std::string& path) {
+  // Read it ourselves: hwloc would block on a FIFO and read /dev/zero without end.
+  const std::string xml =
+      ReadFile(path, InputKind{"topology XML file", "an XML file written by `lstopo --of xml`",
+                               kMaxTopologyXmlBytes,
+                               "export a machine with `lstopo --of xml machine.xml` and pass "
+                               "--topology xml:machine.xml"});
+  if (hwloc_topology_set_xmlbuffer(raw, xml.c_str(), static_cast<int>(xml.size()) + 1) != 0) {
+    throw InputError(fmt::format("topology '{}': '{}' is not valid hwloc XML", spec, path),
+                     "use a file written by `lstopo --of xml` (hwloc 2 format)");
+  }
+}
+
 HwlocPtr LoadHwloc(const std::string& spec, bool* simulated) {
   hwloc_topology_t raw;
   if (hwloc_topology_init(&raw) != 0) throw RuntimeError("hwloc_topology_init failed");
@@ -42,6 +92,7 @@ HwlocPtr LoadHwloc(const std::string& spec, bool* simulated) {
     // the real machine
   } else if (spec.rfind(kSynthetic, 0) == 0) {
     std::string desc = spec.substr(kSynthetic.size());
+    CheckSyntheticSize(spec, desc);
     if (hwloc_topology_set_synthetic(raw, desc.c_str()) != 0) {
       throw InputError(
           fmt::format("topology '{}': hwloc cannot parse the synthetic description '{}'", spec,
@@ -51,16 +102,7 @@ HwlocPtr LoadHwloc(const std::string& spec, bool* simulated) {
     }
     *simulated = true;
   } else if (spec.rfind(kXml, 0) == 0) {
-    std::string path = spec.substr(kXml.size());
-    if (!std::filesystem::is_regular_file(path)) {
-      throw InputError(fmt::format("topology '{}': no such file '{}'", spec, path),
-                       "export a machine with `lstopo --of xml machine.xml` and pass "
-                       "--topology xml:machine.xml");
-    }
-    if (hwloc_topology_set_xml(raw, path.c_str()) != 0) {
-      throw InputError(fmt::format("topology '{}': hwloc cannot read '{}' as XML", spec, path),
-                       "use a file written by `lstopo --of xml`");
-    }
+    SetXml(raw, spec, spec.substr(kXml.size()));
     *simulated = true;
   } else {
     throw InputError(fmt::format("unknown topology '{}'", spec),
@@ -74,9 +116,132 @@ HwlocPtr LoadHwloc(const std::string& spec, bool* simulated) {
   return topo;
 }
 
+// OS index -> index of the first item (package, NUMA node, L3) whose CPUs hold it: one pass
+// over the items, so a PU's lookup is O(1) (a search per PU was quadratic in the PUs).
+template <class Items>
+std::unordered_map<int, int> FirstContaining(const Items& items) {
+  std::unordered_map<int, int> m;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    for (int cpu : items[k].cpus) m.emplace(cpu, static_cast<int>(k));  // keeps the first
+  }
+  return m;
+}
+
+int Find(const std::unordered_map<int, int>& m, int key) {
+  auto it = m.find(key);
+  return it == m.end() ? -1 : it->second;
+}
+
+void AddCoresAndPus(hwloc_topology_t h, hwloc_const_bitmap_t allowed, int ncore, int npu,
+                    Topology& t) {
+  const auto package_of = FirstContaining(t.packages);
+  const auto numa_of = FirstContaining(t.numa_nodes);
+  const auto l3_of = FirstContaining(t.l3s);
+  std::map<hwloc_obj_t, int> core_index;
+  for (int i = 0; i < ncore; ++i) {
+    core_index[hwloc_get_obj_by_type(h, HWLOC_OBJ_CORE, i)] = i;
+    t.cores.emplace_back();
+  }
+  for (int i = 0; i < npu; ++i) {
+    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_PU, i);
+    Pu pu;
+    pu.os_index = static_cast<int>(o->os_index);
+    pu.allowed = hwloc_bitmap_isset(allowed, o->os_index);
+    hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_CORE, o);
+    if (core) {
+      pu.core = core_index.at(core);
+    } else {  // no core objects: every PU is its own core
+      pu.core = static_cast<int>(t.cores.size());
+      t.cores.emplace_back();
+    }
+    pu.package = Find(package_of, pu.os_index);
+    pu.numa = Find(numa_of, pu.os_index);
+    pu.l3 = Find(l3_of, pu.os_index);
+    Core& c = t.cores[pu.core];
+    c.pus.push_back(pu.os_index);
+    c.package = pu.package;
+    c.numa = pu.numa;
+    c.l3 = pu.l3;
+    t.pu_by_os.emplace(pu.os_index, static_cast<int>(t.pus.size()));
+    t.pus.push_back(pu);
+  }
+}
+
+// A NUMA node belongs to the package of its CPUs if they are all on one; an L3 to the package of
+// its first CPU.
+void LinkNumaNodesAndL3s(Topology& t) {
+  for (std::size_t n = 0; n < t.numa_nodes.size(); ++n) {
+    NumaNode& node = t.numa_nodes[n];
+    constexpr int kNone = -2;
+    int package = kNone;
+    for (int cpu : node.cpus) {
+      const Pu* pu = t.FindPu(cpu);
+      if (!pu) continue;
+      if (package == kNone) {
+        package = pu->package;
+      } else if (package != pu->package) {
+        package = -1;  // spans packages
+        break;
+      }
+    }
+    node.package = package == kNone ? -1 : package;
+    if (node.package >= 0) t.packages[node.package].numa_nodes.push_back(static_cast<int>(n));
+  }
+  for (L3Cache& c : t.l3s) {
+    if (!c.cpus.empty()) {
+      const Pu* pu = t.FindPu(c.cpus[0]);
+      c.package = pu ? pu->package : -1;
+    }
+  }
+}
+
+// NUMA distances (SLIT from the OS, or what the XML carries). Synthetic machines have none.
+void ReadNumaDistances(hwloc_topology_t h, Topology& t) {
+  unsigned nr = 1;
+  hwloc_distances_s* dist = nullptr;
+  if (hwloc_distances_get_by_type(h, HWLOC_OBJ_NUMANODE, &nr, &dist,
+                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) == 0 &&
+      nr >= 1 && dist) {
+    const unsigned n = dist->nbobjs;
+    if (n == t.numa_nodes.size()) {
+      t.numa_distances.assign(n, std::vector<uint64_t>(n, 0));
+      for (unsigned a = 0; a < n; ++a) {
+        for (unsigned b = 0; b < n; ++b) {
+          t.numa_distances[dist->objs[a]->logical_index][dist->objs[b]->logical_index] =
+              dist->values[a * n + b];
+        }
+      }
+    }
+    hwloc_distances_release(h, dist);
+  }
+}
+
 }  // namespace
 
+SyntheticSize MeasureSynthetic(const std::string& description) {
+  SyntheticSize size;
+  int depth = 0;  // inside "(...)" or "[...]", where spaces do not separate levels
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i <= description.size(); ++i) {
+    const char ch = i < description.size() ? description[i] : ' ';
+    if (ch == '(' || ch == '[') ++depth;
+    if ((ch == ')' || ch == ']') && depth > 0) --depth;
+    if (depth > 0 || (ch != ' ' && ch != '\t' && ch != '\n')) continue;
+    const std::string_view level = std::string_view(description).substr(begin, i - begin);
+    begin = i + 1;
+    if (level.empty() || level[0] == '[') continue;  // a memory child: not a level of PUs
+    const long long n = LevelCount(level);
+    size.pus = std::min(size.pus * n, kMaxTopologyPus + 1);
+    size.widest = std::max(size.widest, n);
+  }
+  return size;
+}
+
 const Pu* Topology::FindPu(int os_index) const {
+  if (!pu_by_os.empty()) {
+    auto it = pu_by_os.find(os_index);
+    return it == pu_by_os.end() ? nullptr : &pus[static_cast<std::size_t>(it->second)];
+  }
   for (const Pu& pu : pus) {
     if (pu.os_index == os_index) return &pu;
   }
@@ -120,6 +285,11 @@ Topology LoadTopology(const std::string& spec) {
   const int ncore = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE);
   const int npu = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PU);
   if (npu <= 0) throw InputError(fmt::format("topology '{}' has no PUs (CPUs)", t.spec));
+  if (npu > kMaxTopologyPus) {
+    throw InputError(fmt::format("topology '{}' has {} PUs, more than the {} this build plans for",
+                                 t.spec, npu, kMaxTopologyPus),
+                     fmt::format("use a topology of at most {} hardware threads", kMaxTopologyPus));
+  }
 
   // A machine without package objects (some VMs, some synthetic descriptions) is one package.
   if (npkg <= 0) {
@@ -151,14 +321,6 @@ Topology LoadTopology(const std::string& spec) {
     t.l3s.push_back(std::move(c));
   }
 
-  auto index_containing = [](const auto& items, int cpu) {
-    for (std::size_t k = 0; k < items.size(); ++k) {
-      const auto& cpus = items[k].cpus;
-      if (std::find(cpus.begin(), cpus.end(), cpu) != cpus.end()) return static_cast<int>(k);
-    }
-    return -1;
-  };
-
   // Allowed = what cgroups/cpusets allow (hwloc's allowed set) and, on the real machine, what
   // this process's affinity mask allows (taskset, mpirun --bind-to socket|core): a process
   // started per socket must plan only its socket.
@@ -174,71 +336,10 @@ Topology LoadTopology(const std::string& spec) {
     hwloc_bitmap_t b;
     ~BitmapFree() { hwloc_bitmap_free(b); }
   } free_allowed{allowed};
-  std::map<hwloc_obj_t, int> core_index;
-  for (int i = 0; i < ncore; ++i) {
-    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_CORE, i);
-    core_index[o] = i;
-    Core c;
-    t.cores.push_back(c);
-  }
-  for (int i = 0; i < npu; ++i) {
-    hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_PU, i);
-    Pu pu;
-    pu.os_index = static_cast<int>(o->os_index);
-    pu.allowed = hwloc_bitmap_isset(allowed, o->os_index);
-    hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_CORE, o);
-    if (core) {
-      pu.core = core_index.at(core);
-    } else {  // no core objects: every PU is its own core
-      pu.core = static_cast<int>(t.cores.size());
-      t.cores.emplace_back();
-    }
-    pu.package = index_containing(t.packages, pu.os_index);
-    pu.numa = index_containing(t.numa_nodes, pu.os_index);
-    pu.l3 = index_containing(t.l3s, pu.os_index);
-    Core& c = t.cores[pu.core];
-    c.pus.push_back(pu.os_index);
-    c.package = pu.package;
-    c.numa = pu.numa;
-    c.l3 = pu.l3;
-    t.pus.push_back(pu);
-  }
-  for (std::size_t n = 0; n < t.numa_nodes.size(); ++n) {
-    NumaNode& node = t.numa_nodes[n];
-    std::vector<int> pkgs;
-    for (int cpu : node.cpus) {
-      const Pu* pu = t.FindPu(cpu);
-      if (pu && std::find(pkgs.begin(), pkgs.end(), pu->package) == pkgs.end())
-        pkgs.push_back(pu->package);
-    }
-    node.package = pkgs.size() == 1 ? pkgs[0] : -1;
-    if (node.package >= 0) t.packages[node.package].numa_nodes.push_back(static_cast<int>(n));
-  }
-  for (L3Cache& c : t.l3s) {
-    if (!c.cpus.empty()) {
-      const Pu* pu = t.FindPu(c.cpus[0]);
-      c.package = pu ? pu->package : -1;
-    }
-  }
+  AddCoresAndPus(h, allowed, ncore, npu, t);
+  LinkNumaNodesAndL3s(t);
 
-  // NUMA distances (SLIT from the OS, or what the XML carries). Synthetic machines have none.
-  unsigned nr = 1;
-  hwloc_distances_s* dist = nullptr;
-  if (hwloc_distances_get_by_type(h, HWLOC_OBJ_NUMANODE, &nr, &dist,
-                                  HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0) == 0 &&
-      nr >= 1 && dist) {
-    const unsigned n = dist->nbobjs;
-    if (n == t.numa_nodes.size()) {
-      t.numa_distances.assign(n, std::vector<uint64_t>(n, 0));
-      for (unsigned a = 0; a < n; ++a) {
-        for (unsigned b = 0; b < n; ++b) {
-          t.numa_distances[dist->objs[a]->logical_index][dist->objs[b]->logical_index] =
-              dist->values[a * n + b];
-        }
-      }
-    }
-    hwloc_distances_release(h, dist);
-  }
+  ReadNumaDistances(h, t);
   if (t.AllowedCpus().empty()) {
     throw InputError(fmt::format("topology '{}': this process may run on none of its CPUs", t.spec),
                      "check taskset/cgroup limits");
@@ -277,12 +378,16 @@ std::string DescribeTopology(const Topology& t) {
       t.spec, t.simulated ? " (simulated: no pinning, no memory binding)" : "", t.packages.size(),
       t.numa_nodes.size(), t.l3s.size(), t.cores.size(), t.pus.size());
   s += fmt::format("  allowed CPUs: {}\n", Topology::FormatCpuList(t.AllowedCpus()));
+  std::vector<int> cores_in(t.packages.size(), 0);  // one pass: packages x cores is quadratic
+  for (const Core& c : t.cores) {
+    if (c.package >= 0 && static_cast<std::size_t>(c.package) < cores_in.size())
+      ++cores_in[c.package];
+  }
   for (std::size_t p = 0; p < t.packages.size(); ++p) {
     const Package& pkg = t.packages[p];
     std::vector<int> nodes;
     for (int n : pkg.numa_nodes) nodes.push_back(t.numa_nodes[n].os_index);
-    int cores = 0;
-    for (const Core& c : t.cores) cores += c.package == static_cast<int>(p);
+    const int cores = cores_in[p];
     s += fmt::format("  package {}: {} cores, CPUs {}, NUMA node(s) {}\n", pkg.os_index, cores,
                      Topology::FormatCpuList(pkg.cpus), fmt::join(nodes, ","));
   }

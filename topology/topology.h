@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cputrain::topo {
@@ -69,6 +70,9 @@ struct Topology {
   // numa_distances[i][j]: relative latency from node i to node j as the firmware (SLIT) or the
   // XML reports it (10 = local). Empty when the source reports none (synthetic machines).
   std::vector<std::vector<uint64_t>> numa_distances;
+  // OS index -> index into pus, for FindPu in O(1): the planner looks up every CPU of every
+  // domain. Filled by LoadTopology; when empty, FindPu searches pus.
+  std::unordered_map<int, int> pu_by_os;
 
   // The PU with this OS index, or nullptr.
   const Pu* FindPu(int os_index) const;
@@ -78,9 +82,33 @@ struct Topology {
   static std::string FormatCpuList(const std::vector<int>& cpus);
 };
 
+// The largest machine accepted, in PUs (hardware threads): above any single-image Linux server
+// (distribution kernels are built for at most 8192 CPUs), and small enough that loading stays
+// fast. hwloc's own time grows with the square of the PU count (measured on the 2-vCPU CI guest:
+// 16384 PUs 7 s of CPU in hwloc-info, 65536 PUs over 2 minutes); our loading and planning are
+// linear. A synthetic description is checked before hwloc builds it (a product of level counts
+// such as "pack:100000 core:100000 pu:100" would take hwloc hours or all memory), an XML file or
+// this machine after loading.
+inline constexpr long long kMaxTopologyPus = 16384;
+// The most children one object of a synthetic description may have ("core:1024"): hwloc's time
+// grows with the square of a level's width (measured on the 2-vCPU CI guest with hwloc-info:
+// 4096 siblings 2.7 s, 8192 siblings 20 s of CPU), so 65536 PUs as "pack:1 core:65536" would
+// take hwloc an hour.
+inline constexpr long long kMaxSyntheticArity = 1024;
+
 // Loads a topology from a spec ("this", "synthetic:...", "xml:..."). Throws InputError naming
-// the spec and what is wrong (unknown prefix, bad synthetic description, unreadable XML).
+// the spec and what is wrong (unknown prefix, bad or empty synthetic description, more than
+// kMaxTopologyPus PUs or a level wider than kMaxSyntheticArity, an XML path that is missing, not
+// a regular file or not hwloc XML).
 Topology LoadTopology(const std::string& spec);
+
+// The size of a synthetic description ("pack:2 numa:1 core:8 pu:2"): the PUs it makes (the
+// product of its level counts) and its widest level, both capped at kMaxTopologyPus + 1 (so
+// they cannot overflow). Levels whose count it cannot read count as 1, left for hwloc to judge.
+struct SyntheticSize {
+  long long pus = 1, widest = 1;
+};
+SyntheticSize MeasureSynthetic(const std::string& description);
 
 // {"packages": N, "numa_nodes": N, "l3_caches": N, "cores": N, "pus": N, "allowed_cpus": [..],
 //  "simulated": bool, "source": spec, "numa": [{"os_index", "package", "cpus", "memory_bytes"}],

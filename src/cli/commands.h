@@ -22,6 +22,12 @@ struct CommonOptions {
   Config Load() const;
 };
 
+// Checks for numeric flags: the value must parse as a finite number (nan and inf are refused,
+// which CLI11's Range lets through) in [lo, hi], and the message prints the real bound
+// ("in [0, 100]", ">= 1"), not CLI11's "0 to 1.797e308".
+CLI::Validator FiniteRange(double lo, double hi);
+CLI::Validator AtLeast(double lo);
+
 void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
 // command_line: how the user ran this process, shell-quoted, for the resume hint of a stopped run.

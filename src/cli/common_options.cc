@@ -1,6 +1,41 @@
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
 #include "cli/commands.h"
 
 namespace cputrain::cli {
+namespace {
+
+CLI::Validator NumberCheck(double lo, double hi, std::string bound) {
+  return CLI::Validator(
+      [lo, hi, bound](std::string& text) -> std::string {
+        const char* s = text.c_str();
+        char* end = nullptr;
+        errno = 0;
+        const double v = std::strtod(s, &end);
+        if (end == s || *end != '\0') return fmt::format("'{}' is not a number", text);
+        if (!std::isfinite(v) || errno == ERANGE) {
+          return fmt::format("'{}' is not a finite number: it must be {}", text, bound);
+        }
+        if (v < lo || v > hi) return fmt::format("{} is out of range: it must be {}", text, bound);
+        return "";
+      },
+      bound);
+}
+
+}  // namespace
+
+CLI::Validator FiniteRange(double lo, double hi) {
+  return NumberCheck(lo, hi, fmt::format("in [{}, {}]", lo, hi));
+}
+
+CLI::Validator AtLeast(double lo) {
+  return NumberCheck(lo, std::numeric_limits<double>::max(), fmt::format(">= {}", lo));
+}
 
 void CommonOptions::AddTo(CLI::App* cmd) {
   cmd->add_option("-c,--config", config_path,
@@ -16,9 +51,14 @@ void CommonOptions::AddTo(CLI::App* cmd) {
 }
 
 Config CommonOptions::Load() const {
-  std::vector<std::string> all = sets;
-  if (!topology.empty()) all.push_back("topology=" + topology);
-  return LoadConfig(config_path, all);
+  Config c = LoadConfig(config_path, sets);
+  // Taken as it is, not as YAML through --set: "synthetic:" would read as a mapping and be
+  // reported as a --set error; LoadTopology judges the spec and names it.
+  if (!topology.empty()) {
+    c.topology = topology;
+    c.source += " + --topology";
+  }
+  return c;
 }
 
 }  // namespace cputrain::cli

@@ -19,6 +19,30 @@
 
 namespace cputrain::cli {
 
+namespace {
+
+// The model must know every id the tokenizer produces (V >= its vocabulary), and must not have
+// been trained with another tokenizer: a model of V >= 50257 read GPT-2 ids, which the bytes
+// tokenizer would print as bytes. A V in between (300) is a bytes model with spare rows.
+void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
+                        const std::string& path) {
+  const int gpt2_vocab = data::kGpt2VocabSize;
+  if (tok.vocab_size() > shape.V) {
+    throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {} but tokenizer '{}' has "
+                                 "{} tokens",
+                                 path, shape.V, tok.name(), tok.vocab_size()),
+                     shape.V == 256 ? "use --tokenizer bytes" : "use the model's tokenizer");
+  }
+  if (tok.vocab_size() < gpt2_vocab && shape.V >= gpt2_vocab) {
+    throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {}, GPT-2's, but tokenizer "
+                                 "'{}' has {} tokens: it would print GPT-2 ids as bytes",
+                                 path, shape.V, tok.name(), tok.vocab_size()),
+                     "use --tokenizer gpt2");
+  }
+}
+
+}  // namespace
+
 void AddGenerateCommand(CLI::App& app) {
   struct Opts {
     std::string checkpoint, tokenizer = "gpt2", prompt;
@@ -37,11 +61,11 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--tokenizer", o->tokenizer, "gpt2 or bytes: the one the model was trained with")
       ->check(CLI::IsMember({"gpt2", "bytes"}));
   cmd->add_option("--prompt", o->prompt, "text to continue (empty: start of a document)");
-  cmd->add_option("--tokens", o->tokens, "tokens to generate")->check(CLI::PositiveNumber);
+  cmd->add_option("--tokens", o->tokens, "tokens to generate")->check(AtLeast(1));
   cmd->add_option("--temperature", o->temperature, "0 = greedy; higher = more random")
-      ->check(CLI::Range(0.0f, 100.0f));
+      ->check(FiniteRange(0, 100));
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(AtLeast(0));
   cmd->add_option("--seed", o->seed, "sampling seed");
   cmd->add_option("--topology", o->topology, "machine whose first group's CPUs run it");
   cmd->callback([o] {
@@ -49,12 +73,7 @@ void AddGenerateCommand(CLI::App& app) {
     std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(o->tokenizer);
     const std::string file = model::ResolveModelFile(o->checkpoint);
     const model::Shape shape = model::ReadCheckpointShape(file);
-    if (tok->vocab_size() > shape.V) {
-      throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {} but tokenizer '{}' has "
-                                   "{} tokens",
-                                   o->checkpoint, shape.V, o->tokenizer, tok->vocab_size()),
-                       shape.V == 256 ? "use --tokenizer bytes" : "use the model's tokenizer");
-    }
+    CheckTokenizerFits(*tok, shape, o->checkpoint);
     model::ParamLayout layout(shape);
     std::vector<float> params(layout.total());
     model::LoadCheckpoint(file, layout, params.data());

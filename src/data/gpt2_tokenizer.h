@@ -33,7 +33,7 @@ namespace cputrain::data {
 
 class Gpt2Tokenizer final : public Tokenizer {
  public:
-  static constexpr int kVocabSize = 50257;
+  static constexpr int kVocabSize = kGpt2VocabSize;
   static constexpr int kEotToken = 50256;
 
   // Reads <dir>/encoder.json and <dir>/vocab.bpe. Throws InputError naming a missing or

@@ -18,6 +18,9 @@
 
 namespace cputrain::data {
 
+// GPT-2's vocabulary size: a model of this V or more speaks GPT-2 ids, not bytes.
+inline constexpr int kGpt2VocabSize = 50257;
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

@@ -203,6 +203,20 @@ void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, floa
 
 Activations::Activations(const Shape& shape, int B, int T, int threads)
     : shape_(shape), B_(B), T_(T), threads_(threads) {
+  // An upper bound of what Bind takes, in long double so that it cannot overflow: every size_t
+  // product in Bind is below it, so none overflows once it is below kMaxParams (2^40 floats).
+  const long double N = static_cast<long double>(B) * T, C = shape.C, L = shape.L;
+  const long double tt = static_cast<long double>(T) * T;
+  // 18 (B,T,C) buffers per layer and 12 outside (with the gradients), rounded up generously.
+  const long double bound = N * C * (16 + 20 * L) + L * B * shape.NH * tt +
+                            N * (shape.Vp + 8 + 4 * L) + static_cast<long double>(threads) * tt +
+                            16 * (24 * L + 32);
+  if (B < 0 || T < 0 || threads < 0 || bound > static_cast<long double>(kMaxParams)) {
+    throw InputError(fmt::format("activations for B={} rows of T={} positions of the model {} "
+                                 "need about {:.3g} floats, more than 2^40",
+                                 B, T, shape.ToString(), static_cast<double>(bound)),
+                     "lower data.batch_size or data.seq_len");
+  }
   Bind(nullptr, nullptr);  // computes total_ with a null base
 }
 

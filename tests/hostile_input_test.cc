@@ -1,0 +1,228 @@
+// Regression tests for the defects found by running cputrain-numa on hostile inputs (issue 11):
+// each test is named after the bug it pins and runs the binary as a user would. The rule they
+// check: bad input gets exit 2 and a message that names the problem, never a crash, a hang or
+// an allocation sized by the input. Commands that could hang run under a timeout, so the old
+// behaviour fails the test instead of hanging it.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace cputrain {
+namespace {
+
+constexpr int kTimeoutS = 60;
+
+void ExpectInputError(const test::CliResult& r, const std::vector<std::string>& needles) {
+  EXPECT_FALSE(r.timed_out) << "the command hung";
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  for (const std::string& n : needles)
+    EXPECT_NE(r.err.find(n), std::string::npos) << n << "\n" << r.err;
+  EXPECT_NE(r.err.find("hint:"), std::string::npos) << r.err;
+}
+
+// An llm.c checkpoint header (magic 20240326, version 3) for the shape, then `floats` zeros.
+void WriteCheckpoint(const std::string& path, int maxT, int V, int L, int NH, int C, int Vp,
+                     std::size_t floats) {
+  std::vector<int32_t> h(256, 0);
+  h[0] = 20240326;
+  h[1] = 3;
+  h[2] = maxT, h[3] = V, h[4] = L, h[5] = NH, h[6] = C, h[7] = Vp;
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(h.data()), 1024);
+  const std::vector<float> zeros(floats, 0.0f);
+  f.write(reinterpret_cast<const char*>(zeros.data()),
+          static_cast<std::streamsize>(floats * sizeof(float)));
+}
+
+// GPT-2's parameter count, written out independently of the model's table.
+std::size_t Params(std::size_t maxT, std::size_t L, std::size_t C, std::size_t Vp) {
+  return Vp * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C;
+}
+
+std::string MakeFifo(const test::TempDir& dir) {
+  const std::string p = dir.path() + "/fifo";
+  EXPECT_EQ(::mkfifo(p.c_str(), 0600), 0);
+  return p;
+}
+
+// ---- files: FIFOs, devices and directories where a file belongs
+
+TEST(HostileInput, FifoAsConfigBlockedForever) {
+  test::TempDir dir;
+  const std::string fifo = MakeFifo(dir);
+  ExpectInputError(test::RunCli({"config", "--config", fifo}, {}, kTimeoutS),
+                   {"config file '" + fifo + "' is not a regular file (a FIFO)"});
+}
+
+TEST(HostileInput, FifoAsCheckpointBlockedForever) {
+  test::TempDir dir;
+  const std::string fifo = MakeFifo(dir);
+  ExpectInputError(
+      test::RunCli({"generate", "--checkpoint", fifo, "--tokenizer", "bytes"}, {}, kTimeoutS),
+      {"checkpoint '" + fifo + "' is not a regular file (a FIFO)"});
+}
+
+TEST(HostileInput, FifoAsTrainDataBlockedForever) {
+  test::TempDir dir;
+  const std::string fifo = MakeFifo(dir);
+  ExpectInputError(test::RunCli({"train",
+                                 "--progress",
+                                 "quiet",
+                                 "--topology",
+                                 "synthetic:pack:1 core:1 pu:1",
+                                 "--set",
+                                 "model.layers=1",
+                                 "--set",
+                                 "model.channels=8",
+                                 "--set",
+                                 "model.heads=1",
+                                 "--set",
+                                 "model.vocab_size=256",
+                                 "--set",
+                                 "model.max_seq_len=8",
+                                 "--set",
+                                 "data.seq_len=8",
+                                 "--set",
+                                 "data.batch_size=1",
+                                 "--set",
+                                 "data.train=" + fifo,
+                                 "--set",
+                                 "train.out_dir=" + dir.path() + "/run"},
+                                {}, kTimeoutS),
+                   {"token file '" + fifo + "' is not a regular file (a FIFO)"});
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run/model.bin"));
+}
+
+TEST(HostileInput, DevZeroAsConfigEndedInBadAlloc) {
+  ExpectInputError(test::RunCli({"config", "--config", "/dev/zero"}, {}, kTimeoutS),
+                   {"config file '/dev/zero' is not a regular file (a character device)"});
+}
+
+TEST(HostileInput, DirectoryAsCheckpointWasReportedAsZeroBytes) {
+  test::TempDir dir;
+  test::CliResult r = test::RunCli({"generate", "--checkpoint", dir.path()}, {}, kTimeoutS);
+  // A directory is a checkpoint when it holds model.bin or checkpoints/ (a step directory or a
+  // run's out_dir); an empty one is named as such, not as a 0-byte file.
+  ExpectInputError(r, {"'" + dir.path() + "' is not a checkpoint: no model.bin in it",
+                       "pass a model.bin file, a checkpoints/step_N directory"});
+  EXPECT_EQ(r.err.find("0 bytes"), std::string::npos) << r.err;
+}
+
+TEST(HostileInput, XmlTopologyFromDevZeroSaidNoSuchFile) {
+  test::CliResult r = test::RunCli({"topo", "--topology", "xml:/dev/zero"}, {}, kTimeoutS);
+  ExpectInputError(r, {"'/dev/zero' is not a regular file (a character device)"});
+  EXPECT_EQ(r.err.find("no such file"), std::string::npos) << r.err;
+}
+
+// ---- checkpoint headers that size memory before the file size is checked
+
+TEST(HostileInput, CheckpointClaimingTenMillionLayersAllocatedGigabytes) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/model.bin";
+  WriteCheckpoint(path, 64, 256, 10'000'000, 1, 8, 256, 22'000);  // an 88 KB file
+  ExpectInputError(
+      test::RunCli({"generate", "--checkpoint", path, "--tokenizer", "bytes"}, {}, kTimeoutS),
+      {"impossible model", "L is 10000000: it must be in [1, 4096]"});
+}
+
+TEST(HostileInput, CheckpointClaimingABillionLayersEndedInBadAlloc) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/model.bin";
+  WriteCheckpoint(path, 64, 256, 1'000'000'000, 1, 8, 256, 22'000);
+  ExpectInputError(
+      test::RunCli({"generate", "--checkpoint", path, "--tokenizer", "bytes"}, {}, kTimeoutS),
+      {"L is 1000000000"});
+}
+
+// Within the limits, a header is still checked against the file size before anything is
+// allocated: 4096 layers of C=64 need 800 MB, the file has 88 KB.
+TEST(HostileInput, CheckpointHeaderIsCheckedAgainstTheFileSizeFirst) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/model.bin";
+  WriteCheckpoint(path, 64, 256, 4096, 1, 64, 256, 22'000);
+  const std::size_t need = 1024 + 4 * Params(64, 4096, 64, 256);
+  ExpectInputError(
+      test::RunCli({"generate", "--checkpoint", path, "--tokenizer", "bytes"}, {}, kTimeoutS),
+      {"is 89024 bytes but its header", "needs " + std::to_string(need)});
+}
+
+TEST(HostileInput, CheckpointWithSixHundredMillionChannelsOverflowedFourC) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/model.bin";
+  WriteCheckpoint(path, 64, 256, 1, 1, 600'000'000, 256, 100);
+  ExpectInputError(
+      test::RunCli({"generate", "--checkpoint", path, "--tokenizer", "bytes"}, {}, kTimeoutS),
+      {"C is 600000000: it must be in [1, 65536]"});
+}
+
+TEST(HostileInput, SetChannelsSixHundredMillionOverflowedFourC) {
+  ExpectInputError(test::RunCli({"config", "--set", "model.channels=600000000"}, {}, kTimeoutS),
+                   {"--set model.channels=600000000: model.channels is 600000000, more than "
+                    "65536"});
+}
+
+TEST(HostileInput, SetLayersOneBillionEndedInBadAlloc) {
+  ExpectInputError(test::RunCli({"config", "--set", "model.layers=1000000000"}, {}, kTimeoutS),
+                   {"--set model.layers=1000000000: model.layers is 1000000000, more than 4096"});
+}
+
+// ---- generate's flags and tokenizer
+
+TEST(HostileInput, GenerateTemperatureNanWasAccepted) {
+  for (const char* bad : {"nan", "inf", "-nan"}) {
+    test::CliResult r = test::RunCli(
+        {"generate", "--checkpoint", "/nonexistent.bin", "--temperature", bad}, {}, kTimeoutS);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("is not a finite number: it must be in [0, 100]"), std::string::npos)
+        << bad << "\n"
+        << r.err;
+  }
+}
+
+TEST(HostileInput, FlagRangesPrintedTheDoubleMaximum) {
+  test::CliResult r = test::RunCli(
+      {"generate", "--checkpoint", "/nonexistent.bin", "--top-k", "-1"}, {}, kTimeoutS);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("-1 is out of range: it must be >= 0"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("1.79"), std::string::npos) << r.err;
+  r = test::RunCli({"generate", "--checkpoint", "/nonexistent.bin", "--tokens", "0"}, {},
+                   kTimeoutS);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("it must be >= 1"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("1.79"), std::string::npos) << r.err;
+}
+
+TEST(HostileInput, Gpt2VocabularyCheckpointWithBytesTokenizerWasAccepted) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/model.bin";
+  WriteCheckpoint(path, 8, 50257, 1, 1, 8, 50304, Params(8, 1, 8, 50304));
+  ExpectInputError(
+      test::RunCli({"generate", "--checkpoint", path, "--tokenizer", "bytes", "--topology",
+                    "synthetic:pack:1 core:1 pu:1", "--tokens", "4", "--temperature", "0"},
+                   {}, kTimeoutS),
+      {"has a vocabulary of 50257", "use --tokenizer gpt2"});
+}
+
+// ---- topology specs
+
+TEST(HostileInput, HugeSyntheticTopologyRanForMinutes) {
+  test::CliResult r = test::RunCli(
+      {"topo", "--topology", "synthetic:pack:100000 core:100000 pu:100"}, {}, kTimeoutS);
+  ExpectInputError(r, {"describes more than 16384 PUs"});
+}
+
+TEST(HostileInput, EmptySyntheticTopologyWasReportedAsASetError) {
+  test::CliResult r = test::RunCli({"topo", "--topology", "synthetic:"}, {}, kTimeoutS);
+  ExpectInputError(r, {"topology 'synthetic:': the synthetic description is empty"});
+  EXPECT_EQ(r.err.find("--set"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cputrain
