@@ -115,6 +115,20 @@ TEST(HostileInput, DirectoryAsCheckpointWasReportedAsZeroBytes) {
   EXPECT_EQ(r.err.find("0 bytes"), std::string::npos) << r.err;
 }
 
+// Found by fuzz_topology: hwloc 2.9.0 dereferences NULL on such a file (the CLI died with SIGSEGV).
+TEST(HostileInput, XmlObjectWithNodesetButNoCompleteNodesetCrashedHwloc) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/m.xml";
+  // The fuzz input is 8 knob bytes, then the XML.
+  const std::string input = test::Slurp(std::string(CPUTRAIN_SOURCE_DIR) +
+                                        "/tests/fuzz/regressions/topology/"
+                                        "hwloc-crashed-on-nodeset-without-complete-nodeset.bin");
+  ASSERT_GT(input.size(), 8u);
+  std::ofstream(path, std::ios::binary) << input.substr(8);
+  ExpectInputError(test::RunCli({"topo", "--topology", "xml:" + path}, {}, kTimeoutS),
+                   {"has an object with nodeset without complete_nodeset"});
+}
+
 TEST(HostileInput, XmlTopologyFromDevZeroSaidNoSuchFile) {
   test::CliResult r = test::RunCli({"topo", "--topology", "xml:/dev/zero"}, {}, kTimeoutS);
   ExpectInputError(r, {"'/dev/zero' is not a regular file (a character device)"});

@@ -134,6 +134,11 @@ TEST(Topology, HugeSyntheticDescriptionRanForMinutes) {
   EXPECT_EQ(pus("pack:99999999999999999999999"), kMaxTopologyPus + 1);
   EXPECT_EQ(pus("pack:16 core:1024 pu:1"), 16384);
   EXPECT_EQ(MeasureSynthetic("pack:2 core:1000 pu:2").widest, 1000);
+  // Found by fuzz_topology: a count followed by junk is read as hwloc's strtoul reads it, and a
+  // NUL byte (hwloc would stop reading there, past our measure) is refused.
+  EXPECT_EQ(pus("555555\x04junk"), kMaxTopologyPus + 1);
+  EXPECT_NE(LoadError(std::string("synthetic:555555") + '\0' + " 1").find("holds a NUL byte"),
+            std::string::npos);
   // hwloc's time is quadratic in a level's width: 2048 cores side by side are refused too.
   std::string wide = LoadError("synthetic:pack:1 core:2048 pu:1");
   EXPECT_NE(wide.find("a level of 2048 objects under one parent, more than the 1024"),

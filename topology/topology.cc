@@ -36,12 +36,14 @@ long long LevelCount(std::string_view level) {
   const std::size_t colon = level.rfind(':');
   if (colon != std::string_view::npos) level = level.substr(colon + 1);
   if (level.empty()) return 1;
+  // The leading digits, as hwloc's strtoul reads them ("555555\x04..." is 555555, not
+  // unreadable: a fuzzer found hwloc building such a level for minutes).
   long long n = 0;
-  for (char ch : level) {
-    if (ch < '0' || ch > '9') return 1;
-    n = std::min(n * 10 + (ch - '0'), kMaxTopologyPus + 1);
+  std::size_t digits = 0;
+  for (; digits < level.size() && level[digits] >= '0' && level[digits] <= '9'; ++digits) {
+    n = std::min(n * 10 + (level[digits] - '0'), kMaxTopologyPus + 1);
   }
-  return n;
+  return digits == 0 ? 1 : n;
 }
 
 void CheckSyntheticSize(const std::string& spec, const std::string& desc) {
@@ -49,6 +51,10 @@ void CheckSyntheticSize(const std::string& spec, const std::string& desc) {
     throw InputError(fmt::format("topology '{}': the synthetic description is empty", spec),
                      "describe the levels from the package down, e.g. "
                      "'synthetic:pack:2 numa:1 core:8 pu:2'");
+  }
+  if (desc.find('\0') != std::string::npos) {  // hwloc would read only up to it
+    throw InputError(fmt::format("topology 'synthetic:...': the description holds a NUL byte"),
+                     "describe the levels in plain text, e.g. 'synthetic:pack:2 core:8 pu:2'");
   }
   const SyntheticSize size = MeasureSynthetic(desc);
   if (size.pus > kMaxTopologyPus) {
@@ -66,6 +72,30 @@ void CheckSyntheticSize(const std::string& spec, const std::string& desc) {
   }
 }
 
+// hwloc 2.9.0 (Debian 12) dereferences NULL inside hwloc_topology_load when an XML object has
+// `nodeset=` without `complete_nodeset=`, or `cpuset=` without `complete_cpuset=` (found by
+// fuzz_topology; hwloc-info crashes on the same files). lstopo always writes both, so such a
+// file is refused before hwloc sees it. Returns the offending attribute, or "".
+std::string MissingCompleteSet(std::string_view xml) {
+  for (std::size_t at = xml.find("<object"); at != std::string_view::npos;
+       at = xml.find("<object", at + 1)) {
+    const std::string_view tag = xml.substr(at, xml.find('>', at) - at);
+    bool nodeset = false, complete_nodeset = false, cpuset = false, complete_cpuset = false;
+    for (std::size_t eq = tag.find('='); eq != std::string_view::npos; eq = tag.find('=', eq + 1)) {
+      const std::size_t end = tag.find_last_not_of(" \t\r\n", eq - 1) + 1;
+      const std::size_t begin = tag.find_last_of(" \t\r\n\"'<", end - 1) + 1;
+      const std::string_view name = tag.substr(begin, end - begin);
+      nodeset |= name == "nodeset";
+      complete_nodeset |= name == "complete_nodeset";
+      cpuset |= name == "cpuset";
+      complete_cpuset |= name == "complete_cpuset";
+    }
+    if (nodeset && !complete_nodeset) return "nodeset without complete_nodeset";
+    if (cpuset && !complete_cpuset) return "cpuset without complete_cpuset";
+  }
+  return "";
+}
+
 void SetXml(hwloc_topology_t raw, const std::string& spec, const std::string& path) {
   // Read it ourselves: hwloc would block on a FIFO and read /dev/zero without end.
   const std::string xml =
@@ -73,6 +103,12 @@ void SetXml(hwloc_topology_t raw, const std::string& spec, const std::string& pa
                                kMaxTopologyXmlBytes,
                                "export a machine with `lstopo --of xml machine.xml` and pass "
                                "--topology xml:machine.xml"});
+  if (const std::string missing = MissingCompleteSet(xml); !missing.empty()) {
+    throw InputError(fmt::format("topology '{}': '{}' has an object with {} (hwloc 2.9 crashes "
+                                 "on it; lstopo always writes both)",
+                                 spec, path, missing),
+                     "use a file written by `lstopo --of xml`");
+  }
   if (hwloc_topology_set_xmlbuffer(raw, xml.c_str(), static_cast<int>(xml.size()) + 1) != 0) {
     throw InputError(fmt::format("topology '{}': '{}' is not valid hwloc XML", spec, path),
                      "use a file written by `lstopo --of xml` (hwloc 2 format)");
