@@ -196,6 +196,53 @@ int Plan::total_threads() const {
   return n;
 }
 
+namespace {
+
+// Group `index` on domain d: its worker CPUs (the budget's first cores, or hardware threads),
+// and its comm CPUs (the domain's last comm_threads cores).
+Group PlanGroup(const Topology& t, const Domain& d, int index, const PlacementConfig& cfg,
+                std::optional<int> budget, const std::string& threads_source,
+                std::vector<std::string>* warnings) {
+  const int ncores = static_cast<int>(d.cores.size());
+  if (cfg.comm_threads >= ncores) {
+    throw InputError(
+        fmt::format("placement.comm_threads is {} but {} has only {} usable core(s): no core "
+                    "would be left for compute",
+                    cfg.comm_threads, d.name, ncores),
+        fmt::format("set comm_threads to at most {}", ncores - 1));
+  }
+  Group g;
+  g.index = index;
+  g.domain = d.name;
+  const int ncompute_cores = ncores - cfg.comm_threads;
+  std::vector<int> avail;
+  for (int c = 0; c < ncompute_cores; ++c) {
+    if (cfg.hyperthreads) {
+      avail.insert(avail.end(), d.cores[c].begin(), d.cores[c].end());
+    } else {
+      avail.push_back(d.cores[c][0]);
+    }
+  }
+  for (int c = ncompute_cores; c < ncores; ++c) g.comm_cpus.push_back(d.cores[c][0]);
+  const int want = budget ? *budget : static_cast<int>(avail.size());
+  if (want > static_cast<int>(avail.size())) {
+    throw InputError(
+        fmt::format("threads per group is {} (from {}) but {} has {} usable {}{}", want,
+                    threads_source, d.name, avail.size(),
+                    cfg.hyperthreads ? "hardware thread(s)" : "core(s)",
+                    cfg.comm_threads ? fmt::format(" after {} comm core(s)", cfg.comm_threads)
+                                     : std::string()),
+        cfg.hyperthreads ? "lower the budget, or comm_threads"
+                         : "lower the budget, or set placement.hyperthreads: true to use SMT "
+                           "siblings too");
+  }
+  g.cpus.assign(avail.begin(), avail.begin() + want);
+  SetMemoryNode(t, g, *warnings);
+  return g;
+}
+
+}  // namespace
+
 Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* omp_num_threads) {
   if (cfg.comm_threads < 0) {
     throw InputError(
@@ -249,43 +296,8 @@ Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* om
   }
 
   for (std::size_t gi = 0; gi < ngroups; ++gi) {
-    const Domain& d = domains[gi];
-    const int ncores = static_cast<int>(d.cores.size());
-    if (cfg.comm_threads >= ncores) {
-      throw InputError(
-          fmt::format("placement.comm_threads is {} but {} has only {} usable core(s): no core "
-                      "would be left for compute",
-                      cfg.comm_threads, d.name, ncores),
-          fmt::format("set comm_threads to at most {}", ncores - 1));
-    }
-    Group g;
-    g.index = static_cast<int>(gi);
-    g.domain = d.name;
-    const int ncompute_cores = ncores - cfg.comm_threads;
-    std::vector<int> avail;
-    for (int c = 0; c < ncompute_cores; ++c) {
-      if (cfg.hyperthreads) {
-        avail.insert(avail.end(), d.cores[c].begin(), d.cores[c].end());
-      } else {
-        avail.push_back(d.cores[c][0]);
-      }
-    }
-    for (int c = ncompute_cores; c < ncores; ++c) g.comm_cpus.push_back(d.cores[c][0]);
-    const int want = budget ? *budget : static_cast<int>(avail.size());
-    if (want > static_cast<int>(avail.size())) {
-      throw InputError(
-          fmt::format("threads per group is {} (from {}) but {} has {} usable {}{}", want,
-                      plan.threads_source, d.name, avail.size(),
-                      cfg.hyperthreads ? "hardware thread(s)" : "core(s)",
-                      cfg.comm_threads ? fmt::format(" after {} comm core(s)", cfg.comm_threads)
-                                       : std::string()),
-          cfg.hyperthreads ? "lower the budget, or comm_threads"
-                           : "lower the budget, or set placement.hyperthreads: true to use SMT "
-                             "siblings too");
-    }
-    g.cpus.assign(avail.begin(), avail.begin() + want);
-    SetMemoryNode(t, g, plan.warnings);
-    plan.groups.push_back(std::move(g));
+    plan.groups.push_back(PlanGroup(t, domains[gi], static_cast<int>(gi), cfg, budget,
+                                    plan.threads_source, &plan.warnings));
   }
   return plan;
 }

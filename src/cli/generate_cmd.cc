@@ -41,18 +41,63 @@ void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
   }
 }
 
+struct GenerateOptions {
+  std::string checkpoint, tokenizer = "gpt2", prompt;
+  int tokens = 256;
+  float temperature = 1.0f;
+  int top_k = 40;
+  uint64_t seed = 1337;
+  std::string topology = "this";
+};
+
+// Writes o.tokens tokens continuing `ids` to stdout, on `pool`'s workers.
+void Generate(WorkerPool& pool, const model::Shape& shape, const model::ParamLayout& layout,
+              const float* params, const data::Tokenizer& tok, const GenerateOptions& o,
+              std::vector<int> ids) {
+  // The model sees at most maxT positions. When the cache is full, generation goes on with a
+  // sliding window: the cache is rebuilt from the last maxT/2 tokens (a recompute every
+  // maxT/2 tokens, instead of one per token without a cache).
+  const int keep = std::max(1, shape.maxT / 2);
+  if (static_cast<int>(ids.size()) > shape.maxT) {
+    std::fprintf(stderr, "note: the prompt is %zu tokens; the model sees its last %d\n", ids.size(),
+                 keep);
+  }
+  pool.Run([&] {
+    model::Decoder dec(pool, layout, params);
+    model::Sampler sampler(o.temperature, o.top_k, o.seed);
+    std::vector<int> history = ids;
+    auto refill = [&]() -> const float* {
+      dec.Reset();
+      const float* logits = nullptr;
+      const std::size_t from =
+          history.size() > static_cast<std::size_t>(shape.maxT) ? history.size() - keep : 0;
+      for (std::size_t i = from; i < history.size(); ++i) logits = dec.Feed(history[i]);
+      return logits;
+    };
+    const float* logits = refill();
+    for (int i = 0; i < o.tokens; ++i) {
+      // Only ids the tokenizer can print (a model may have a larger vocabulary).
+      const int next = sampler.Next(logits, tok.vocab_size());
+      if (next == tok.eot_token()) break;
+      const std::string text = tok.Decode(&next, 1);
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      history.push_back(next);
+      if (i + 1 == o.tokens) break;
+      if (dec.position() == dec.max_positions()) {
+        history.erase(history.begin(), history.end() - keep);  // `next` stays, last
+        logits = refill();
+      } else {
+        logits = dec.Feed(next);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void AddGenerateCommand(CLI::App& app) {
-  struct Opts {
-    std::string checkpoint, tokenizer = "gpt2", prompt;
-    int tokens = 256;
-    float temperature = 1.0f;
-    int top_k = 40;
-    uint64_t seed = 1337;
-    std::string topology = "this";
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a trained checkpoint");
   cmd->add_option("--checkpoint", o->checkpoint,
                   "llm.c model.bin, a checkpoints/step_N directory, or a run's out_dir (its "
@@ -94,44 +139,7 @@ void AddGenerateCommand(CLI::App& app) {
     }
     std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     std::fflush(stdout);
-    // The model sees at most maxT positions. When the cache is full, generation goes on with a
-    // sliding window: the cache is rebuilt from the last maxT/2 tokens (a recompute every
-    // maxT/2 tokens, instead of one per token without a cache).
-    const int keep = std::max(1, shape.maxT / 2);
-    if (static_cast<int>(ids.size()) > shape.maxT) {
-      std::fprintf(stderr, "note: the prompt is %zu tokens; the model sees its last %d\n",
-                   ids.size(), keep);
-    }
-    pool.Run([&] {
-      model::Decoder dec(pool, layout, params.data());
-      model::Sampler sampler(o->temperature, o->top_k, o->seed);
-      std::vector<int> history = ids;
-      auto refill = [&]() -> const float* {
-        dec.Reset();
-        const float* logits = nullptr;
-        const std::size_t from =
-            history.size() > static_cast<std::size_t>(shape.maxT) ? history.size() - keep : 0;
-        for (std::size_t i = from; i < history.size(); ++i) logits = dec.Feed(history[i]);
-        return logits;
-      };
-      const float* logits = refill();
-      for (int i = 0; i < o->tokens; ++i) {
-        // Only ids the tokenizer can print (a model may have a larger vocabulary).
-        const int next = sampler.Next(logits, tok->vocab_size());
-        if (next == tok->eot_token()) break;
-        const std::string text = tok->Decode(&next, 1);
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-        history.push_back(next);
-        if (i + 1 == o->tokens) break;
-        if (dec.position() == dec.max_positions()) {
-          history.erase(history.begin(), history.end() - keep);  // `next` stays, last
-          logits = refill();
-        } else {
-          logits = dec.Feed(next);
-        }
-      }
-    });
+    Generate(pool, shape, layout, params.data(), *tok, *o, std::move(ids));
     std::fputc('\n', stdout);
   });
 }

