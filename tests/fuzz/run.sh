@@ -33,6 +33,8 @@ done
 # libFuzzer's limits: 10 s for one input is a hang, 2 GiB of RSS (and any single malloc above it)
 # is a finding.
 flags=(-rss_limit_mb=2048 -timeout=10 -print_final_stats=1)
+# Leaks inside hwloc's own XML error paths are hwloc's, not ours: lsan.supp says which and why.
+export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
