@@ -196,6 +196,7 @@ void SetUp(Run& run, Progress progress) {
   run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
                                                run.B / (run.R * G), run.T, G > 1 || run.dist);
   InitState(run);
+  if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
   run.stepper = std::make_unique<Stepper>(
       *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
