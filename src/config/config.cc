@@ -517,6 +517,7 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
     const YAML::Node& val = kv.second;
     if (const Key* k = FindKey("", sec)) {
       k->parse(val, Origin{At(name, kv.first.Mark())}, c);
+      c.explicit_keys[sec] = At(name, kv.first.Mark());
       continue;
     }
     bool known = false;
@@ -534,6 +535,7 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
       const Key* k = FindKey(sec, key);
       if (!k) UnknownKey(At(name, kv2.first.Mark()), sec, key);
       k->parse(kv2.second, Origin{At(name, kv2.second.Mark())}, c);
+      c.explicit_keys[sec + "." + key] = At(name, kv2.first.Mark());
     }
   }
 }
@@ -573,6 +575,7 @@ void ApplySet(const std::string& set, Config& c) {
     node = YAML::Node(value);
   }
   k->parse(node, Origin{where}, c);
+  c.explicit_keys[path] = where;
 }
 
 void Validate(const Config& c) {
@@ -636,7 +639,12 @@ Config ParseConfig(const std::string& yaml_text, const std::string& name,
 }
 
 Config LoadConfig(const std::string& path, const std::vector<std::string>& sets) {
-  if (path.empty()) return ParseConfig(BuiltinConfigYaml(), "built-in quickstart config", sets);
+  if (path.empty()) {
+    // The built-in config stands for the defaults: only --set keys were chosen by the user.
+    Config c = ParseConfig(BuiltinConfigYaml(), "built-in quickstart config", sets);
+    std::erase_if(c.explicit_keys, [](const auto& kv) { return !kv.second.starts_with("--set"); });
+    return c;
+  }
   const std::string text =
       ReadFile(path, InputKind{"config file", "a YAML file", kMaxConfigBytes,
                                "pass an existing YAML file to --config (see configs/)"});
