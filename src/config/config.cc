@@ -265,9 +265,10 @@ const std::vector<Key>& Keys() {
     // ---- model
     v.push_back(
         StringKey("model", "init_from",
-                  "llm.c checkpoint to start from (a model.bin, a checkpoint directory or a run's "
-                  "out_dir); empty = random GPT-2 init from seed "
-                  "(the checkpoint's shape overrides layers..max_seq_len)",
+                  "checkpoint to start from (a model.bin, a checkpoint directory, a run's "
+                  "out_dir, or a Hugging Face GPT-2 directory); empty = random GPT-2 init from "
+                  "seed (the checkpoint gives the shape; a layers..max_seq_len you set that "
+                  "disagrees is an error)",
                   [](Config& c) -> std::string& { return c.model.init_from; }));
     v.push_back(IntKey(
         "model", "layers", "transformer blocks L", 1,
