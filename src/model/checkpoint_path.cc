@@ -65,15 +65,20 @@ std::string ResolveCheckpointDir(const std::string& path) {
       fmt::format("'{}' is not a checkpoint: no model.bin in it and no complete checkpoint "
                   "under {}/{}",
                   path, path, kCheckpointsDir),
-      "pass a model.bin file, a checkpoints/step_N directory, a training run's out_dir or a "
-      "Hugging Face GPT-2 directory (config.json + model.safetensors)");
+      "pass a model.bin file, a checkpoints/step_N directory or a training run's out_dir");
 }
 
 std::string ResolveModelFile(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return path;  // a file: model/checkpoint.h checks it
   if (IsHfDir(path)) return path;                // config.json + model.safetensors
-  return (fs::path(ResolveCheckpointDir(path)) / kModelFile).string();
+  try {
+    return (fs::path(ResolveCheckpointDir(path)) / kModelFile).string();
+  } catch (const InputError& e) {  // weights (not a resume) may also come from Hugging Face
+    throw InputError(e.what(), e.hint() +
+                                   ", or a Hugging Face GPT-2 directory (config.json + "
+                                   "model.safetensors)");
+  }
 }
 
 }  // namespace cputrain::model
