@@ -271,6 +271,9 @@ TEST(Safetensors, HostileFilesAreRefusedWithTheReason) {
       {StFile(Obj(Entry("a", "F32", "[2]", 4, 12)), 12), "(a gap)"},
       {StFile(Obj(ok + "," + Entry("b", "F32", "[2]", 4, 12)), 12), "(they overlap)"},
       {StFile(Obj(ok), 9), "(trailing bytes)"},
+      // A repeated name: JSON parsing keeps the last entry, so the first one's bytes are left
+      // uncovered and the tiling check refuses the file.
+      {StFile(Obj(ok + "," + Entry("a", "F32", "[2]", 8, 16)), 16), "(a gap)"},
       {StFile(Obj(ok), 4), "(truncated)"},
       {StFile(Obj("\"__metadata__\":{\"format\":1}," + ok), 8), "__metadata__ 'format'"},
   };
