@@ -137,6 +137,20 @@ TEST(HfGpt2, GPT2ModelNamesBuffersAndATiedLmHeadLoadTheSame) {
   EXPECT_EQ(LoadParams(v.dir.path()), want);
 }
 
+// The hub's gpt2/config.json carries keys this engine has no use for (the sequence-summary
+// head's, task_specific_params, token ids, an older n_ctx): they are ignored, not refused.
+TEST(HfGpt2, TheHubsExtraConfigKeysAreIgnored) {
+  std::string config = Slurp(HfFixture("config.json"));
+  config.replace(config.find("{"), 1,
+                 R"({"summary_activation": null, "summary_first_dropout": 0.1,
+                     "summary_proj_to_labels": true, "summary_type": "cls_index",
+                     "summary_use_proj": true, "bos_token_id": 50256, "eos_token_id": 50256,
+                     "task_specific_params": {"text-generation": {"do_sample": true,
+                     "max_length": 50}},)");
+  Variant v([](auto&, auto&) {}, config);
+  EXPECT_EQ(LoadParams(v.dir.path()), LoadParams(HfFixture()));
+}
+
 void ExpectRefused(const std::string& dir, const std::string& needle) {
   try {
     LoadParams(dir);
