@@ -24,7 +24,7 @@ jobs=$(nproc)
 step() { printf '\n==== %s\n' "$*"; }
 
 step "install dependencies"
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 
 step "format check (clang-format 14)"
 bash scripts/check_format.sh
