@@ -122,7 +122,7 @@ measure() {
 export DEBIAN_FRONTEND=noninteractive
 if [ "${#missing[@]}" -gt 0 ]; then
   # The index may be empty on a fresh machine (docker images, mmdebstrap roots).
-  if [ -z "$(ls -A /var/lib/apt/lists 2>/dev/null | grep -v -e lock -e partial)" ]; then
+  if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
     $SUDO apt-get update -q
   fi
   echo "install-deps: mode(s) ${modes[*]}: missing ${missing[*]}"
