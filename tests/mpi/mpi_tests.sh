@@ -19,6 +19,12 @@ set -euo pipefail
 build=$(cd "${1:?usage: mpi_tests.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$build/src/cli/cputrain-numa
+# A build without the bridge (CPUTRAIN_MPI=OFF, or auto with no MPI found) has nothing to test
+# here; tests/cli/mpi_build_test.sh checks that such a binary refuses mpirun.
+if grep -qx 'CPUTRAIN_HAVE_MPI:INTERNAL=OFF' "$build/CMakeCache.txt"; then
+  echo "mpi_tests.sh: SKIPPED: $build was built without MPI (CPUTRAIN_MPI); configure with -DCPUTRAIN_MPI=ON"
+  exit 0
+fi
 fixture=$src/tests/reference/fixtures/odd
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Shared memory between the two local ranks; --oversubscribe: this box may have 2 cores only.

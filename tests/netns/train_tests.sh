@@ -17,6 +17,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 build=$(cd "${1:?usage: train_tests.sh BUILD_DIR}" && pwd -P)
 src=$(cd "$here/../.." && pwd -P)
 bin=$build/src/cli/cputrain-numa
+# A build without the bridge (CPUTRAIN_MPI=OFF, or auto with no MPI found) has nothing to test
+# here; tests/cli/mpi_build_test.sh checks that such a binary refuses mpirun.
+if grep -qx 'CPUTRAIN_HAVE_MPI:INTERNAL=OFF' "$build/CMakeCache.txt"; then
+  echo "train_tests.sh: SKIPPED: $build was built without MPI (CPUTRAIN_MPI); configure with -DCPUTRAIN_MPI=ON"
+  exit 0
+fi
 fixture=$src/tests/reference/fixtures/odd
 work=$(mktemp -d)
 cleanup() {
