@@ -12,6 +12,8 @@ PACKAGES=(
   # math and threading: Debian's default pthread OpenBLAS (see NOTES: the serial variant is
   # not safe for concurrent callers), and the OpenMP one for a fair PyTorch comparison.
   libopenblas-dev libopenblas0-pthread libopenblas0-openmp libtbb-dev
+  # bf16 matmuls (bench gemm): oneDNN, the library PyTorch's bf16 autocast runs on CPU
+  libdnnl-dev
   # config, CLI, formatting, JSON
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   # tests and benchmarks
