@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "alloc/numa_alloc.h"
+#include "bench/attention_gemm.h"
 #include "bench/bench.h"
 #include "bench/models.h"
 #include "bench/onednn_gemm.h"
@@ -199,9 +200,52 @@ class GemmSuite : public Suite {
     return product == Product::kFwd ? o.out.p : product == Product::kBwdInput ? o.dinp.p : o.dw.p;
   }
 
+  void ReportAttention(WorkerPool& pool, const PeakResult& peak, const ModelPreset& m, int G, int g,
+                       double target, SuiteRecords* report);
+
   std::vector<std::string> models_;
   OnednnBf16Gemm onednn_;
 };
+
+// The attention's batched products (bench/attention_gemm.h): fp32 sgemm vs oneDNN bf16.
+void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const ModelPreset& m,
+                                int G, int g, double target, SuiteRecords* report) {
+  const int B = m.B / G;
+  const std::vector<AttentionProductTiming> rows =
+      TimeAttentionProducts(pool, peak.bf16 ? &onednn_ : nullptr, B, m.T, m.C, m.NH, target);
+  std::printf("  attention products (one GEMM per (b, head), %d x %d of them, full T x T):\n", B,
+              m.NH);
+  double s32 = 0, s16 = 0, flops = 0;
+  for (const AttentionProductTiming& r : rows) {
+    const double g32 = r.flops / r.fp32_seconds / 1e9;
+    const double g16 = peak.bf16 ? r.flops / r.bf16_seconds / 1e9 : 0;
+    std::printf(
+        "  %-8s %-10s %6d %6d %6d | fp32 %7.1f %5.0f%% | bf16 %7.1f %5.0f%% | %5.2fx | err %.1e\n",
+        "attn", r.product.c_str(), r.M, r.N, r.K, g32, 100 * g32 / peak.group(), g16,
+        peak.bf16 ? 100 * g16 / peak.group_bf16_peak() : 0.0,
+        peak.bf16 ? r.fp32_seconds / r.bf16_seconds : 0.0, r.bf16_rel_err);
+    s32 += r.fp32_seconds * m.L;
+    s16 += r.bf16_seconds * m.L;
+    flops += r.flops * m.L;
+    report->Add({{"kind", "attention_gemm"},
+                 {"model", m.name},
+                 {"group", g},
+                 {"threads", pool.size()},
+                 {"product", r.product},
+                 {"M", r.M},
+                 {"N", r.N},
+                 {"K", r.K},
+                 {"per_step", m.L},
+                 {"fp32_seconds", r.fp32_seconds},
+                 {"fp32_gflops", g32},
+                 {"bf16_seconds", r.bf16_seconds},
+                 {"bf16_gflops", g16},
+                 {"bf16_rel_err_vs_fp32", r.bf16_rel_err}});
+  }
+  std::printf(
+      "    per step (%d x 6 products, %.1f GFLOP): fp32 sgemm %.1f ms, bf16 oneDNN %.1f ms\n", m.L,
+      flops / 1e9, s32 * 1e3, s16 * 1e3);
+}
 
 // The bf16 products through oneDNN, on the slices of `ours` (mt: one call, oneDNN's threads).
 void GemmSuite::CallBf16(bool mt, Product product, WorkerPool& pool, Operands& o, std::size_t N,
@@ -569,6 +613,7 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
             "(bf16 inputs: 8-bit mantissas)\n",
             worst_bf16_err);
       }
+      ReportAttention(pool, peak, m, G, g, target, report);
       if (worst_err > 1e-4) {
         log::Warn("bench gemm: an implementation's results differ from ours by {:.1e} (relative)",
                   worst_err);

@@ -6,7 +6,9 @@
 // thread's omp_get_max_threads(): SetCallerThreads(1) in each pool worker gives one
 // single-threaded call per worker on its slice (as our fp32 path), SetCallerThreads(T) in one
 // bound thread lets oneDNN split the call over T OpenMP threads (which we do not pin).
-// Thread safety: Run may be called from several threads at once.
+// Thread safety: Run may be called from several threads at once (each call passes its thread's
+// own scratchpad: oneDNN's default, library-managed one is shared unless oneDNN was built with
+// DNNL_ENABLE_CONCURRENT_EXEC, and concurrent calls then gave wrong results).
 #pragma once
 
 #include <cstdint>
