@@ -16,6 +16,7 @@
 //                training step converts each activation once; the conversion is a memory pass
 //                of N x C, not a product). % of the measured VDPBF16PS peak (bench/peak.h).
 //   onednn-bf16-mt  the same as one call that oneDNN splits over T OpenMP threads.
+//   own-bf16     our own VDPBF16PS kernel (bench/own_bf16gemm.h) on the slices of `ours`.
 //
 // Shapes of a block, for N = (B/G) * T rows of a group: qkv C -> 3C, attproj C -> C, fc C -> 4C,
 // fcproj 4C -> C, and the LM head C -> V (tied to wte, output row stride Vp). For each, the three
@@ -49,6 +50,7 @@
 #include "bench/bench.h"
 #include "bench/models.h"
 #include "bench/onednn_gemm.h"
+#include "bench/own_bf16gemm.h"
 #include "bench/own_sgemm.h"
 #include "bench/peak.h"
 #include "common/error.h"
@@ -83,11 +85,11 @@ const char* ProductName(Product p) {
   return "?";
 }
 
-enum class Impl { kOurs, kOpenblasMt, kOwn, kBf16, kBf16Mt };
+enum class Impl { kOurs, kOpenblasMt, kOwn, kBf16, kBf16Mt, kOwnBf16 };
 constexpr Impl kFp32Impls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn};
-constexpr Impl kAllImpls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn, Impl::kBf16,
-                              Impl::kBf16Mt};
-bool IsBf16(Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt; }
+constexpr Impl kAllImpls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn,
+                              Impl::kBf16, Impl::kBf16Mt,     Impl::kOwnBf16};
+bool IsBf16(Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt || i == Impl::kOwnBf16; }
 const char* ImplName(Impl i) {
   switch (i) {
     case Impl::kOurs:
@@ -100,6 +102,8 @@ const char* ImplName(Impl i) {
       return "onednn-bf16";
     case Impl::kBf16Mt:
       return "onednn-bf16-mt";
+    case Impl::kOwnBf16:
+      return "own-bf16";
   }
   return "?";
 }
@@ -194,7 +198,7 @@ class GemmSuite : public Suite {
   // Runs `product` with `impl` once.
   void Call(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
             const Shape& s);
-  void CallBf16(bool mt, Product product, WorkerPool& pool, Operands& o, std::size_t N,
+  void CallBf16(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
                 const Shape& s);
   float* Output(Product product, Operands& o) {
     return product == Product::kFwd ? o.out.p : product == Product::kBwdInput ? o.dinp.p : o.dw.p;
@@ -247,20 +251,26 @@ void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const 
       flops / 1e9, s32 * 1e3, s16 * 1e3);
 }
 
-// The bf16 products through oneDNN, on the slices of `ours` (mt: one call, oneDNN's threads).
-void GemmSuite::CallBf16(bool mt, Product product, WorkerPool& pool, Operands& o, std::size_t N,
+// The bf16 products, on the slices of `ours`: oneDNN or our own kernel (onednn-bf16-mt: one
+// oneDNN call over its own threads).
+void GemmSuite::CallBf16(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
                          const Shape& s) {
   const int C = s.C, OC = s.OC, ld = s.ld, n = I(N);
   const std::size_t uC = static_cast<std::size_t>(C), uOC = static_cast<std::size_t>(OC);
   const uint16_t *inp = o.inp16.bf16(), *w = o.w16.bf16(), *dout = o.dout16.bf16();
-  if (mt) {
+  auto gemm = [&](int M, int Nn, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B,
+                  bool tb, int ldb, float* Cm, int ldc) {
+    if (impl == Impl::kOwnBf16) return OwnBf16Gemm(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
+    onednn_.Run(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
+  };
+  if (impl == Impl::kBf16Mt) {
     switch (product) {
       case Product::kFwd:
-        return onednn_.Run(n, OC, C, inp, false, C, w, true, C, o.out.p, ld);
+        return gemm(n, OC, C, inp, false, C, w, true, C, o.out.p, ld);
       case Product::kBwdInput:
-        return onednn_.Run(n, C, OC, dout, false, ld, w, false, C, o.dinp.p, C);
+        return gemm(n, C, OC, dout, false, ld, w, false, C, o.dinp.p, C);
       case Product::kBwdWeight:
-        return onednn_.Run(OC, C, n, dout, true, ld, inp, false, C, o.dw.p, C);
+        return gemm(OC, C, n, dout, true, ld, inp, false, C, o.dw.p, C);
     }
   }
   pool.ForEachThread([&](int tid) {
@@ -272,23 +282,22 @@ void GemmSuite::CallBf16(bool mt, Product product, WorkerPool& pool, Operands& o
         if (b >= e) return;
         const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
         const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : uOC;
-        return onednn_.Run(I(r1 - r0), I(c1 - c0), C, inp + r0 * uC, false, C, w + c0 * uC, true, C,
-                           o.out.p + r0 * ld + c0, ld);
+        return gemm(I(r1 - r0), I(c1 - c0), C, inp + r0 * uC, false, C, w + c0 * uC, true, C,
+                    o.out.p + r0 * ld + c0, ld);
       }
       case Product::kBwdInput: {
         const bool split_rows = N >= uC;
         kernels::MatmulSlice(split_rows ? N : uC, pool.size(), tid, &b, &e);
         if (b >= e) return;
         if (split_rows) {
-          return onednn_.Run(I(e - b), C, OC, dout + b * ld, false, ld, w, false, C,
-                             o.dinp.p + b * uC, C);
+          return gemm(I(e - b), C, OC, dout + b * ld, false, ld, w, false, C, o.dinp.p + b * uC, C);
         }
-        return onednn_.Run(n, I(e - b), OC, dout, false, ld, w + b, false, C, o.dinp.p + b, C);
+        return gemm(n, I(e - b), OC, dout, false, ld, w + b, false, C, o.dinp.p + b, C);
       }
       case Product::kBwdWeight: {
         kernels::MatmulSlice(uOC, pool.size(), tid, &b, &e);
         if (b >= e) return;
-        return onednn_.Run(I(e - b), C, n, dout + b, true, ld, inp, false, C, o.dw.p + b * uC, C);
+        return gemm(I(e - b), C, n, dout + b, true, ld, inp, false, C, o.dw.p + b * uC, C);
       }
     }
   });
@@ -298,7 +307,7 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
                      const Shape& s) {
   const int C = s.C, OC = s.OC, ld = s.ld;
   const std::size_t uC = static_cast<std::size_t>(C), uOC = static_cast<std::size_t>(OC);
-  if (IsBf16(impl)) return CallBf16(impl == Impl::kBf16Mt, product, pool, o, N, s);
+  if (IsBf16(impl)) return CallBf16(impl, product, pool, o, N, s);
   if (impl == Impl::kOpenblasMt) {
     // The calling thread (bound to the group's CPUs by the caller) makes one call; OpenBLAS
     // splits it over openblas_set_num_threads(T) threads.
@@ -576,11 +585,12 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
               gf[Impl::kOwn] / gf[Impl::kOurs]);
           if (peak.bf16) {
             std::printf(
-                "  %-8s %-10s %20s | bf16 %7.1f %5.0f%% | bf16-mt %7.1f %5.0f%% (of bf16 peak) | "
-                "%6.2fx %6.2fx ours\n",
+                "  %-8s %-10s %20s | bf16 %7.1f %5.0f%% | bf16-mt %7.1f %5.0f%% | own-bf16 %7.1f "
+                "%5.0f%% (of bf16 peak) | %5.2fx %5.2fx %5.2fx ours\n",
                 "", "", "", gf[Impl::kBf16], 100 * gf[Impl::kBf16] / bf16_peak, gf[Impl::kBf16Mt],
-                100 * gf[Impl::kBf16Mt] / bf16_peak, gf[Impl::kBf16] / gf[Impl::kOurs],
-                gf[Impl::kBf16Mt] / gf[Impl::kOurs]);
+                100 * gf[Impl::kBf16Mt] / bf16_peak, gf[Impl::kOwnBf16],
+                100 * gf[Impl::kOwnBf16] / bf16_peak, gf[Impl::kBf16] / gf[Impl::kOurs],
+                gf[Impl::kBf16Mt] / gf[Impl::kOurs], gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
           }
         }
       }
