@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <vector>
 
 namespace cputrain::bench {
@@ -17,46 +18,76 @@ struct View {
   const uint16_t* p;
   bool trans;
   int ld;
-  uint16_t at(int i, int j) const {
-    return trans ? p[static_cast<std::ptrdiff_t>(j) * ld + i]
-                 : p[static_cast<std::ptrdiff_t>(i) * ld + j];
-  }
 };
 
-uint32_t Pair(uint16_t lo, uint16_t hi) { return lo | static_cast<uint32_t>(hi) << 16; }
+uint32_t Load32(const uint16_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Interleaves n <= 32 bf16 of row r0 and row r1 (null: zeros) into n (r0[i], r1[i]) pairs.
+__attribute__((target("avx512f,avx512bw"))) void InterleaveRows(const uint16_t* r0,
+                                                                const uint16_t* r1, int n,
+                                                                uint32_t* dst) {
+  alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                   37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                   11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __mmask32 in = n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1;
+  const __m512i a = _mm512_maskz_loadu_epi16(in, r0);
+  const __m512i b = r1 ? _mm512_maskz_loadu_epi16(in, r1) : _mm512_setzero_si512();
+  const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  const __mmask16 out0 = n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
+  const __mmask16 out1 = n >= 32   ? 0xffff
+                         : n <= 16 ? 0
+                                   : static_cast<__mmask16>((1u << (n - 16)) - 1);
+  _mm512_mask_storeu_epi32(dst, out0, _mm512_permutex2var_epi16(a, lo, b));
+  _mm512_mask_storeu_epi32(dst + 16, out1, _mm512_permutex2var_epi16(a, hi, b));
+}
+
+// Packs `rows` x kc of a matrix into kc/2 pairs x `width` (pair-major, rows past `rows` zero):
+// element (r, k) at M.at(r0 + r, k0 + k) for A, or at B.at(k0 + k, c0 + r) for B (`by_column`).
+// Where k pairs are contiguous in memory they are copied as 32-bit words; where they lie in two
+// rows of memory they are interleaved 32 at a time.
+void Pack(const View& v, bool by_column, int r0, int k0, int rows, int kc, int width,
+          uint32_t* dst) {
+  const int pairs = (kc + 1) / 2;
+  // A's rows, or B's columns, hold k contiguously when A is stored (M,K) or B is stored (N,K).
+  const bool k_contiguous = by_column ? v.trans : !v.trans;
+  std::fill(dst, dst + static_cast<std::size_t>(pairs) * width, 0u);
+  if (k_contiguous) {
+    for (int r = 0; r < rows; ++r) {
+      const uint16_t* base = v.p + static_cast<std::ptrdiff_t>(r0 + r) * v.ld + k0;
+      for (int p = 0; p < kc / 2; ++p) dst[p * width + r] = Load32(base + 2 * p);
+      if (kc % 2) dst[(pairs - 1) * width + r] = base[kc - 1];
+    }
+    return;
+  }
+  // Values of consecutive r are contiguous: row k of memory holds them.
+  for (int p = 0; p < pairs; ++p) {
+    const uint16_t* row0 = v.p + static_cast<std::ptrdiff_t>(k0 + 2 * p) * v.ld + r0;
+    const uint16_t* row1 = 2 * p + 1 < kc ? row0 + v.ld : nullptr;
+    for (int r = 0; r < rows; r += 32) {
+      InterleaveRows(row0 + r, row1 ? row1 + r : nullptr, std::min(32, rows - r),
+                     dst + p * width + r);
+    }
+  }
+}
 
 // The mc x kc block of A at (i0, k0) as ceil(mc/12) panels of kc/2 pairs x 12 rows (pair-major),
 // zero padded in rows and in the last k.
 void PackA(const View& A, int i0, int k0, int mc, int kc, uint32_t* dst) {
+  const std::size_t panel = static_cast<std::size_t>((kc + 1) / 2) * kMR;
   for (int ip = 0; ip < mc; ip += kMR) {
-    const int m = std::min(kMR, mc - ip);
-    for (int k = 0; k < kc; k += 2) {
-      for (int r = 0; r < kMR; ++r) {
-        if (r >= m) {
-          *dst++ = 0;
-          continue;
-        }
-        const uint16_t lo = A.at(i0 + ip + r, k0 + k);
-        *dst++ = Pair(lo, k + 1 < kc ? A.at(i0 + ip + r, k0 + k + 1) : uint16_t{0});
-      }
-    }
+    Pack(A, false, i0 + ip, k0, std::min(kMR, mc - ip), kc, kMR, dst + ip / kMR * panel);
   }
 }
 
 // The kc x nc block of B at (k0, j0) as ceil(nc/32) panels of kc/2 pairs x 32 columns.
 void PackB(const View& B, int k0, int j0, int kc, int nc, uint32_t* dst) {
+  const std::size_t panel = static_cast<std::size_t>((kc + 1) / 2) * kNR;
   for (int jp = 0; jp < nc; jp += kNR) {
-    const int n = std::min(kNR, nc - jp);
-    for (int k = 0; k < kc; k += 2) {
-      for (int c = 0; c < kNR; ++c) {
-        if (c >= n) {
-          *dst++ = 0;
-          continue;
-        }
-        const uint16_t lo = B.at(k0 + k, j0 + jp + c);
-        *dst++ = Pair(lo, k + 1 < kc ? B.at(k0 + k + 1, j0 + jp + c) : uint16_t{0});
-      }
-    }
+    Pack(B, true, j0 + jp, k0, std::min(kNR, nc - jp), kc, kNR, dst + jp / kNR * panel);
   }
 }
 
