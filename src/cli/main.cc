@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddTrainCommand(app, ShellCommandLine(argc, argv));
   cputrain::cli::AddGenerateCommand(app);
   cputrain::cli::AddPlotCommand(app);
+  cputrain::cli::AddExportCommand(app);
   cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
   try {

@@ -76,7 +76,10 @@ std::unique_ptr<Tokenizer> MakeGpt2() {
 std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name) {
   if (name == "gpt2") return MakeGpt2();
   if (name == "bytes") return std::make_unique<BytesTokenizer>();
-  throw InputError(fmt::format("unknown tokenizer '{}'", name), "use gpt2 or bytes");
+  std::error_code ec;
+  if (std::filesystem::is_directory(name, ec)) return Gpt2Tokenizer::Load(name);
+  throw InputError(fmt::format("unknown tokenizer '{}'", name),
+                   "use gpt2, bytes, or a directory holding vocab.json + merges.txt");
 }
 
 }  // namespace cputrain::data

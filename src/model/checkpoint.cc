@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "kernels/bf16.h"
+#include "model/hf_gpt2.h"
 
 namespace cputrain::model {
 namespace {
@@ -108,12 +109,14 @@ Shape ReadHeader(InputFile& f, int* version) {
 }  // namespace
 
 Shape ReadCheckpointShape(const std::string& path) {
+  if (IsHfDir(path)) return ReadHfShape(path);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;
   return ReadHeader(f, &version);
 }
 
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params) {
+  if (IsHfDir(path)) return LoadHf(path, layout, params);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;
   const Shape s = ReadHeader(f, &version);
