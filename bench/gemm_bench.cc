@@ -10,6 +10,13 @@
 //                the unpinned main thread) and are not pinned by us.
 //   own-avx2     our own packed 6x16 AVX2/FMA kernel (bench/own_sgemm.h), single-threaded per
 //                worker on the same slices as `ours`
+//   onednn-bf16  (on a CPU with AVX512_BF16) oneDNN's bf16 matmul (bench/onednn_gemm.h): bf16
+//                inputs, fp32 accumulation and output, one single-threaded call per worker on
+//                the same slices as `ours`. The operands are converted to bf16 before timing (a
+//                training step converts each activation once; the conversion is a memory pass
+//                of N x C, not a product). % of the measured VDPBF16PS peak (bench/peak.h).
+//   onednn-bf16-mt  the same as one call that oneDNN splits over T OpenMP threads.
+//   own-bf16     our own VDPBF16PS kernel (bench/own_bf16gemm.h) on the slices of `ours`.
 //
 // Shapes of a block, for N = (B/G) * T rows of a group: qkv C -> 3C, attproj C -> C, fc C -> 4C,
 // fcproj 4C -> C, and the LM head C -> V (tied to wte, output row stride Vp). For each, the three
@@ -39,12 +46,16 @@
 #include <vector>
 
 #include "alloc/numa_alloc.h"
+#include "bench/attention_gemm.h"
 #include "bench/bench.h"
 #include "bench/models.h"
+#include "bench/onednn_gemm.h"
+#include "bench/own_bf16gemm.h"
 #include "bench/own_sgemm.h"
 #include "bench/peak.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
@@ -74,8 +85,11 @@ const char* ProductName(Product p) {
   return "?";
 }
 
-enum class Impl { kOurs, kOpenblasMt, kOwn };
-constexpr Impl kImpls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn};
+enum class Impl { kOurs, kOpenblasMt, kOwn, kBf16, kBf16Mt, kOwnBf16 };
+constexpr Impl kFp32Impls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn};
+constexpr Impl kAllImpls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn,
+                              Impl::kBf16, Impl::kBf16Mt,     Impl::kOwnBf16};
+bool IsBf16(Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt || i == Impl::kOwnBf16; }
 const char* ImplName(Impl i) {
   switch (i) {
     case Impl::kOurs:
@@ -84,6 +98,12 @@ const char* ImplName(Impl i) {
       return "openblas-mt";
     case Impl::kOwn:
       return "own-avx2";
+    case Impl::kBf16:
+      return "onednn-bf16";
+    case Impl::kBf16Mt:
+      return "onednn-bf16-mt";
+    case Impl::kOwnBf16:
+      return "own-bf16";
   }
   return "?";
 }
@@ -125,6 +145,7 @@ int I(std::size_t v) { return static_cast<int>(v); }
 struct Buffer {
   Buffer(int node, std::size_t n)
       : p(static_cast<float*>(alloc::AllocateOnNode(node, n * sizeof(float)))), n(n) {}
+  uint16_t* bf16() { return reinterpret_cast<uint16_t*>(p); }  // for a bf16 copy of n/2+ values
   ~Buffer() { alloc::FreeOnNode(p); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -141,8 +162,12 @@ struct Operands {
         dout(node, N * s.ld),
         dinp(node, N * s.C),
         dw(node, static_cast<std::size_t>(s.OC) * s.C),
-        ref(node, std::max({N * s.ld, N * s.C, static_cast<std::size_t>(s.OC) * s.C})) {}
+        ref(node, std::max({N * s.ld, N * s.C, static_cast<std::size_t>(s.OC) * s.C})),
+        inp16(node, (inp.n + 1) / 2),
+        w16(node, (w.n + 1) / 2),
+        dout16(node, (dout.n + 1) / 2) {}
   Buffer inp, w, out, dout, dinp, dw, ref;
+  Buffer inp16, w16, dout16;  // bf16 copies of inp, w, dout (in float-sized buffers)
 };
 
 // Small, varied, finite values (|v| <= 0.05): no overflow, no denormals.
@@ -173,17 +198,116 @@ class GemmSuite : public Suite {
   // Runs `product` with `impl` once.
   void Call(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
             const Shape& s);
+  void CallBf16(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
+                const Shape& s);
   float* Output(Product product, Operands& o) {
     return product == Product::kFwd ? o.out.p : product == Product::kBwdInput ? o.dinp.p : o.dw.p;
   }
 
+  void ReportAttention(WorkerPool& pool, const PeakResult& peak, const ModelPreset& m, int G, int g,
+                       double target, SuiteRecords* report);
+
   std::vector<std::string> models_;
+  OnednnBf16Gemm onednn_;
 };
+
+// The attention's batched products (bench/attention_gemm.h): fp32 sgemm vs oneDNN bf16.
+void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const ModelPreset& m,
+                                int G, int g, double target, SuiteRecords* report) {
+  const int B = m.B / G;
+  const std::vector<AttentionProductTiming> rows =
+      TimeAttentionProducts(pool, peak.bf16 ? &onednn_ : nullptr, B, m.T, m.C, m.NH, target);
+  std::printf("  attention products (one GEMM per (b, head), %d x %d of them, full T x T):\n", B,
+              m.NH);
+  double s32 = 0, s16 = 0, flops = 0;
+  for (const AttentionProductTiming& r : rows) {
+    const double g32 = r.flops / r.fp32_seconds / 1e9;
+    const double g16 = peak.bf16 ? r.flops / r.bf16_seconds / 1e9 : 0;
+    std::printf(
+        "  %-8s %-10s %6d %6d %6d | fp32 %7.1f %5.0f%% | bf16 %7.1f %5.0f%% | %5.2fx | err %.1e\n",
+        "attn", r.product.c_str(), r.M, r.N, r.K, g32, 100 * g32 / peak.group(), g16,
+        peak.bf16 ? 100 * g16 / peak.group_bf16_peak() : 0.0,
+        peak.bf16 ? r.fp32_seconds / r.bf16_seconds : 0.0, r.bf16_rel_err);
+    s32 += r.fp32_seconds * m.L;
+    s16 += r.bf16_seconds * m.L;
+    flops += r.flops * m.L;
+    report->Add({{"kind", "attention_gemm"},
+                 {"model", m.name},
+                 {"group", g},
+                 {"threads", pool.size()},
+                 {"product", r.product},
+                 {"M", r.M},
+                 {"N", r.N},
+                 {"K", r.K},
+                 {"per_step", m.L},
+                 {"fp32_seconds", r.fp32_seconds},
+                 {"fp32_gflops", g32},
+                 {"bf16_seconds", r.bf16_seconds},
+                 {"bf16_gflops", g16},
+                 {"bf16_rel_err_vs_fp32", r.bf16_rel_err}});
+  }
+  std::printf(
+      "    per step (%d x 6 products, %.1f GFLOP): fp32 sgemm %.1f ms, bf16 oneDNN %.1f ms\n", m.L,
+      flops / 1e9, s32 * 1e3, s16 * 1e3);
+}
+
+// The bf16 products, on the slices of `ours`: oneDNN or our own kernel (onednn-bf16-mt: one
+// oneDNN call over its own threads).
+void GemmSuite::CallBf16(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
+                         const Shape& s) {
+  const int C = s.C, OC = s.OC, ld = s.ld, n = I(N);
+  const std::size_t uC = static_cast<std::size_t>(C), uOC = static_cast<std::size_t>(OC);
+  const uint16_t *inp = o.inp16.bf16(), *w = o.w16.bf16(), *dout = o.dout16.bf16();
+  auto gemm = [&](int M, int Nn, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B,
+                  bool tb, int ldb, float* Cm, int ldc) {
+    if (impl == Impl::kOwnBf16) return OwnBf16Gemm(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
+    onednn_.Run(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
+  };
+  if (impl == Impl::kBf16Mt) {
+    switch (product) {
+      case Product::kFwd:
+        return gemm(n, OC, C, inp, false, C, w, true, C, o.out.p, ld);
+      case Product::kBwdInput:
+        return gemm(n, C, OC, dout, false, ld, w, false, C, o.dinp.p, C);
+      case Product::kBwdWeight:
+        return gemm(OC, C, n, dout, true, ld, inp, false, C, o.dw.p, C);
+    }
+  }
+  pool.ForEachThread([&](int tid) {
+    std::size_t b, e;
+    switch (product) {
+      case Product::kFwd: {
+        const bool split_cols = uOC >= N;
+        kernels::MatmulSlice(split_cols ? uOC : N, pool.size(), tid, &b, &e);
+        if (b >= e) return;
+        const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
+        const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : uOC;
+        return gemm(I(r1 - r0), I(c1 - c0), C, inp + r0 * uC, false, C, w + c0 * uC, true, C,
+                    o.out.p + r0 * ld + c0, ld);
+      }
+      case Product::kBwdInput: {
+        const bool split_rows = N >= uC;
+        kernels::MatmulSlice(split_rows ? N : uC, pool.size(), tid, &b, &e);
+        if (b >= e) return;
+        if (split_rows) {
+          return gemm(I(e - b), C, OC, dout + b * ld, false, ld, w, false, C, o.dinp.p + b * uC, C);
+        }
+        return gemm(n, I(e - b), OC, dout, false, ld, w + b, false, C, o.dinp.p + b, C);
+      }
+      case Product::kBwdWeight: {
+        kernels::MatmulSlice(uOC, pool.size(), tid, &b, &e);
+        if (b >= e) return;
+        return gemm(I(e - b), C, n, dout + b, true, ld, inp, false, C, o.dw.p + b * uC, C);
+      }
+    }
+  });
+}
 
 void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
                      const Shape& s) {
   const int C = s.C, OC = s.OC, ld = s.ld;
   const std::size_t uC = static_cast<std::size_t>(C), uOC = static_cast<std::size_t>(OC);
+  if (IsBf16(impl)) return CallBf16(impl, product, pool, o, N, s);
   if (impl == Impl::kOpenblasMt) {
     // The calling thread (bound to the group's CPUs by the caller) makes one call; OpenBLAS
     // splits it over openblas_set_num_threads(T) threads.
@@ -321,6 +445,27 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                    {"cpus", pg.cpus},
                    {"gflops", gflops}});
     }
+    // The bf16 rows: only where the CPU runs bf16 products natively.
+    std::vector<Impl> impls(std::begin(kFp32Impls), std::end(kFp32Impls));
+    const double bf16_peak = peak.group_bf16_peak();
+    if (peak.bf16) {
+      impls.assign(std::begin(kAllImpls), std::end(kAllImpls));
+      std::printf("  bf16 peak (VDPBF16PS, GFLOP/s): one core %.1f; group %.1f -> %.1f for %%\n",
+                  peak.core_bf16, peak.group_bf16, bf16_peak);
+      for (auto [scope, gflops, threads] :
+           {std::tuple{"core", peak.core_bf16, 1}, std::tuple{"group", peak.group_bf16, T}}) {
+        report->Add({{"kind", "peak"},
+                     {"scope", scope},
+                     {"isa", FmaWidthName(FmaWidth::kBf16)},
+                     {"group", g},
+                     {"threads", threads},
+                     {"cpus", pg.cpus},
+                     {"gflops", gflops}});
+      }
+      pool.ForEachThread([](int) { OnednnBf16Gemm::SetCallerThreads(1); });
+    } else {
+      std::printf("  no bf16 rows: %s\n", kernels::DetectBf16().Describe().c_str());
+    }
 
     // The bound calling thread of openblas-mt: this thread, bound to the group's CPUs for the
     // duration (and given its old binding back after).
@@ -340,7 +485,7 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                   "product", "M", "N", "K", "ours", "%peak", "blas-mt", "%peak", "own", "%peak",
                   "mt/ours", "own/ours");
       std::map<Impl, double> step_secs;
-      double step_flops = 0, worst_err = 0;
+      double step_flops = 0, worst_err = 0, worst_bf16_err = 0;
       for (const Shape& s : ShapesOf(m)) {
         Operands o(node, N, s);
         Fill(pool, o.inp.p, o.inp.n, 1);
@@ -350,6 +495,11 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
         Fill(pool, o.dinp.p, o.dinp.n, 5);
         Fill(pool, o.dw.p, o.dw.n, 6);
         Fill(pool, o.ref.p, o.ref.n, 7);
+        if (peak.bf16) {
+          kernels::ConvertToBf16(pool, o.inp16.bf16(), o.inp.p, o.inp.n);
+          kernels::ConvertToBf16(pool, o.w16.bf16(), o.w.p, o.w.n);
+          kernels::ConvertToBf16(pool, o.dout16.bf16(), o.dout.p, o.dout.n);
+        }
         for (Product p : kProducts) {
           std::size_t M = 0, Nn = 0, K = 0;
           Dims(p, N, s, &M, &Nn, &K);
@@ -360,42 +510,46 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
           // in turns, one call each per round, so that a disturbance from another process
           // lands on all of them alike rather than on whichever was running then.
           auto call = [&](Impl impl) {
-            if (impl == Impl::kOpenblasMt) {
+            if (impl == Impl::kOpenblasMt || impl == Impl::kBf16Mt) {
               binder->BindThisThread(pg.cpus);
-              openblas_set_num_threads(T);
+              openblas_set_num_threads(impl == Impl::kOpenblasMt ? T : 1);
+              OnednnBf16Gemm::SetCallerThreads(impl == Impl::kBf16Mt ? T : 1);
             }
             const double t0 = NowSeconds();
             Call(impl, p, pool, o, N, s);
             const double t = NowSeconds() - t0;
-            if (impl == Impl::kOpenblasMt) {
+            if (impl == Impl::kOpenblasMt || impl == Impl::kBf16Mt) {
               openblas_set_num_threads(1);
+              OnednnBf16Gemm::SetCallerThreads(1);
               if (!old_binding.empty()) binder->BindThisThread(old_binding);
             }
             return t;
           };
           std::map<Impl, double> err;
-          for (Impl impl : kImpls) {
+          for (Impl impl : impls) {
             call(impl);
             float* out = Output(p, o);
             if (impl == Impl::kOurs) {
               std::copy(out, out + M * out_ld, o.ref.p);
             } else {
               err[impl] = RelErr(out, o.ref.p, M, Nn, out_ld);
-              worst_err = std::max(worst_err, err[impl]);
+              double& worst = IsBf16(impl) ? worst_bf16_err : worst_err;
+              worst = std::max(worst, err[impl]);
             }
           }
           std::map<Impl, std::vector<double>> times;
           double spent = 0;
           for (int r = 0; r < max_reps; ++r) {
-            for (Impl impl : kImpls) {
+            for (Impl impl : impls) {
               const double t = call(impl);
               times[impl].push_back(t);
               spent += t;
             }
-            if (r + 1 >= min_reps && spent >= target * std::size(kImpls)) break;
+            if (r + 1 >= min_reps && spent >= target * static_cast<double>(impls.size())) break;
           }
           std::map<Impl, double> gf;
-          for (Impl impl : kImpls) {
+          for (Impl impl : impls) {
+            const double pk = IsBf16(impl) ? bf16_peak : peak.group();
             const double secs = Median(times[impl]);
             gf[impl] = flops / secs / 1e9;
             step_secs[impl] += secs * s.per_step;
@@ -415,8 +569,9 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                          {"reps", times[impl].size()},
                          {"gflops", gf[impl]},
                          {"gflops_best", flops / best / 1e9},
-                         {"peak_gflops", peak.group()},
-                         {"pct_peak", 100.0 * gf[impl] / peak.group()},
+                         {"precision", IsBf16(impl) ? "bf16" : "fp32"},
+                         {"peak_gflops", pk},
+                         {"pct_peak", 100.0 * gf[impl] / pk},
                          {"rel_err_vs_ours", err[impl]}});
           }
           step_flops += flops * s.per_step;
@@ -428,15 +583,25 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
               100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
               100 * gf[Impl::kOwn] / peak.group(), gf[Impl::kOpenblasMt] / gf[Impl::kOurs],
               gf[Impl::kOwn] / gf[Impl::kOurs]);
+          if (peak.bf16) {
+            std::printf(
+                "  %-8s %-10s %20s | bf16 %7.1f %5.0f%% | bf16-mt %7.1f %5.0f%% | own-bf16 %7.1f "
+                "%5.0f%% (of bf16 peak) | %5.2fx %5.2fx %5.2fx ours\n",
+                "", "", "", gf[Impl::kBf16], 100 * gf[Impl::kBf16] / bf16_peak, gf[Impl::kBf16Mt],
+                100 * gf[Impl::kBf16Mt] / bf16_peak, gf[Impl::kOwnBf16],
+                100 * gf[Impl::kOwnBf16] / bf16_peak, gf[Impl::kBf16] / gf[Impl::kOurs],
+                gf[Impl::kBf16Mt] / gf[Impl::kOurs], gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
+          }
         }
       }
       std::printf("  per step (%d x each block shape + LM head, 3 products each; %.1f GFLOP):\n",
                   m.L, step_flops / 1e9);
-      for (Impl impl : kImpls) {
+      for (Impl impl : impls) {
+        const double pk = IsBf16(impl) ? bf16_peak : peak.group();
         const double gflops = step_flops / step_secs[impl] / 1e9;
-        std::printf("    %-12s %9.1f ms  %7.1f GFLOP/s  %5.1f%% of peak  %5.2fx ours\n",
-                    ImplName(impl), step_secs[impl] * 1e3, gflops, 100 * gflops / peak.group(),
-                    step_secs[Impl::kOurs] / step_secs[impl]);
+        std::printf("    %-14s %9.1f ms  %7.1f GFLOP/s  %5.1f%% of %s peak  %5.2fx ours\n",
+                    ImplName(impl), step_secs[impl] * 1e3, gflops, 100 * gflops / pk,
+                    IsBf16(impl) ? "bf16" : "fp32", step_secs[Impl::kOurs] / step_secs[impl]);
         report->Add({{"kind", "summary"},
                      {"model", m.name},
                      {"group", g},
@@ -445,12 +610,20 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                      {"step_gemm_seconds", step_secs[impl]},
                      {"step_gemm_flops", step_flops},
                      {"gflops", gflops},
-                     {"peak_gflops", peak.group()},
-                     {"pct_peak", 100 * gflops / peak.group()},
+                     {"precision", IsBf16(impl) ? "bf16" : "fp32"},
+                     {"peak_gflops", pk},
+                     {"pct_peak", 100 * gflops / pk},
                      {"speedup_vs_ours", step_secs[Impl::kOurs] / step_secs[impl]}});
       }
       std::printf("    largest relative difference from ours' results: %.1e%s\n", worst_err,
                   worst_err > 1e-4 ? "  (WARNING: larger than fp32 reordering explains)" : "");
+      if (peak.bf16) {
+        std::printf(
+            "    largest relative difference of the bf16 results from ours (fp32): %.1e "
+            "(bf16 inputs: 8-bit mantissas)\n",
+            worst_bf16_err);
+      }
+      ReportAttention(pool, peak, m, G, g, target, report);
       if (worst_err > 1e-4) {
         log::Warn("bench gemm: an implementation's results differ from ours by {:.1e} (relative)",
                   worst_err);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "kernels/bf16.h"
 
 namespace cputrain::bench {
 namespace {
@@ -51,8 +52,47 @@ __attribute__((target("avx512f"))) float FmaLoop512(uint64_t iters) {
   return out[0] + out[15];
 }
 
+// VDPBF16PS: per lane, acc += x0*y0 + x1*y1 with the products of a bf16 pair, accumulated in
+// fp32: 2 multiply-adds = 4 flops per lane (the count PyTorch's and oneDNN's GFLOP/s use for a
+// bf16 GEMM's 2 M N K). Needs AVX512_BF16: only called when kernels::DetectBf16 says so.
+__attribute__((target("avx512f,avx512bf16"))) float DpbfLoop512(uint64_t iters) {
+  const __m512 xf = _mm512_set1_ps(g_x), yf = _mm512_set1_ps(g_y);
+  const __m512bh x = _mm512_cvtne2ps_pbh(xf, xf), y = _mm512_cvtne2ps_pbh(yf, yf);
+  __m512 acc[kChains512];
+  for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (uint64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 24
+    for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < kChains512; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0] + out[15];
+}
+
 double FlopsPerIter(FmaWidth w) {
-  return w == FmaWidth::k256 ? kChains256 * 8.0 * 2.0 : kChains512 * 16.0 * 2.0;
+  switch (w) {
+    case FmaWidth::k256:
+      return kChains256 * 8.0 * 2.0;
+    case FmaWidth::k512:
+      return kChains512 * 16.0 * 2.0;
+    case FmaWidth::kBf16:
+      return kChains512 * 16.0 * 4.0;
+  }
+  return 0;
+}
+
+float Loop(FmaWidth w, uint64_t iters) {
+  switch (w) {
+    case FmaWidth::k256:
+      return FmaLoop256(iters);
+    case FmaWidth::k512:
+      return FmaLoop512(iters);
+    case FmaWidth::kBf16:
+      return DpbfLoop512(iters);
+  }
+  return 0;
 }
 
 double ThreadCpuSeconds() {
@@ -69,7 +109,7 @@ double RunOnce(WorkerPool& pool, FmaWidth w, uint64_t iters) {
   std::vector<double> secs(static_cast<std::size_t>(pool.size()));
   pool.ForEachThread([&](int t) {
     const double t0 = ThreadCpuSeconds();
-    const float r = w == FmaWidth::k256 ? FmaLoop256(iters) : FmaLoop512(iters);
+    const float r = Loop(w, iters);
     secs[static_cast<std::size_t>(t)] = ThreadCpuSeconds() - t0;
     g_sink.store(r, std::memory_order_relaxed);
   });
@@ -80,7 +120,17 @@ double RunOnce(WorkerPool& pool, FmaWidth w, uint64_t iters) {
 
 }  // namespace
 
-const char* FmaWidthName(FmaWidth w) { return w == FmaWidth::k256 ? "avx2-fma" : "avx512f"; }
+const char* FmaWidthName(FmaWidth w) {
+  switch (w) {
+    case FmaWidth::k256:
+      return "avx2-fma";
+    case FmaWidth::k512:
+      return "avx512f";
+    case FmaWidth::kBf16:
+      return "avx512-bf16";
+  }
+  return "?";
+}
 
 bool HasAvx512() {
   __builtin_cpu_init();
@@ -122,19 +172,23 @@ PeakResult MeasurePeak(WorkerPool& pool, topo::Binder* binder, bool quick) {
   PeakResult p;
   p.threads = pool.size();
   p.avx512 = HasAvx512();
+  p.bf16 = kernels::DetectBf16().avx512_bf16;
   const double secs = quick ? 0.02 : 0.1;
   const int reps = quick ? 2 : 5;
   {
     WorkerPool one({pool.cpus()[0]}, binder, "peak1");
     p.core_256 = MeasureFmaGflops(one, FmaWidth::k256, secs, reps);
     if (p.avx512) p.core_512 = MeasureFmaGflops(one, FmaWidth::k512, secs, reps);
+    if (p.bf16) p.core_bf16 = MeasureFmaGflops(one, FmaWidth::kBf16, secs, reps);
   }
   if (pool.size() == 1) {
     p.group_256 = p.core_256;
     p.group_512 = p.core_512;
+    p.group_bf16 = p.core_bf16;
   } else {
     p.group_256 = MeasureFmaGflops(pool, FmaWidth::k256, secs, reps);
     if (p.avx512) p.group_512 = MeasureFmaGflops(pool, FmaWidth::k512, secs, reps);
+    if (p.bf16) p.group_bf16 = MeasureFmaGflops(pool, FmaWidth::kBf16, secs, reps);
   }
   return p;
 }

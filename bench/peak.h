@@ -7,11 +7,14 @@
 // for x and y), and, when the CPU has AVX-512F (checked at run time with
 // __builtin_cpu_supports), on 512-bit registers (24 chains), compiled for that ISA with
 // __attribute__((target("avx512f"))) since the baseline build is x86-64-v3. flops = chains x
-// lanes x 2 per iteration. The values converge to 1 (x = 0.999, y = 0.001), so no denormal or
-// overflow slows the loop. A measurement is the best of `reps` runs (a peak is a best case).
-// Each thread's rate is taken over its own CPU time, not the wall clock, so that a busy shared
-// box (other processes taking turns on our cores) does not lower the peak; all threads run at
-// once, so an all-core clock that is lower than the one-core clock is seen.
+// lanes x 2 per iteration. The BF16 peak (when kernels::DetectBf16 finds AVX512_BF16) runs the
+// same 24 chains of VDPBF16PS, acc += x0*y0 + x1*y1 on bf16 pairs, 4 flops per fp32 lane: the
+// yardstick for bf16 products (PyTorch and oneDNN also count a bf16 GEMM as 2 M N K). The values
+// converge to 1 (x = 0.999, y = 0.001), so no denormal or overflow slows the loop. A measurement is
+// the best of `reps` runs (a peak is a best case). Each thread's rate is taken over its own CPU
+// time, not the wall clock, so that a busy shared box (other processes taking turns on our cores)
+// does not lower the peak; all threads run at once, so an all-core clock that is lower than the
+// one-core clock is seen.
 #pragma once
 
 #include <string>
@@ -21,8 +24,8 @@
 
 namespace cputrain::bench {
 
-enum class FmaWidth { k256, k512 };
-const char* FmaWidthName(FmaWidth w);  // "avx2-fma" / "avx512f"
+enum class FmaWidth { k256, k512, kBf16 };
+const char* FmaWidthName(FmaWidth w);  // "avx2-fma" / "avx512f" / "avx512-bf16"
 
 // True if this CPU can run the 512-bit loop.
 bool HasAvx512();
@@ -33,10 +36,12 @@ bool HasAvx512();
 double MeasureFmaGflops(WorkerPool& pool, FmaWidth width, double seconds_per_rep, int reps);
 
 struct PeakResult {
-  double core_256 = 0, core_512 = 0;    // one thread (the pool's first CPU)
-  double group_256 = 0, group_512 = 0;  // all the pool's threads at once
+  double core_256 = 0, core_512 = 0;     // one thread (the pool's first CPU)
+  double group_256 = 0, group_512 = 0;   // all the pool's threads at once
+  double core_bf16 = 0, group_bf16 = 0;  // VDPBF16PS, when bf16 (0 otherwise)
   int threads = 0;
   bool avx512 = false;
+  bool bf16 = false;  // AVX512_BF16: the bf16 figures were measured
   // The better of the two widths: the peak a kernel could reach on these cores.
   double core() const { return core_512 > core_256 ? core_512 : core_256; }
   // The group's peak: the all-threads measurement, or threads x the one-core figure if that is
@@ -49,6 +54,10 @@ struct PeakResult {
     return measured > threads * core() ? measured : threads * core();
   }
   std::string best_isa() const;
+  // The group's bf16 product peak, by the same rule as group().
+  double group_bf16_peak() const {
+    return group_bf16 > threads * core_bf16 ? group_bf16 : threads * core_bf16;
+  }
 };
 
 // Each pool thread's 256-bit FMA rate over the WALL clock, all threads at once, for about

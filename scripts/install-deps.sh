@@ -17,9 +17,11 @@ set -euo pipefail
 
 # Run a built binary: the libraries `ldd cputrain-numa` resolves to (libopenblas0-pthread is the
 # OpenBLAS the binary's RPATH names: NOTES.md, the serial variant is unsafe with concurrent
-# callers), and the quickstart's corpus (public domain): `bible -f Gen1:1-Rev22:21` prints it.
+# callers; oneDNN and its OpenMP runtime serve the bf16 rows of `bench gemm`), and the
+# quickstart's corpus (public domain): `bible -f Gen1:1-Rev22:21` prints it.
 RUNTIME=(
   libhwloc15 libnuma1 libjemalloc2 libopenblas0-pthread libtbb12 libyaml-cpp0.7 libfmt9
+  libdnnl2 libgomp1
   bible-kjv bible-kjv-text
 )
 # Build it (Debian's default pthread OpenBLAS; CLI11 and nlohmann-json are header-only).
@@ -27,6 +29,7 @@ RUNTIME=(
 BUILD=(
   build-essential cmake pkg-config
   libhwloc-dev libnuma-dev libjemalloc-dev libopenblas-dev libopenblas0-pthread libtbb-dev
+  libdnnl-dev
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev
 )
 # The multi-node bridge (CPUTRAIN_MPI): Open MPI's headers and libraries, and mpirun.

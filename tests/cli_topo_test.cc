@@ -113,5 +113,25 @@ TEST(CliTopo, UsageErrorsExitTwoAndHelpExitsZero) {
   EXPECT_NE(r.err.find("synthetic:bogus"), std::string::npos) << r.err;
 }
 
+// `topo` says which precisions run natively; CPUTRAIN_DISABLE_BF16=1 (kernels/bf16.h's test
+// hook) makes this CPU look like one without AVX512_BF16 or AMX.
+TEST(CliTopo, PrintsWhichPrecisionsRunNatively) {
+  __builtin_cpu_init();
+  const bool cpu_bf16 = __builtin_cpu_supports("avx512bf16") != 0;
+  nlohmann::json j = TopoJson({});
+  EXPECT_EQ(j["precisions"]["fp32"], true);
+  EXPECT_EQ(j["precisions"]["bf16"], cpu_bf16) << j["precisions"];
+  nlohmann::json off = TopoJson({}, {"CPUTRAIN_DISABLE_BF16=1"});
+  EXPECT_EQ(off["precisions"]["bf16"], false);
+  test::CliResult r = test::RunCli({"topo"}, {"CPUTRAIN_DISABLE_BF16=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("bf16 not native: missing AVX512_BF16"), std::string::npos) << r.out;
+  r = test::RunCli({"topo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(cpu_bf16 ? "bf16 native (AVX512_BF16" : "bf16 not native"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace cputrain

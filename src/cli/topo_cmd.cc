@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
+#include "kernels/bf16.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
 
@@ -29,14 +30,18 @@ void AddTopoCommand(CLI::App& app) {
     Config cfg = opts->common.Load();
     topo::Topology t = topo::LoadTopology(cfg.topology);
     topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
+    // Which train.precision values run natively on this CPU (kernels/bf16.h).
+    const kernels::Bf16Support bf16 = kernels::DetectBf16();
     if (opts->json) {
       nlohmann::json j = topo::PlanToJson(plan);
       j["topology"] = topo::TopologyToJson(t);
+      j["precisions"] = {{"fp32", true}, {"bf16", bf16.native()}, {"bf16_detail", bf16.Describe()}};
       std::printf("%s\n", j.dump(2).c_str());
       for (const std::string& w : plan.warnings) log::Warn("{}", w);
       return;
     }
     std::printf("%s%s", topo::DescribeTopology(t).c_str(), topo::DescribePlan(plan).c_str());
+    std::printf("precisions: fp32 native; %s\n", bf16.Describe().c_str());
   });
 }
 

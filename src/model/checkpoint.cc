@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "kernels/bf16.h"
 #include "model/hf_gpt2.h"
 
 namespace cputrain::model {
@@ -37,19 +39,38 @@ void CheckMagicAndVersion(const std::string& path, const int32_t* h) {
         fmt::format("checkpoint '{}': bad magic {} (expected {})", path, h[0], kCheckpointMagic),
         hint);
   }
-  if (h[1] != kCheckpointVersion) {
-    throw InputError(
-        fmt::format("checkpoint '{}': version {} is not supported (expected {}, fp32)", path, h[1],
-                    kCheckpointVersion),
-        h[1] == 5 ? "version 5 is llm.c's bf16 checkpoint: export an fp32 one (llm.c writes both)"
-                  : "re-create the checkpoint with cputrain-numa train or llm.c");
+  if (h[1] != kCheckpointVersion && h[1] != kCheckpointVersionBf16) {
+    throw InputError(fmt::format("checkpoint '{}': version {} is not supported (expected {}, fp32, "
+                                 "or {}, llm.c's bf16)",
+                                 path, h[1], kCheckpointVersion, kCheckpointVersionBf16),
+                     "re-create the checkpoint with cputrain-numa train or llm.c");
+  }
+}
+
+// Bytes of one parameter in a file of this (checked) version.
+std::size_t ParamBytes(int version) {
+  return version == kCheckpointVersionBf16 ? sizeof(uint16_t) : sizeof(float);
+}
+
+// Reads n parameters into dst (floats). A bf16 file's n values are read into the first half of
+// dst's bytes, then widened in place from the last to the first: float i covers the bytes of
+// bf16 values 2i and 2i+1, which are read before it is written (no buffer is allocated).
+void ReadParams(InputFile& f, int version, float* dst, std::size_t n) {
+  ReadExact(f, dst, n * ParamBytes(version));
+  if (version != kCheckpointVersionBf16) return;
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(dst);
+  for (std::size_t i = n; i-- > 0;) {
+    uint16_t b;
+    std::memcpy(&b, bytes + i * sizeof b, sizeof b);
+    const float x = kernels::Bf16ToFloat(b);
+    std::memcpy(bytes + i * sizeof x, &x, sizeof x);
   }
 }
 
 // Reads and validates the header of `f`, leaving it positioned at the first tensor. Every size
 // is judged before anything is allocated: the shape against model/limits.h (so no size derived
-// from it overflows), then the size it implies against the file's.
-Shape ReadHeader(InputFile& f) {
+// from it overflows), then the size it implies against the file's. *version: 3 or 5.
+Shape ReadHeader(InputFile& f, int* version) {
   const std::string& path = f.path();
   if (f.size() < kHeaderBytes) {
     throw InputError(fmt::format("checkpoint '{}' is {} bytes, shorter than the {}-byte header",
@@ -59,6 +80,7 @@ Shape ReadHeader(InputFile& f) {
   int32_t h[kHeaderInts];
   ReadExact(f, h, kHeaderBytes);
   CheckMagicAndVersion(path, h);
+  *version = h[1];
   Shape s;
   s.maxT = h[2];
   s.V = h[3];
@@ -74,7 +96,7 @@ Shape ReadHeader(InputFile& f) {
                      "the file is damaged or not an llm.c checkpoint");
   }
   // At most 1024 + 4 * 2^40 bytes for a valid shape: no overflow.
-  const std::uint64_t expect = kHeaderBytes + s.ParamCount() * sizeof(float);
+  const std::uint64_t expect = kHeaderBytes + s.ParamCount() * ParamBytes(h[1]);
   if (f.size() != expect) {
     throw InputError(fmt::format("checkpoint '{}' is {} bytes but its header ({}) needs {}", path,
                                  f.size(), s.ToString(), expect),
@@ -89,13 +111,15 @@ Shape ReadHeader(InputFile& f) {
 Shape ReadCheckpointShape(const std::string& path) {
   if (IsHfDir(path)) return ReadHfShape(path);
   InputFile f = InputFile::Open(path, kCheckpointKind);
-  return ReadHeader(f);
+  int version = 0;
+  return ReadHeader(f, &version);
 }
 
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params) {
   if (IsHfDir(path)) return LoadHf(path, layout, params);
   InputFile f = InputFile::Open(path, kCheckpointKind);
-  const Shape s = ReadHeader(f);
+  int version = 0;
+  const Shape s = ReadHeader(f, &version);
   if (!(s == layout.shape())) {
     throw InputError(fmt::format("checkpoint '{}' has shape {}, expected {}", path, s.ToString(),
                                  layout.shape().ToString()),
@@ -105,7 +129,7 @@ void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* p
   for (int t = 0; t < kNumTensors; ++t) {
     const TensorInfo& info = layout.info(static_cast<Tensor>(t));
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-      ReadExact(f, params + layout.offset(static_cast<Tensor>(t), l), info.numel * sizeof(float));
+      ReadParams(f, version, params + layout.offset(static_cast<Tensor>(t), l), info.numel);
     }
   }
 }

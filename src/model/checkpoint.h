@@ -1,6 +1,7 @@
 // llm.c's checkpoint format (docs/formats.md): 256 int32 header — [0] magic 20240326, [1]
-// version 3 (fp32), [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp — then the 16 tensors as fp32
-// in tensor-major order (wte, wpe, ln1w for all layers, ...). Checkpoints written here load in
+// version 3 (fp32) or 5 (llm.c's bf16: read, widened to fp32; never written), [2] maxT, [3] V,
+// [4] L, [5] NH, [6] C, [7] Vp — then the 16 tensors as fp32 (bf16 in version 5) in
+// tensor-major order (wte, wpe, ln1w for all layers, ...). Checkpoints written here load in
 // llm.c and its PyTorch scripts, and theirs load here.
 #pragma once
 
@@ -11,7 +12,8 @@
 namespace cputrain::model {
 
 inline constexpr int kCheckpointMagic = 20240326;
-inline constexpr int kCheckpointVersion = 3;
+inline constexpr int kCheckpointVersion = 3;      // fp32: the one we write
+inline constexpr int kCheckpointVersionBf16 = 5;  // llm.c's bf16 parameters: loaded as fp32
 
 // Both readers also take a Hugging Face GPT-2 directory (config.json + model.safetensors,
 // model/hf_gpt2.h) in place of a model.bin file.
@@ -20,8 +22,9 @@ inline constexpr int kCheckpointVersion = 3;
 // it. Throws InputError naming the file, what is wrong, and a fix-it hint.
 Shape ReadCheckpointShape(const std::string& path);
 
-// Loads the parameters into `params` (layout.total() floats, flat layer-major layout). The
-// file's shape must equal layout.shape() (else InputError).
+// Loads the parameters into `params` (layout.total() floats, flat layer-major layout); a
+// version-5 file's bf16 values are widened exactly to fp32 (the master weights). The file's
+// shape must equal layout.shape() (else InputError).
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params);
 
 // Writes params atomically: temporary file, fsync, rename (common/files.h).

@@ -1,0 +1,171 @@
+#include "bench/own_bf16gemm.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+namespace cputrain::bench {
+namespace {
+
+constexpr int kMR = 12, kNR = 32;
+constexpr int kMC = 120, kKC = 384, kNC = 4096;  // kMC % kMR == 0, kKC even, kNC % kNR == 0
+
+// Element (i, j) of a bf16 matrix stored row-major with row stride ld, or transposed.
+struct View {
+  const uint16_t* p;
+  bool trans;
+  int ld;
+};
+
+uint32_t Load32(const uint16_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Interleaves n <= 32 bf16 of row r0 and row r1 (null: zeros) into n (r0[i], r1[i]) pairs.
+__attribute__((target("avx512f,avx512bw"))) void InterleaveRows(const uint16_t* r0,
+                                                                const uint16_t* r1, int n,
+                                                                uint32_t* dst) {
+  alignas(64) static constexpr uint16_t kLo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                   37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                   11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __mmask32 in = n >= 32 ? ~__mmask32{0} : (__mmask32{1} << n) - 1;
+  const __m512i a = _mm512_maskz_loadu_epi16(in, r0);
+  const __m512i b = r1 ? _mm512_maskz_loadu_epi16(in, r1) : _mm512_setzero_si512();
+  const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  const __mmask16 out0 = n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
+  const __mmask16 out1 = n >= 32   ? 0xffff
+                         : n <= 16 ? 0
+                                   : static_cast<__mmask16>((1u << (n - 16)) - 1);
+  _mm512_mask_storeu_epi32(dst, out0, _mm512_permutex2var_epi16(a, lo, b));
+  _mm512_mask_storeu_epi32(dst + 16, out1, _mm512_permutex2var_epi16(a, hi, b));
+}
+
+// Packs `rows` x kc of a matrix into kc/2 pairs x `width` (pair-major, rows past `rows` zero):
+// element (r, k) at M.at(r0 + r, k0 + k) for A, or at B.at(k0 + k, c0 + r) for B (`by_column`).
+// Where k pairs are contiguous in memory they are copied as 32-bit words; where they lie in two
+// rows of memory they are interleaved 32 at a time.
+void Pack(const View& v, bool by_column, int r0, int k0, int rows, int kc, int width,
+          uint32_t* dst) {
+  const int pairs = (kc + 1) / 2;
+  // A's rows, or B's columns, hold k contiguously when A is stored (M,K) or B is stored (N,K).
+  const bool k_contiguous = by_column ? v.trans : !v.trans;
+  std::fill(dst, dst + static_cast<std::size_t>(pairs) * width, 0u);
+  if (k_contiguous) {
+    for (int r = 0; r < rows; ++r) {
+      const uint16_t* base = v.p + static_cast<std::ptrdiff_t>(r0 + r) * v.ld + k0;
+      for (int p = 0; p < kc / 2; ++p) dst[p * width + r] = Load32(base + 2 * p);
+      if (kc % 2) dst[(pairs - 1) * width + r] = base[kc - 1];
+    }
+    return;
+  }
+  // Values of consecutive r are contiguous: row k of memory holds them.
+  for (int p = 0; p < pairs; ++p) {
+    const uint16_t* row0 = v.p + static_cast<std::ptrdiff_t>(k0 + 2 * p) * v.ld + r0;
+    const uint16_t* row1 = 2 * p + 1 < kc ? row0 + v.ld : nullptr;
+    for (int r = 0; r < rows; r += 32) {
+      InterleaveRows(row0 + r, row1 ? row1 + r : nullptr, std::min(32, rows - r),
+                     dst + p * width + r);
+    }
+  }
+}
+
+// The mc x kc block of A at (i0, k0) as ceil(mc/12) panels of kc/2 pairs x 12 rows (pair-major),
+// zero padded in rows and in the last k.
+void PackA(const View& A, int i0, int k0, int mc, int kc, uint32_t* dst) {
+  const std::size_t panel = static_cast<std::size_t>((kc + 1) / 2) * kMR;
+  for (int ip = 0; ip < mc; ip += kMR) {
+    Pack(A, false, i0 + ip, k0, std::min(kMR, mc - ip), kc, kMR, dst + ip / kMR * panel);
+  }
+}
+
+// The kc x nc block of B at (k0, j0) as ceil(nc/32) panels of kc/2 pairs x 32 columns.
+void PackB(const View& B, int k0, int j0, int kc, int nc, uint32_t* dst) {
+  const std::size_t panel = static_cast<std::size_t>((kc + 1) / 2) * kNR;
+  for (int jp = 0; jp < nc; jp += kNR) {
+    Pack(B, true, j0 + jp, k0, std::min(kNR, nc - jp), kc, kNR, dst + jp / kNR * panel);
+  }
+}
+
+// The 12x32 micro-kernel: tile (m x n) of C (+)= a (pairs x 12) @ b (pairs x 32).
+__attribute__((target("avx512f,avx512bf16"))) void Kernel12x32(int pairs, const uint32_t* a,
+                                                               const uint32_t* b, float* c, int ldc,
+                                                               int m, int n, bool add) {
+  __m512 acc[kMR][2];
+  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int p = 0; p < pairs; ++p) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + 16));
+#pragma GCC unroll 12
+    for (int r = 0; r < kMR; ++r) {
+      const __m512bh ar = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r])));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], ar, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], ar, b1);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  if (m == kMR && n == kNR) {
+    for (int r = 0; r < kMR; ++r) {
+      float* cr = c + static_cast<std::ptrdiff_t>(r) * ldc;
+      if (add) {
+        acc[r][0] = _mm512_add_ps(acc[r][0], _mm512_loadu_ps(cr));
+        acc[r][1] = _mm512_add_ps(acc[r][1], _mm512_loadu_ps(cr + 16));
+      }
+      _mm512_storeu_ps(cr, acc[r][0]);
+      _mm512_storeu_ps(cr + 16, acc[r][1]);
+    }
+    return;
+  }
+  alignas(64) float tile[kMR][kNR];
+  for (int r = 0; r < kMR; ++r) {
+    _mm512_store_ps(tile[r], acc[r][0]);
+    _mm512_store_ps(tile[r] + 16, acc[r][1]);
+  }
+  for (int r = 0; r < m; ++r) {
+    float* cr = c + static_cast<std::ptrdiff_t>(r) * ldc;
+    for (int j = 0; j < n; ++j) cr[j] = add ? cr[j] + tile[r][j] : tile[r][j];
+  }
+}
+
+}  // namespace
+
+void OwnBf16Gemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B,
+                 bool tb, int ldb, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    for (int i = 0; i < M; ++i)
+      std::fill(C + static_cast<std::ptrdiff_t>(i) * ldc,
+                C + static_cast<std::ptrdiff_t>(i) * ldc + N, 0.f);
+    return;
+  }
+  const View a{A, ta, lda}, b{B, tb, ldb};
+  // Sized once per thread for the largest blocks; reused by every later call on the thread.
+  thread_local std::vector<uint32_t> apack(static_cast<std::size_t>(kMC) * kKC / 2);
+  thread_local std::vector<uint32_t> bpack(static_cast<std::size_t>(kKC) / 2 * kNC);
+  for (int j0 = 0; j0 < N; j0 += kNC) {
+    const int nc = std::min(kNC, N - j0);
+    for (int k0 = 0; k0 < K; k0 += kKC) {
+      const int kc = std::min(kKC, K - k0), pairs = (kc + 1) / 2;
+      PackB(b, k0, j0, kc, nc, bpack.data());
+      for (int i0 = 0; i0 < M; i0 += kMC) {
+        const int mc = std::min(kMC, M - i0);
+        PackA(a, i0, k0, mc, kc, apack.data());
+        for (int jr = 0; jr < nc; jr += kNR) {
+          const uint32_t* bp = bpack.data() + static_cast<std::size_t>(jr / kNR) * pairs * kNR;
+          for (int ir = 0; ir < mc; ir += kMR) {
+            const uint32_t* ap = apack.data() + static_cast<std::size_t>(ir / kMR) * pairs * kMR;
+            Kernel12x32(pairs, ap, bp, C + static_cast<std::ptrdiff_t>(i0 + ir) * ldc + (j0 + jr),
+                        ldc, std::min(kMR, mc - ir), std::min(kNR, nc - jr), k0 > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cputrain::bench
