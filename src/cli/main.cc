@@ -5,10 +5,13 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "common/error.h"
+#include "common/log.h"
+#include "common/spelling.h"
 
 namespace {
 
@@ -28,11 +31,70 @@ std::string ShellCommandLine(int argc, char** argv) {
   return line;
 }
 
+// The first word that is not an option (nor --log-level's value), if it names no subcommand:
+// "unknown command 'trian'; did you mean 'train'?" beats CLI11's "A subcommand is required".
+std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') continue;
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    for (const std::string& n : names) {
+      if (n == a) return "";
+    }
+    const std::string best = cputrain::ClosestWord(a, names);
+    return fmt::format("unknown command '{}'{}", a,
+                       best.empty() ? "" : fmt::format("; did you mean '{}'?", best));
+  }
+  return "";
+}
+
+// "prog train" for a failure inside `train`, "prog bench gemm" inside a bench suite: the
+// deepest subcommand the parser entered, whose --help describes the options that failed.
+std::string CommandPath(const CLI::App& app, const std::string& prog) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->parsed()) return CommandPath(*sub, prog + " " + sub->get_name());
+  }
+  return prog;
+}
+
+// --log-level on the program and every (sub)command, so it may come anywhere; CPUTRAIN_LOG is
+// its environment form. Applied as parsed, before any command's callback runs.
+void AddLogLevel(CLI::App* app) {
+  app->add_option_function<std::string>(
+         "--log-level",
+         [](const std::string& v) {
+           using cputrain::log::Level;
+           cputrain::log::SetLevel(v == "error"  ? Level::kError
+                                   : v == "warn" ? Level::kWarn
+                                   : v == "info" ? Level::kInfo
+                                                 : Level::kDebug);
+         },
+         "diagnostics to print on stderr: error, warn, info (default) or debug")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
+      ->envname("CPUTRAIN_LOG");
+  for (CLI::App* sub : app->get_subcommands({})) AddLogLevel(sub);
+}
+
+// An empty list's captured default ("=[]") says nothing: --help shows none.
+void DropEmptyListDefaults(CLI::App* app) {
+  for (CLI::Option* opt : app->get_options()) {
+    if (opt->get_default_str() == "[]") opt->default_str("");
+  }
+  for (CLI::App* sub : app->get_subcommands({})) DropEmptyListDefaults(sub);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cputrain-numa: NUMA-aware GPT-2 training on CPU servers", "cputrain-numa"};
   app.require_subcommand(1);
+  // Every option's default appears in --help (inherited by the subcommands added below).
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", "cputrain-numa 0.1.0");
   cputrain::cli::AddTopoCommand(app);
   cputrain::cli::AddConfigCommand(app);
@@ -42,6 +104,13 @@ int main(int argc, char** argv) {
   cputrain::cli::AddPlotCommand(app);
   cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
+  AddLogLevel(&app);
+  DropEmptyListDefaults(&app);
+  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "error: %s\nhint: run `%s --help` for the commands\n", unknown.c_str(),
+                 argv[0]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
     return 0;
@@ -52,7 +121,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n", e.what(), argv[0]);
+    std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n", e.what(),
+                 CommandPath(app, argv[0]).c_str());
     return 2;
   } catch (const cputrain::cli::StopExit& e) {
     std::fprintf(stderr, "%s\n", e.message().c_str());

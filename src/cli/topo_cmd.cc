@@ -28,6 +28,8 @@ void AddTopoCommand(CLI::App& app) {
   cmd->callback([opts] {
     Config cfg = opts->common.Load();
     topo::Topology t = topo::LoadTopology(cfg.topology);
+    const std::string binding = topo::AdoptLaunchBinding(t);
+    if (!binding.empty()) log::Warn("{}", binding);
     topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
     if (opts->json) {
       nlohmann::json j = topo::PlanToJson(plan);
