@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -62,21 +63,26 @@ std::string CommandPath(const CLI::App& app, const std::string& prog) {
   return prog;
 }
 
-// --log-level on the program and every (sub)command, so it may come anywhere; CPUTRAIN_LOG is
-// its environment form. Applied as parsed, before any command's callback runs.
+// Sets the log level from its name; false for an unknown name.
+bool SetLogLevel(const std::string& v) {
+  using cputrain::log::Level;
+  if (v != "error" && v != "warn" && v != "info" && v != "debug") return false;
+  cputrain::log::SetLevel(v == "error"  ? Level::kError
+                          : v == "warn" ? Level::kWarn
+                          : v == "info" ? Level::kInfo
+                                        : Level::kDebug);
+  return true;
+}
+
+// --log-level on the program and every (sub)command, so it may come anywhere; applied as parsed,
+// before any command's callback runs. (CPUTRAIN_LOG is read by main() before parsing, so the
+// flag wins: CLI11's envname on options of several apps applied the environment last.)
 void AddLogLevel(CLI::App* app) {
   app->add_option_function<std::string>(
-         "--log-level",
-         [](const std::string& v) {
-           using cputrain::log::Level;
-           cputrain::log::SetLevel(v == "error"  ? Level::kError
-                                   : v == "warn" ? Level::kWarn
-                                   : v == "info" ? Level::kInfo
-                                                 : Level::kDebug);
-         },
-         "diagnostics to print on stderr: error, warn, info (default) or debug")
-      ->check(CLI::IsMember({"error", "warn", "info", "debug"}))
-      ->envname("CPUTRAIN_LOG");
+         "--log-level", [](const std::string& v) { SetLogLevel(v); },
+         "diagnostics to print on stderr: error, warn, info (default) or debug; the "
+         "environment variable CPUTRAIN_LOG sets the same")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
   for (CLI::App* sub : app->get_subcommands({})) AddLogLevel(sub);
 }
 
@@ -106,6 +112,13 @@ int main(int argc, char** argv) {
   cputrain::cli::AddPrepareDataCommand(app);
   AddLogLevel(&app);
   DropEmptyListDefaults(&app);
+  if (const char* env = std::getenv("CPUTRAIN_LOG"); env && !SetLogLevel(env)) {
+    std::fprintf(stderr,
+                 "error: CPUTRAIN_LOG='%s' is not a log level\nhint: set it to error, warn, "
+                 "info or debug, or unset it\n",
+                 env);
+    return 2;
+  }
   if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
     std::fprintf(stderr, "error: %s\nhint: run `%s --help` for the commands\n", unknown.c_str(),
                  argv[0]);
