@@ -117,7 +117,24 @@ TEST(Placement, BudgetLargerThanDomainIsRefused) {
   EXPECT_EQ(PlanPlacement(t, c, nullptr).groups[0].cpus.size(), 5u);
   c.threads_per_group = 9;
   ExpectRefused(t, c, "8 usable hardware thread(s)");
-  ExpectRefused(t, PlacementConfig{}, "from OMP_NUM_THREADS=17", "17");
+}
+
+// Issue 15: OMP_NUM_THREADS above the cores was a hard error; it is set for every library of a
+// job, so the plan takes the domain's cores and warns, showing the plan (as PyTorch warns).
+TEST(Placement, OmpNumThreadsAboveTheCoresIsCappedWithAWarning) {
+  Topology t = Synth("pack:2 numa:1 core:4 pu:2");
+  const Plan p = PlanPlacement(t, PlacementConfig{}, "17");
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].cpus.size(), 4u);
+  EXPECT_EQ(p.groups[1].cpus.size(), 4u);
+  ASSERT_EQ(p.warnings.size(), 2u);
+  EXPECT_NE(p.warnings[0].find("OMP_NUM_THREADS=17 asks for more worker threads than package 0 "
+                               "has usable cores (4): group 0 runs 4 on CPUs 0,2,4,6"),
+            std::string::npos)
+      << p.warnings[0];
+  // A list is read as OpenMP does: its first level is the budget.
+  EXPECT_EQ(PlanPlacement(t, PlacementConfig{}, "3,2").groups[0].cpus.size(), 3u);
+  EXPECT_TRUE(PlanPlacement(t, PlacementConfig{}, "3,2").warnings.empty());
 }
 
 TEST(Placement, CommThreadsAreTakenFromTheEndOfTheDomain) {
@@ -251,6 +268,51 @@ TEST(Placement, JsonShape) {
     EXPECT_TRUE(g.contains("comm_cpus"));
   }
   EXPECT_EQ(j["simulated"], true);
+}
+
+// mpirun -n 1 bound the process to a core of a 4-core cpuset (its default --bind-to core):
+// issue 15's `mpirun -n 1 cputrain-numa train` that trained on CPU 0 only.
+Topology BoundToFirstCore() {
+  Topology t = Synth("pack:1 numa:1 core:4 pu:1");
+  t.simulated = false;  // ReviewBinding judges a real machine's binding; no OS call is made here
+  for (Pu& pu : t.pus) pu.allowed = pu.os_index == 0;
+  return t;
+}
+
+TEST(LaunchBinding, OneRankUnderMpirunsDefaultBindingWidensAndNamesTheFlag) {
+  const Topology t = BoundToFirstCore();
+  const BindingReview r = ReviewBinding(t, Launch{"mpirun", 1, ""});
+  EXPECT_TRUE(r.widen);
+  EXPECT_NE(r.warning.find("bound this process to CPU(s) 0"), std::string::npos) << r.warning;
+  EXPECT_NE(r.warning.find("cpuset is 0-3: planning over 0-3"), std::string::npos) << r.warning;
+  EXPECT_NE(r.warning.find("`--bind-to none`"), std::string::npos) << r.warning;
+  Topology widened = t;
+  widened.simulated = true;  // AllowWholeCpuset: the plan only, no OS binding of synthetic CPUs
+  AllowWholeCpuset(widened);
+  EXPECT_EQ(PlanPlacement(widened, PlacementConfig{}, nullptr).groups[0].cpus,
+            (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(PlanPlacement(t, PlacementConfig{}, nullptr).groups[0].cpus, std::vector<int>{0});
+}
+
+TEST(LaunchBinding, ChosenBindingsAreKept) {
+  const Topology t = BoundToFirstCore();
+  // taskset/numactl outside a launcher: the user's choice, silently.
+  EXPECT_FALSE(ReviewBinding(t, Launch{}).widen);
+  EXPECT_TRUE(ReviewBinding(t, Launch{}).warning.empty());
+  // An explicit --bind-to: kept, with a warning naming the idle CPUs' fix.
+  const BindingReview asked = ReviewBinding(t, Launch{"mpirun", 1, "core"});
+  EXPECT_FALSE(asked.widen);
+  EXPECT_NE(asked.warning.find("(--bind-to core)"), std::string::npos) << asked.warning;
+  EXPECT_NE(asked.warning.find("planning on 0 as asked"), std::string::npos) << asked.warning;
+  // Several ranks on the host: each plans its own binding (the trainer checks the overlap).
+  EXPECT_FALSE(ReviewBinding(t, Launch{"mpirun", 2, ""}).widen);
+  // Bound to the whole cpuset (--bind-to none), or a simulated machine: nothing to say.
+  Topology whole = t;
+  for (Pu& pu : whole.pus) pu.allowed = true;
+  EXPECT_TRUE(ReviewBinding(whole, Launch{"mpirun", 1, ""}).warning.empty());
+  Topology sim = t;
+  sim.simulated = true;
+  EXPECT_FALSE(ReviewBinding(sim, Launch{"mpirun", 1, ""}).widen);
 }
 
 }  // namespace

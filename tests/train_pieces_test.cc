@@ -89,6 +89,30 @@ TEST(PlacementCheck, TwoRanksPinningOneCpuOfOneHostAreRefused) {
   }
 }
 
+nlohmann::json Bound(int rank, const std::string& host, std::vector<int> allowed,
+                     std::vector<int> cpuset) {
+  nlohmann::json r = Rank(rank, host, allowed);
+  r["allowed_cpus"] = allowed;
+  r["cpuset_cpus"] = cpuset;
+  return r;
+}
+
+// mpirun -n 2 --map-by ppr:2:node with its default --bind-to core on a 4-core host: each rank
+// plans one core and two cores idle; rank 0 must say so, naming the flags.
+TEST(PlacementCheck, RanksWhoseBindingsLeaveCpusIdleAreWarnedAbout) {
+  const auto w =
+      UnusedCpuWarnings({Bound(0, "a", {0}, {0, 1, 2, 3}), Bound(1, "a", {1}, {0, 1, 2, 3}),
+                         Bound(2, "b", {0, 1}, {0, 1}), Bound(3, "b", {2}, {0, 1, 2})});
+  ASSERT_EQ(w.size(), 1u);  // host b: its ranks' bindings cover its cpuset 0-2
+  EXPECT_NE(w[0].find("host a: the bindings of its 2 ranks leave CPU(s) 2-3"), std::string::npos)
+      << w[0];
+  EXPECT_NE(w[0].find("--bind-to none"), std::string::npos) << w[0];
+  // One rank per host is judged by the rank itself (topo::ReviewBinding); simulated ranks pin
+  // nothing; ranks covering the cpuset leave nothing idle.
+  EXPECT_TRUE(UnusedCpuWarnings({Bound(0, "a", {0}, {0, 1}), Bound(1, "b", {0}, {0, 1})}).empty());
+  EXPECT_TRUE(UnusedCpuWarnings({Bound(0, "a", {0}, {0, 1}), Bound(1, "a", {1}, {0, 1})}).empty());
+}
+
 // A Distributed of two processes whose other process holds exactly this one's data: every sum
 // across ranks doubles (exact in binary floating point).
 class MirrorDistributed final : public Distributed {

@@ -201,7 +201,7 @@ namespace {
 // Group `index` on domain d: its worker CPUs (the budget's first cores, or hardware threads),
 // and its comm CPUs (the domain's last comm_threads cores).
 Group PlanGroup(const Topology& t, const Domain& d, int index, const PlacementConfig& cfg,
-                std::optional<int> budget, const std::string& threads_source,
+                std::optional<int> budget, bool omp_budget, const std::string& threads_source,
                 std::vector<std::string>* warnings) {
   const int ncores = static_cast<int>(d.cores.size());
   if (cfg.comm_threads >= ncores) {
@@ -224,7 +224,19 @@ Group PlanGroup(const Topology& t, const Domain& d, int index, const PlacementCo
     }
   }
   for (int c = ncompute_cores; c < ncores; ++c) g.comm_cpus.push_back(d.cores[c][0]);
-  const int want = budget ? *budget : static_cast<int>(avail.size());
+  int want = budget ? *budget : static_cast<int>(avail.size());
+  if (want > static_cast<int>(avail.size()) && omp_budget) {
+    // OMP_NUM_THREADS is set for every library of a job, not for this plan: oversubscribing
+    // pinned workers (two on a core wait for each other at every barrier) would help no one,
+    // so the plan takes what there is and says so (PyTorch warns too, and oversubscribes).
+    want = static_cast<int>(avail.size());
+    g.cpus.assign(avail.begin(), avail.end());
+    warnings->push_back(fmt::format(
+        "{} asks for more worker threads than {} has usable {} ({}): group {} runs {} on CPUs "
+        "{}, one pinned per {}; set placement.threads_per_group to choose",
+        threads_source, d.name, cfg.hyperthreads ? "hardware threads" : "cores", avail.size(),
+        index, want, Topology::FormatCpuList(g.cpus), cfg.hyperthreads ? "thread" : "core"));
+  }
   if (want > static_cast<int>(avail.size())) {
     throw InputError(
         fmt::format("threads per group is {} (from {}) but {} has {} usable {}{}", want,
@@ -278,11 +290,13 @@ Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* om
   }
 
   std::optional<int> budget;
+  bool omp_budget = false;  // from OMP_NUM_THREADS: capped at the domain, with a warning
   if (cfg.threads_per_group_set) {
     budget = cfg.threads_per_group;
     plan.threads_source = budget ? "threads_per_group" : "threads_per_group: auto";
   } else if (omp_num_threads && *omp_num_threads) {
     budget = ParseOmpThreads(omp_num_threads);
+    omp_budget = true;
     plan.threads_source = fmt::format("OMP_NUM_THREADS={}", *budget);
   } else {
     plan.threads_source =
@@ -296,7 +310,7 @@ Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* om
   }
 
   for (std::size_t gi = 0; gi < ngroups; ++gi) {
-    plan.groups.push_back(PlanGroup(t, domains[gi], static_cast<int>(gi), cfg, budget,
+    plan.groups.push_back(PlanGroup(t, domains[gi], static_cast<int>(gi), cfg, budget, omp_budget,
                                     plan.threads_source, &plan.warnings));
   }
   return plan;

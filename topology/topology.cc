@@ -168,8 +168,9 @@ int Find(const std::unordered_map<int, int>& m, int key) {
   return it == m.end() ? -1 : it->second;
 }
 
-void AddCoresAndPus(hwloc_topology_t h, hwloc_const_bitmap_t allowed, int ncore, int npu,
-                    Topology& t) {
+// allowed: the cpuset and the process's binding; cpuset: the cpuset alone.
+void AddCoresAndPus(hwloc_topology_t h, hwloc_const_bitmap_t allowed, hwloc_const_bitmap_t cpuset,
+                    int ncore, int npu, Topology& t) {
   const auto package_of = FirstContaining(t.packages);
   const auto numa_of = FirstContaining(t.numa_nodes);
   const auto l3_of = FirstContaining(t.l3s);
@@ -183,6 +184,7 @@ void AddCoresAndPus(hwloc_topology_t h, hwloc_const_bitmap_t allowed, int ncore,
     Pu pu;
     pu.os_index = static_cast<int>(o->os_index);
     pu.allowed = hwloc_bitmap_isset(allowed, o->os_index);
+    pu.in_cpuset = hwloc_bitmap_isset(cpuset, o->os_index);
     hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_CORE, o);
     if (core) {
       pu.core = core_index.at(core);
@@ -293,6 +295,15 @@ std::vector<int> Topology::AllowedCpus() const {
   return out;
 }
 
+std::vector<int> Topology::CpusetCpus() const {
+  std::vector<int> out;
+  for (const Pu& pu : pus) {
+    if (pu.in_cpuset) out.push_back(pu.os_index);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string Topology::FormatCpuList(const std::vector<int>& cpus_in) {
   std::vector<int> cpus = cpus_in;
   std::sort(cpus.begin(), cpus.end());
@@ -372,7 +383,7 @@ Topology LoadTopology(const std::string& spec) {
     hwloc_bitmap_t b;
     ~BitmapFree() { hwloc_bitmap_free(b); }
   } free_allowed{allowed};
-  AddCoresAndPus(h, allowed, ncore, npu, t);
+  AddCoresAndPus(h, allowed, hwloc_topology_get_allowed_cpuset(h), ncore, npu, t);
   LinkNumaNodesAndL3s(t);
 
   ReadNumaDistances(h, t);
@@ -396,6 +407,7 @@ nlohmann::json TopologyToJson(const Topology& t) {
   j["cores"] = t.cores.size();
   j["pus"] = t.pus.size();
   j["allowed_cpus"] = t.AllowedCpus();
+  j["cpuset_cpus"] = t.CpusetCpus();
   nlohmann::json numa = nlohmann::json::array();
   for (const NumaNode& n : t.numa_nodes) {
     numa.push_back({{"os_index", n.os_index},
@@ -414,6 +426,10 @@ std::string DescribeTopology(const Topology& t) {
       t.spec, t.simulated ? " (simulated: no pinning, no memory binding)" : "", t.packages.size(),
       t.numa_nodes.size(), t.l3s.size(), t.cores.size(), t.pus.size());
   s += fmt::format("  allowed CPUs: {}\n", Topology::FormatCpuList(t.AllowedCpus()));
+  if (t.CpusetCpus() != t.AllowedCpus()) {
+    s += fmt::format("  cpuset CPUs: {} (this process's binding is narrower)\n",
+                     Topology::FormatCpuList(t.CpusetCpus()));
+  }
   std::vector<int> cores_in(t.packages.size(), 0);  // one pass: packages x cores is quadratic
   for (const Core& c : t.cores) {
     if (c.package >= 0 && static_cast<std::size_t>(c.package) < cores_in.size())

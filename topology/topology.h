@@ -26,11 +26,12 @@ namespace cputrain::topo {
 // and the CPU lists are the operating system's numbers (what taskset and /proc use).
 struct Pu {
   int os_index = -1;
-  int core = -1;        // index into Topology::cores
-  int package = -1;     // index into Topology::packages
-  int numa = -1;        // index into Topology::numa_nodes (-1 if no node covers it)
-  int l3 = -1;          // index into Topology::l3s (-1 if the machine reports no L3)
-  bool allowed = true;  // inside this process's allowed cpuset
+  int core = -1;          // index into Topology::cores
+  int package = -1;       // index into Topology::packages
+  int numa = -1;          // index into Topology::numa_nodes (-1 if no node covers it)
+  int l3 = -1;            // index into Topology::l3s (-1 if the machine reports no L3)
+  bool allowed = true;    // this process may run on it: in the cpuset and in its binding
+  bool in_cpuset = true;  // in the cpuset (cgroup, container), whatever the process's binding
 };
 
 struct Core {
@@ -78,6 +79,9 @@ struct Topology {
   const Pu* FindPu(int os_index) const;
   // OS indexes of the allowed CPUs, ascending.
   std::vector<int> AllowedCpus() const;
+  // OS indexes of the cpuset's CPUs (the cgroup's, as hwloc reads it), ascending: a superset of
+  // AllowedCpus(); larger when a launcher or taskset narrowed this process's binding.
+  std::vector<int> CpusetCpus() const;
   // "0-3,8,10-11": compact list form for messages.
   static std::string FormatCpuList(const std::vector<int>& cpus);
 };
@@ -109,6 +113,37 @@ struct SyntheticSize {
   long long pus = 1, widest = 1;
 };
 SyntheticSize MeasureSynthetic(const std::string& description);
+
+// How this process was started, as far as its CPU binding goes (docs/multi-node.md, "Binding").
+struct Launch {
+  std::string launcher;        // "mpirun" (Open MPI's environment), "" outside a launcher
+  int local_ranks = 0;         // processes of the job on this host (OMPI_COMM_WORLD_LOCAL_SIZE)
+  std::string binding_policy;  // mpirun's --bind-to as given ("core", "none"), "" = its default
+};
+// Reads OMPI_COMM_WORLD_LOCAL_SIZE and OMPI_MCA_hwloc_base_binding_policy (mpirun sets the
+// latter only for an explicit --bind-to).
+Launch LaunchFromEnv();
+
+// What to do when the binding is narrower than the cpuset.
+struct BindingReview {
+  bool widen = false;   // plan over the whole cpuset (AllowWholeCpuset) instead of the binding
+  std::string warning;  // "" = nothing to say
+};
+// The rules (docs/multi-node.md, "Binding"): outside a launcher, or on a simulated machine, a
+// binding is the user's choice (taskset, numactl): kept, silently. Under mpirun with one rank on
+// this host and mpirun's default binding (a core), the process widens to the cpuset and says so,
+// naming --bind-to none. With an explicit --bind-to, or several ranks on the host, each rank
+// keeps its own binding (ranks whose bindings overlap then pin the same CPUs, which the trainer
+// refuses with exit 2); with one rank and an explicit binding narrower than the cpuset, a
+// warning names the idle CPUs.
+BindingReview ReviewBinding(const Topology& t, const Launch& launch);
+// Makes every CPU of the cpuset allowed. On the real machine, also widens the process's
+// binding (every thread) to the cpuset, so threads it starts are not confined to the launcher's
+// core. Throws RuntimeError if the OS refuses.
+void AllowWholeCpuset(Topology& t);
+// ReviewBinding(t, LaunchFromEnv()), then AllowWholeCpuset when it says so; returns the warning
+// for the caller to print ("" = none).
+std::string AdoptLaunchBinding(Topology& t);
 
 // {"packages": N, "numa_nodes": N, "l3_caches": N, "cores": N, "pus": N, "allowed_cpus": [..],
 //  "simulated": bool, "source": spec, "numa": [{"os_index", "package", "cpus", "memory_bytes"}],

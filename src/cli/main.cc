@@ -3,12 +3,16 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "common/error.h"
+#include "common/log.h"
+#include "common/spelling.h"
 
 namespace {
 
@@ -28,11 +32,75 @@ std::string ShellCommandLine(int argc, char** argv) {
   return line;
 }
 
+// The first word that is not an option (nor --log-level's value), if it names no subcommand:
+// "unknown command 'trian'; did you mean 'train'?" beats CLI11's "A subcommand is required".
+std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') continue;
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    for (const std::string& n : names) {
+      if (n == a) return "";
+    }
+    const std::string best = cputrain::ClosestWord(a, names);
+    return fmt::format("unknown command '{}'{}", a,
+                       best.empty() ? "" : fmt::format("; did you mean '{}'?", best));
+  }
+  return "";
+}
+
+// "prog train" for a failure inside `train`, "prog bench gemm" inside a bench suite: the
+// deepest subcommand the parser entered, whose --help describes the options that failed.
+std::string CommandPath(const CLI::App& app, const std::string& prog) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->parsed()) return CommandPath(*sub, prog + " " + sub->get_name());
+  }
+  return prog;
+}
+
+// Sets the log level from its name; false for an unknown name.
+bool SetLogLevel(const std::string& v) {
+  using cputrain::log::Level;
+  if (v != "error" && v != "warn" && v != "info" && v != "debug") return false;
+  cputrain::log::SetLevel(v == "error"  ? Level::kError
+                          : v == "warn" ? Level::kWarn
+                          : v == "info" ? Level::kInfo
+                                        : Level::kDebug);
+  return true;
+}
+
+// --log-level on the program and every (sub)command, so it may come anywhere; applied as parsed,
+// before any command's callback runs. (CPUTRAIN_LOG is read by main() before parsing, so the
+// flag wins: CLI11's envname on options of several apps applied the environment last.)
+void AddLogLevel(CLI::App* app) {
+  app->add_option_function<std::string>(
+         "--log-level", [](const std::string& v) { SetLogLevel(v); },
+         "diagnostics to print on stderr: error, warn, info (default) or debug; the "
+         "environment variable CPUTRAIN_LOG sets the same")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
+  for (CLI::App* sub : app->get_subcommands({})) AddLogLevel(sub);
+}
+
+// An empty list's captured default ("=[]") says nothing: --help shows none.
+void DropEmptyListDefaults(CLI::App* app) {
+  for (CLI::Option* opt : app->get_options()) {
+    if (opt->get_default_str() == "[]") opt->default_str("");
+  }
+  for (CLI::App* sub : app->get_subcommands({})) DropEmptyListDefaults(sub);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cputrain-numa: NUMA-aware GPT-2 training on CPU servers", "cputrain-numa"};
   app.require_subcommand(1);
+  // Every option's default appears in --help (inherited by the subcommands added below).
+  app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", "cputrain-numa 0.1.0");
   cputrain::cli::AddTopoCommand(app);
   cputrain::cli::AddConfigCommand(app);
@@ -43,6 +111,20 @@ int main(int argc, char** argv) {
   cputrain::cli::AddExportCommand(app);
   cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
+  AddLogLevel(&app);
+  DropEmptyListDefaults(&app);
+  if (const char* env = std::getenv("CPUTRAIN_LOG"); env && !SetLogLevel(env)) {
+    std::fprintf(stderr,
+                 "error: CPUTRAIN_LOG='%s' is not a log level\nhint: set it to error, warn, "
+                 "info or debug, or unset it\n",
+                 env);
+    return 2;
+  }
+  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "error: %s\nhint: run `%s --help` for the commands\n", unknown.c_str(),
+                 argv[0]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
     return 0;
@@ -53,7 +135,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n", e.what(), argv[0]);
+    std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n", e.what(),
+                 CommandPath(app, argv[0]).c_str());
     return 2;
   } catch (const cputrain::cli::StopExit& e) {
     std::fprintf(stderr, "%s\n", e.message().c_str());

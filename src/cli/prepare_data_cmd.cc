@@ -90,7 +90,7 @@ void AddPrepareDataCommand(CLI::App& app) {
   cmd->add_flag("--split-on-blank-lines", opts->prepare.split_on_blank_lines,
                 "each run of non-blank lines is a document of its own (gpt2); blank lines are "
                 "dropped");
-  cmd->add_option("--threads", opts->prepare.threads, "tokenizing threads (default: every core)");
+  cmd->add_option("--threads", opts->prepare.threads, "tokenizing threads; 0 = every core");
   cmd->add_option("-o,--out", opts->prepare.out_dir, "output directory (created if missing)")
       ->required();
   cmd->add_option("inputs", opts->prepare.inputs, "text files, in corpus order")->required();
@@ -107,6 +107,12 @@ void AddPrepareDataCommand(CLI::App& app) {
       r = data::PrepareData(prepare, *tokenizer);
     } catch (...) {
       reporter.Abandon();
+      // A stop asked for by a signal is not an error: said as such, exit 128 + signal.
+      if (stop.requested()) {
+        throw StopExit(128 + stop.reason(),
+                       fmt::format("stopped by {}; no train.bin or val.bin was written",
+                                   SignalName(stop.reason())));
+      }
       throw;
     }
     std::string val = r.val_path.empty() ? std::string("no val.bin (--val-fraction 0)")

@@ -29,6 +29,8 @@ void AddTopoCommand(CLI::App& app) {
   cmd->callback([opts] {
     Config cfg = opts->common.Load();
     topo::Topology t = topo::LoadTopology(cfg.topology);
+    const std::string binding = topo::AdoptLaunchBinding(t);
+    if (!binding.empty()) log::Warn("{}", binding);
     topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
     // Which train.precision values run natively on this CPU (kernels/bf16.h).
     const kernels::Bf16Support bf16 = kernels::DetectBf16();

@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -13,6 +14,8 @@ std::mutex& Mu() {
   return mu;
 }
 Level g_level = Level::kInfo;
+// The origin of the elapsed-time stamps: static initialization, i.e. the process's start.
+const std::chrono::steady_clock::time_point g_start = std::chrono::steady_clock::now();
 std::string& Prefix() {
   static std::string prefix;
   return prefix;
@@ -35,10 +38,17 @@ void SetPrefix(std::string prefix) {
   Prefix() = std::move(prefix);
 }
 
+std::string Stamp() {
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+  return fmt::format("[{:7.1f}s] ", s);
+}
+
 void Write(Level level, std::string_view tag, std::string_view message) {
   std::lock_guard<std::mutex> lock(Mu());
   if (static_cast<int>(level) > static_cast<int>(g_level)) return;
-  std::string line = Prefix();
+  std::string line = Stamp();
+  line += Prefix();
   line += tag;
   line += message;
   line += '\n';

@@ -1,3 +1,9 @@
+// Diagnostics on stderr, one line each: "[   12.3s] warning: ...", the stamp being the time since
+// the process started (one clock for every line, so a slow phase shows between two lines). The
+// level is set by --log-level or CPUTRAIN_LOG (cli/main.cc). The verdict lines that main()
+// prints last ("error:", "hint:", "stopped by ...") carry no stamp, so scripts match them at
+// the start of a line.
+//
 // Diagnostics on stderr. Results (JSON, tables the user asked for) go to stdout; everything the
 // program says about itself goes here, so `cputrain-numa topo --json | jq` always parses.
 //
@@ -11,15 +17,18 @@
 
 namespace cputrain::log {
 
-enum class Level { kQuiet = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
+enum class Level { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3 };
 
-// Messages above this level are dropped. Default kInfo. Non-zero MPI ranks set kWarn.
+// Messages above this level are dropped. Default kInfo; kError keeps only what main() prints
+// itself (errors). Non-zero MPI ranks lower kInfo to kWarn (rank 0 speaks for the job).
 void SetLevel(Level level);
 Level GetLevel();
 // A prefix such as "[rank 1] " put in front of every line.
 void SetPrefix(std::string prefix);
 
 void Write(Level level, std::string_view tag, std::string_view message);
+// "[   12.3s] ": the stamp Write puts first, for lines written elsewhere (progress lines).
+std::string Stamp();
 
 template <typename... Args>
 void Info(fmt::format_string<Args...> f, Args&&... args) {

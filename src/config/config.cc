@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/spelling.h"
 #include "model/limits.h"
 
 namespace cputrain {
@@ -425,26 +426,8 @@ std::vector<std::string> Sections() {
   return s;
 }
 
-std::size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::string Suggest(const std::string& got, const std::vector<std::string>& valid) {
-  std::string best;
-  std::size_t best_d = 3;  // suggest only close misspellings
-  for (const std::string& v : valid) {
-    std::size_t d = EditDistance(got, v);
-    if (d < best_d) best_d = d, best = v;
-  }
+  const std::string best = ClosestWord(got, valid);
   return best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best);
 }
 

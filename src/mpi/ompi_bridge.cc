@@ -96,7 +96,8 @@ std::unique_ptr<Bridge> OmpiBridge::Start(const MpiConfig& config, ExitProcess e
   for (int r = 0; r < b->size_; ++r) im.hosts.emplace_back(all.data() + r * kHostChars);
   if (b->rank_ != 0) {
     log::SetPrefix(fmt::format("[rank {}] ", b->rank_));
-    log::SetLevel(log::Level::kWarn);  // rank 0 speaks for the job
+    // rank 0 speaks for the job, unless --log-level asked for debug (or less)
+    if (log::GetLevel() == log::Level::kInfo) log::SetLevel(log::Level::kWarn);
   }
   log::Info(
       "MPI bridge: {} processes ({} host(s)), watchdog {} s", b->size_,

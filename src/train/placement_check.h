@@ -5,6 +5,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "train/distributed.h"
 
@@ -19,5 +21,12 @@ nlohmann::json GatherPlacement(Distributed& dist, nlohmann::json mine);
 // InputError naming both ranks, the host and the CPU when two non-simulated ranks on one host
 // pin the same CPU.
 void CheckNoSharedCpus(const nlohmann::json& ranks);
+
+// ranks: as above, each with "allowed_cpus" (its binding) and "cpuset_cpus". For every host with
+// several non-simulated ranks whose bindings together leave CPUs of the host's cpuset unused
+// (mpirun's default --bind-to core with ppr:2:node on a 64-core host: 62 idle cores), a warning
+// naming the host, the idle CPUs and the mpirun flags that use them. (A host with one rank is
+// judged by that rank itself: topo::ReviewBinding.)
+std::vector<std::string> UnusedCpuWarnings(const nlohmann::json& ranks);
 
 }  // namespace cputrain::train

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "common/log.h"
+
 namespace cputrain::train {
 
 std::string FormatEta(double s) {
@@ -48,21 +50,22 @@ void ProgressDisplay::Step(int step, double loss, double tps, double lr) {
     return;
   }
   if (step % every_ == 0 || step == total_ || step == 1) {
-    std::fprintf(stderr, "step %d/%d | loss %.4f | %.0f tok/s | lr %.2e | ETA %s\n", step, total_,
-                 loss, tps, lr, FormatEta(eta).c_str());
+    std::fprintf(stderr, "%sstep %d/%d | loss %.4f | %.0f tok/s | lr %.2e | ETA %s\n",
+                 log::Stamp().c_str(), step, total_, loss, tps, lr, FormatEta(eta).c_str());
   }
 }
 
 void ProgressDisplay::Eval(int step, double val_loss) {
   if (quiet_) return;
   Clear();
-  std::fprintf(stderr, "step %d/%d | val loss %.4f\n", step, total_, val_loss);
+  std::fprintf(stderr, "%sstep %d/%d | val loss %.4f\n", log::Stamp().c_str(), step, total_,
+               val_loss);
 }
 
 void ProgressDisplay::Message(const std::string& line) {
   if (quiet_) return;
   Clear();
-  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fprintf(stderr, "%s%s\n", log::Stamp().c_str(), line.c_str());
 }
 
 void ProgressDisplay::Finish() {

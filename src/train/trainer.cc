@@ -107,10 +107,15 @@ nlohmann::json Placement(const ReplicaGroups& groups, const topo::Plan& plan,
                        {"simulated", topology.simulated},
                        {"topology", cfg.topology},
                        {"threads_source", plan.threads_source},
+                       {"allowed_cpus", topology.AllowedCpus()},
+                       {"cpuset_cpus", topology.CpusetCpus()},
                        {"allocator", alloc::BackendName()}};
   if (!dist) return pj;
   pj = GatherPlacement(*dist, std::move(pj));
   CheckNoSharedCpus(pj["ranks"]);
+  if (dist->rank() == 0) {
+    for (const std::string& w : UnusedCpuWarnings(pj["ranks"])) log::Warn("{}", w);
+  }
   return pj;
 }
 
@@ -211,6 +216,7 @@ void InitState(Run& run) {
 void SetUp(Run& run, Progress progress) {
   const Config& cfg = run.cfg;
   run.topology = topo::LoadTopology(cfg.topology);
+  if (const std::string w = topo::AdoptLaunchBinding(run.topology); !w.empty()) log::Warn("{}", w);
   run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   for (const std::string& w : run.plan.warnings) log::Warn("{}", w);
   const int G = static_cast<int>(run.plan.groups.size());

@@ -27,7 +27,7 @@ rc=0
   --set data.train="$fx/train.bin" --set data.val= --set train.out_dir="$out" \
   --set train.steps=10 --set train.checkpoint_every=2 --set train.keep_checkpoints=0 \
   2>"$tmp/err" || rc=$?
-err=$(grep -v "^note:\|^training" "$tmp/err" || true)
+err=$(grep -v "^\[ *[0-9.]*s\] \(note:\|training\)" "$tmp/err" || true)
 [[ $rc -eq 1 ]] || fail "exit $rc, expected 1: $err"
 grep -q "^error: writing '$out/checkpoints/step_00000004.tmp.[0-9]*/[a-z]*.bin.tmp.[0-9]*' failed: No space left on device" <<<"$err" ||
   fail "the error does not name the file and ENOSPC: $err"

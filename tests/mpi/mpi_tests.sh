@@ -13,7 +13,9 @@
 #      within 1e-6 relative (the moments re-shard);
 #   6. SIGTERM to one rank only, and to mpirun (odls_base_sigkill_timeout 2): both ranks stop
 #      after the same step, rank 0 saves it, and the job ends within the bound
-#      docs/multi-node.md states (~4 x odls_base_sigkill_timeout for mpirun).
+#      docs/multi-node.md states (~4 x odls_base_sigkill_timeout for mpirun);
+#   7. mpirun's binding (binding_test.sh) and every documented mpirun line, run reduced
+#      (doc_mpirun_lines_test.py).
 # Usage: tests/mpi/mpi_tests.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: mpi_tests.sh BUILD_DIR}" && pwd)
@@ -216,4 +218,7 @@ grep -q "^stopped by SIGTERM after step" "$work/one-rank.log" \
   && grep -q "^stopped by a signal on another rank after step" "$work/one-rank.log" \
   || { cat "$work/one-rank.log"; fail "one-rank: the ranks did not report the stop"; }
 sigterm_one mpirun "^mpirun " --mca odls_base_sigkill_timeout 2
+echo "== 7. binding and the documented mpirun lines"
+bash "$src/tests/mpi/binding_test.sh" "$build"
+/usr/bin/python3 "$src/tests/mpi/doc_mpirun_lines_test.py" "$build"
 echo "MPI bridge tests passed"
