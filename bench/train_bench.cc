@@ -260,7 +260,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   std::vector<std::string> sets = spec.sets;
   Config cfg = ParseConfig(ConfigToYaml(ctx.config), "bench train (" + spec.label + ")", sets);
   m.ApplyTo(&cfg);
-  cfg.data.train = tokens;
+  cfg.data.train = {tokens};
   cfg.data.val.clear();
   cfg.train.steps = warmup_run_ + steps_run_;
   cfg.train.eval_every = 0;

@@ -31,6 +31,12 @@ struct StepRecord {
   // train.on_nonfinite: skip_step skipped this step's update; skipped steps of the run so far.
   bool skipped = false;
   int skipped_steps = 0;
+  // Global tokens trained on so far, this step's included (a resumed run counts from its
+  // checkpoint's); the epoch of the train data this step's last micro-batch read (from 0);
+  // wall-clock seconds since this process's Train() began.
+  uint64_t tokens = 0;
+  uint64_t epoch = 0;
+  double time_s = 0;
 };
 
 struct EvalRecord {
