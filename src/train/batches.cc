@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <glob.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <numeric>
@@ -21,6 +22,8 @@ std::vector<std::string> Glob(const std::string& pattern, const char* key) {
   std::vector<std::string> out;
   if (rc == 0) out.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
   ::globfree(&g);
+  // A file whose name holds * ? or [ itself, named literally.
+  if (out.empty() && ::access(pattern.c_str(), F_OK) == 0) out.push_back(pattern);
   if (out.empty()) {
     throw InputError(fmt::format("{}: the pattern '{}' matches no file", key, pattern),
                      "check the directory and the pattern (cputrain-numa prepare-data "

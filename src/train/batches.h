@@ -23,8 +23,8 @@
 // in order: group g of rank r reads `rows` rows from row r*(B/R) + g*rows.
 //
 // Thread safety: TokenWindows is immutable after Open; LoadRows may run on any number of groups
-// at once. WindowOrder::At is called from the main thread (it may recompute its permutation);
-// Window() may then be read by any thread.
+// at once. WindowOrder is used from one thread (At may recompute its permutation): the trainer
+// looks up a step's windows on the main thread before the groups run.
 #pragma once
 
 #include <cstddef>

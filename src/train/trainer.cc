@@ -201,31 +201,43 @@ void InitState(Run& run) {
   run.pos = {run.resume->state.next_window, run.resume->state.tokens};
 }
 
-// Plans the groups, reads the shape and opens the data (every check that can refuse the run
-// comes before any memory is touched), then builds the groups and their initial state.
-void SetUp(Run& run, Progress progress) {
+// Plans the groups and reads the model's shape; checks the batch splits over them.
+void PlanAndShape(Run& run) {
   const Config& cfg = run.cfg;
   run.topology = topo::LoadTopology(cfg.topology);
   run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   for (const std::string& w : run.plan.warnings) log::Warn("{}", w);
-  const int G = static_cast<int>(run.plan.groups.size());
   run.shape = ModelShape(cfg.model);
-  CheckBatch(cfg.data, run.shape, run.R, G);
+  CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()));
+}
+
+// Builds the groups on their nodes, their initial state, and the Stepper.
+void BuildGroups(Run& run) {
+  const Config& cfg = run.cfg;
+  const int G = static_cast<int>(run.plan.groups.size());
+  alloc::Configure(alloc::OptionsFor(run.topology));
+  run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
+                                               run.B / (run.R * G), run.T, G > 1 || run.dist);
+  InitState(run);
+  run.stepper = std::make_unique<Stepper>(
+      *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
+      run.dist, run.k);
+}
+
+// Plans the groups, reads the shape and opens the data (every check that can refuse the run
+// comes before any memory is touched), then builds the groups and their initial state.
+void SetUp(Run& run, Progress progress) {
+  const Config& cfg = run.cfg;
+  PlanAndShape(run);
+  const int G = static_cast<int>(run.plan.groups.size());
   run.train = TokenWindows::Open(cfg.data.train, "data.train", run.shape.V, run.B, run.T);
   run.order.emplace(run.train->windows(), cfg.data.shuffle, cfg.data.Seed(cfg.model.seed));
   run.val = OpenVal(cfg, run.shape.V, &run.eval_windows);
   run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, progress);
   run.resume = FindResumePoint(cfg, run.rank == 0);
   if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train);
-
-  alloc::Configure(alloc::OptionsFor(run.topology));
-  run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
-                                               run.B / (run.R * G), run.T, G > 1 || run.dist);
-  InitState(run);
+  BuildGroups(run);
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
-  run.stepper = std::make_unique<Stepper>(
-      *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
-      run.dist, run.k);
   if (run.dist) {  // every process must train the same thing from the same start
     const std::string effective = ConfigToYaml(cfg);
     const int step = run.resume ? run.resume->state.step : 0;
@@ -375,6 +387,34 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   if (saved != result.last_step) result.checkpoint = Save(run, result.last_step, lr, false);
   out.Finish();
   return result;
+}
+
+EvalResult EvaluateCheckpoint(const Config& cfg, const std::vector<std::string>& data, int batches,
+                              Distributed* dist) {
+  kernels::InitBlas();
+  if (cfg.model.init_from.empty()) {
+    throw InputError("no checkpoint to evaluate",
+                     "pass --checkpoint (a model.bin, a step "
+                     "directory or a run's out_dir)");
+  }
+  Run run(cfg, dist);
+  run.k = 1;  // evaluation only: one window at a time
+  PlanAndShape(run);
+  run.val = TokenWindows::Open(data, "--data", run.shape.V, run.B, run.T);
+  run.eval_windows = static_cast<int>(std::min<std::size_t>(
+      batches > 0 ? static_cast<std::size_t>(batches) : run.val->windows(), run.val->windows()));
+  BuildGroups(run);
+  const auto t0 = std::chrono::steady_clock::now();
+  EvalResult r;
+  r.loss = Evaluate(run, 0).val_loss;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.windows = run.eval_windows;
+  r.available_windows = run.val->windows();
+  r.tokens = static_cast<uint64_t>(r.windows) * run.B * run.T;
+  r.groups = run.groups->size();
+  r.model_file = model::ResolveModelFile(cfg.model.init_from);
+  r.shards = run.val->shard_count();
+  return r;
 }
 
 }  // namespace cputrain::train

@@ -81,4 +81,22 @@ struct TrainOptions {
 // the last good checkpoint then stays the newest: a diverged model is never saved.
 TrainResult Train(const Config& config, const TrainOptions& options);
 
+struct EvalResult {
+  double loss = 0;  // mean over the windows' positions
+  int windows = 0;  // windows of B*T tokens read (the first ones, in shard order)
+  std::size_t available_windows = 0, shards = 0;
+  uint64_t tokens = 0;
+  int groups = 0;
+  double seconds = 0;
+  std::string model_file;  // the model.bin the checkpoint path resolved to
+};
+
+// `cputrain-numa eval`: the mean loss of the checkpoint config.model.init_from (a model.bin, a
+// step directory or an out_dir) over the first `batches` windows (0 = all) of `data` (paths,
+// globs or a list, as data.val), B = data.batch_size, T = data.seq_len, forward only, on every
+// group of config's placement (and process of `dist`, or null). Throws InputError for a bad
+// checkpoint, data or placement.
+EvalResult EvaluateCheckpoint(const Config& config, const std::vector<std::string>& data,
+                              int batches, Distributed* dist);
+
 }  // namespace cputrain::train
