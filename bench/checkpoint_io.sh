@@ -23,7 +23,7 @@ common=(--progress lines --set model.init_from= --set model.layers=12 --set mode
   --set data.train="$fx/train.bin" --set data.val= --set data.batch_size=1 --set data.seq_len=24
   --set train.out_dir="$out/run" --set train.checkpoint_every=1 --set train.keep_checkpoints=2
   --set optim.schedule=constant)
-"$bin" train "${common[@]}" --set train.steps=4 2>&1 | grep -E "saved .* in |saving .*paused"
+"$bin" train "${common[@]}" --set train.steps=4 2>&1 | grep -E "saved .* in |saving .*paused|checkpoint snapshot"
 "$bin" train "${common[@]}" --set train.steps=5 2>&1 | grep -E "loaded .* in |saved .* in |saving .*paused"
 du -sh "$out/run/checkpoints/"* | sed 's/^/size: /'
 rm -rf "$out"

@@ -34,6 +34,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/subprocess.h"
+#include "mpi/bridge.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -283,6 +284,7 @@ std::pair<double, int> CollectivesSuite::TimeOurs(Op op, std::size_t n, const Re
 std::string CollectivesSuite::RunMpi(int G, const std::vector<uint64_t>& sizes,
                                      const RepPolicy& policy) {
   if (no_mpi_) return "Open MPI: skipped (--no-mpi)";
+  if (!mpi::BuiltWithMpi()) return "Open MPI: skipped (built without MPI: CPUTRAIN_MPI)";
   const std::string mpirun = FindInPath("mpirun");
   if (mpirun.empty()) {
     log::Warn(

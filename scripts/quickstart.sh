@@ -9,8 +9,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+bash scripts/install-deps.sh --build --runtime
+# No test suite: its GoogleTest and PyTorch are not installed for the quickstart.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_BUILD_TESTS=OFF >/dev/null
 cmake --build build --target cputrain-numa -j "$(nproc)"
 bin=./build/src/cli/cputrain-numa
 

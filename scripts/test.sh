@@ -17,6 +17,10 @@
 #      rank, a stopped rank, a partitioned host (tests/netns/train_tests.sh)
 #   9. the multi-socket VM tests: QEMU guests with 2 sockets / 2 NUMA nodes and 2 sockets / 4
 #      nodes run the NUMA tests and a short training run whose placement and losses are checked
+#  10. packaging: the light .deb (no MPI) installed by apt into a fresh bookworm root made by
+#      mmdebstrap, running the quickstart's steps there (tests/install/deb_test.sh); the deploy/
+#      image built from the MPI build's .deb (deploy/build_image.sh: Docker if it runs, else
+#      mmdebstrap + umoci) and a 2-rank mpirun inside it
 # Exits non-zero if any step fails. .ci/run runs exactly this.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,7 +28,7 @@ jobs=$(nproc)
 step() { printf '\n==== %s\n' "$*"; }
 
 step "install dependencies"
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --test
 
 step "format check (clang-format 14)"
 bash scripts/check_format.sh
@@ -72,6 +76,12 @@ bash tests/netns/train_tests.sh build
 
 step "multi-socket VM tests (tests/numa-vm)"
 bash tests/numa-vm/vm_tests.sh build
+
+step "packaging: the .deb on a fresh bookworm root (tests/install/deb_test.sh)"
+bash tests/install/deb_test.sh build-deb
+
+step "packaging: the deploy/ image (deploy/build_image.sh)"
+bash deploy/build_image.sh build
 
 # The benchmarks once, as a smoke test (LevelDB runs db_bench in CI): every suite's --quick run
 # and the report drawn from it must finish; no number is asserted (docs/benchmarks.md). PyTorch

@@ -236,6 +236,20 @@ TEST(Config, MissingFileIsAnInputError) {
   }
 }
 
+// The keys the user chose, with where: a config file's (file:line) and --set's, not the
+// built-in default config's (the trainer refuses only chosen keys a checkpoint contradicts).
+TEST(Config, ExplicitKeysAreThoseOfTheFileAndSetNotTheBuiltinDefaults) {
+  const Config c = ParseConfig("model:\n  layers: 3\ntopology: this\n", "run.yaml",
+                               {"model.heads=4", "optim.lr=1e-3"});
+  EXPECT_EQ(c.explicit_keys.at("model.layers"), "run.yaml:2");
+  EXPECT_EQ(c.explicit_keys.at("topology"), "run.yaml:3");
+  EXPECT_EQ(c.explicit_keys.at("model.heads"), "--set model.heads=4");
+  EXPECT_EQ(c.explicit_keys.count("model.channels"), 0u);
+  const Config builtin = LoadConfig("", {"model.layers=2"});
+  ASSERT_EQ(builtin.explicit_keys.size(), 1u);
+  EXPECT_EQ(builtin.explicit_keys.begin()->first, "model.layers");
+}
+
 TEST(Config, ShippedConfigsParse) {
   for (const char* name : {"quickstart.yaml", "two-socket.yaml", "multi-node.yaml"}) {
     const std::string path = std::string(CPUTRAIN_SOURCE_DIR) + "/configs/" + name;

@@ -293,5 +293,26 @@ TEST(Decoder, SamplerIsGreedyAtZeroTemperatureAndRespectsTopK) {
   }
 }
 
+// Probabilities 0.5, 0.3, 0.15, 0.05 (ids shuffled): top_p 0.75 keeps the two most likely
+// (0.5 < 0.75 <= 0.8) and draws them 5:3; top_p 0.4 keeps only the first; a seed repeats.
+TEST(Decoder, SamplerTopPKeepsTheNucleusInProportionAndRepeatsWithTheSeed) {
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f),
+                                     std::log(0.3f)};
+  Sampler nucleus(1.0f, 0, 11, 0.75f);
+  int first = 0, n = 4000;
+  std::vector<int> drawn;
+  for (int i = 0; i < n; ++i) {
+    const int t = nucleus.Next(logits.data(), 4);
+    ASSERT_TRUE(t == 1 || t == 3) << t;
+    first += t == 1;
+    drawn.push_back(t);
+  }
+  EXPECT_NEAR(double(first) / n, 0.625, 0.03);
+  Sampler again(1.0f, 0, 11, 0.75f);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(again.Next(logits.data(), 4), drawn[i]) << i;
+  Sampler narrow(1.0f, 0, 3, 0.4f);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(narrow.Next(logits.data(), 4), 1);
+}
+
 }  // namespace
 }  // namespace cputrain::model

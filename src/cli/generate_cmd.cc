@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.h"
@@ -13,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/decoder.h"
+#include "model/hf_gpt2.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
@@ -41,11 +43,30 @@ void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
   }
 }
 
+// --tokenizer auto: a Hugging Face directory's own vocab.json + merges.txt, else by the
+// model's vocabulary: GPT-2's BPE for V >= 50257, bytes below (V = 256, or a bytes model with
+// spare rows). Says on stderr which it picked.
+std::unique_ptr<data::Tokenizer> ChooseTokenizer(const std::string& flag, const std::string& file,
+                                                 const model::Shape& shape) {
+  if (flag != "auto") return data::MakeTokenizer(flag);
+  std::error_code ec;
+  std::string name = shape.V >= data::kGpt2VocabSize ? "gpt2" : "bytes";
+  if (model::IsHfDir(file) &&
+      std::filesystem::exists(std::filesystem::path(file) / "vocab.json", ec)) {
+    name = file;
+  }
+  std::fprintf(stderr, "note: tokenizer %s (from the model's %s; --tokenizer overrides)\n",
+               name.c_str(),
+               name == file ? "directory" : fmt::format("vocabulary of {}", shape.V).c_str());
+  return data::MakeTokenizer(name);
+}
+
 struct GenerateOptions {
-  std::string checkpoint, tokenizer = "gpt2", prompt;
+  std::string checkpoint, tokenizer = "auto", prompt;
   int tokens = 256;
   float temperature = 1.0f;
   int top_k = 40;
+  float top_p = 1.0f;
   uint64_t seed = 1337;
   std::string topology = "this";
 };
@@ -64,7 +85,7 @@ void Generate(WorkerPool& pool, const model::Shape& shape, const model::ParamLay
   }
   pool.Run([&] {
     model::Decoder dec(pool, layout, params);
-    model::Sampler sampler(o.temperature, o.top_k, o.seed);
+    model::Sampler sampler(o.temperature, o.top_k, o.seed, o.top_p);
     std::vector<int> history = ids;
     auto refill = [&]() -> const float* {
       dec.Reset();
@@ -103,21 +124,27 @@ void AddGenerateCommand(CLI::App& app) {
                   "llm.c model.bin, a checkpoints/step_N directory, or a run's out_dir (its "
                   "newest checkpoint), e.g. out/quickstart")
       ->required();
-  cmd->add_option("--tokenizer", o->tokenizer, "gpt2 or bytes: the one the model was trained with")
-      ->check(CLI::IsMember({"gpt2", "bytes"}));
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "auto (from the model: its Hugging Face directory's vocab.json + merges.txt, "
+                  "else gpt2 for a vocabulary of 50257 or more, bytes below), gpt2, bytes, or a "
+                  "directory with vocab.json + merges.txt");
   cmd->add_option("--prompt", o->prompt, "text to continue (empty: start of a document)");
   cmd->add_option("--tokens", o->tokens, "tokens to generate")->check(AtLeast(1));
   cmd->add_option("--temperature", o->temperature, "0 = greedy; higher = more random")
       ->check(FiniteRange(0, 100));
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0 = all)")
       ->check(AtLeast(0));
+  cmd->add_option("--top-p", o->top_p,
+                  "nucleus sampling: among the top-k, the fewest most likely tokens whose "
+                  "probabilities sum to at least p (1 = off)")
+      ->check(FiniteRange(0, 1));
   cmd->add_option("--seed", o->seed, "sampling seed");
   cmd->add_option("--topology", o->topology, "machine whose first group's CPUs run it");
   cmd->callback([o] {
     kernels::InitBlas();
-    std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(o->tokenizer);
     const std::string file = model::ResolveModelFile(o->checkpoint);
     const model::Shape shape = model::ReadCheckpointShape(file);
+    std::unique_ptr<data::Tokenizer> tok = ChooseTokenizer(o->tokenizer, file, shape);
     CheckTokenizerFits(*tok, shape, o->checkpoint);
     model::ParamLayout layout(shape);
     std::vector<float> params(layout.total());

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddGenerateCommand(app);
   cputrain::cli::AddEvalCommand(app);
   cputrain::cli::AddPlotCommand(app);
+  cputrain::cli::AddExportCommand(app);
   cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
   try {

@@ -83,7 +83,8 @@ void AddPrepareDataCommand(CLI::App& app) {
       "line) is a document, preceded by <|endoftext|> for gpt2; val is the corpus's last "
       "--val-fraction, cut at a line start (docs/data.md)");
   cmd->add_option("--tokenizer", opts->tokenizer,
-                  "gpt2 (GPT-2 BPE, 50257 tokens) or bytes (one token per byte, 256)")
+                  "gpt2 (GPT-2 BPE, 50257 tokens), bytes (one token per byte, 256), or a "
+                  "directory with GPT-2's vocab.json + merges.txt (a Hugging Face model's)")
       ->required();
   cmd->add_option("--val-fraction", opts->prepare.val_fraction,
                   "fraction of the corpus (bytes, from its end) for val.bin; 0 = no val.bin")

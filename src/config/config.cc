@@ -294,9 +294,10 @@ const std::vector<Key>& Keys() {
     // ---- model
     v.push_back(
         StringKey("model", "init_from",
-                  "llm.c checkpoint to start from (a model.bin, a checkpoint directory or a run's "
-                  "out_dir); empty = random GPT-2 init from seed "
-                  "(the checkpoint's shape overrides layers..max_seq_len)",
+                  "checkpoint to start from (a model.bin, a checkpoint directory, a run's "
+                  "out_dir, or a Hugging Face GPT-2 directory); empty = random GPT-2 init from "
+                  "seed (the checkpoint gives the shape; a layers..max_seq_len you set that "
+                  "disagrees is an error)",
                   [](Config& c) -> std::string& { return c.model.init_from; }));
     v.push_back(IntKey(
         "model", "layers", "transformer blocks L", 1,
@@ -596,6 +597,7 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
     const YAML::Node& val = kv.second;
     if (const Key* k = FindKey("", sec)) {
       k->parse(val, Origin{At(name, kv.first.Mark())}, c);
+      c.explicit_keys[sec] = At(name, kv.first.Mark());
       continue;
     }
     bool known = false;
@@ -613,6 +615,7 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
       const Key* k = FindKey(sec, key);
       if (!k) UnknownKey(At(name, kv2.first.Mark()), sec, key);
       k->parse(kv2.second, Origin{At(name, kv2.second.Mark())}, c);
+      c.explicit_keys[sec + "." + key] = At(name, kv2.first.Mark());
     }
   }
 }
@@ -652,6 +655,7 @@ void ApplySet(const std::string& set, Config& c) {
     node = YAML::Node(value);
   }
   k->parse(node, Origin{where}, c);
+  c.explicit_keys[path] = where;
 }
 
 // train.batch_tokens, if set, decides grad_accum_steps (a default 1 yields to it; any other value
@@ -740,7 +744,12 @@ Config ParseConfig(const std::string& yaml_text, const std::string& name,
 }
 
 Config LoadConfig(const std::string& path, const std::vector<std::string>& sets) {
-  if (path.empty()) return ParseConfig(BuiltinConfigYaml(), "built-in quickstart config", sets);
+  if (path.empty()) {
+    // The built-in config stands for the defaults: only --set keys were chosen by the user.
+    Config c = ParseConfig(BuiltinConfigYaml(), "built-in quickstart config", sets);
+    std::erase_if(c.explicit_keys, [](const auto& kv) { return !kv.second.starts_with("--set"); });
+    return c;
+  }
   const std::string text =
       ReadFile(path, InputKind{"config file", "a YAML file", kMaxConfigBytes,
                                "pass an existing YAML file to --config (see configs/)"});

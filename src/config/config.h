@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,10 @@ struct Config {
   MpiConfig mpi;
   // Where it came from, for messages and metrics: "configs/quickstart.yaml + 2 --set".
   std::string source;
+  // The keys the user set ("model.layers"), each with where ("--set model.layers=3",
+  // "run.yaml:4"): from --set and a config file, not the built-in default config. A key the
+  // user set that a checkpoint contradicts is an error (train/trainer.cc); a default is not.
+  std::map<std::string, std::string> explicit_keys;
 };
 
 // Loads `path` (or the built-in default, configs/quickstart.yaml compiled into the binary, if

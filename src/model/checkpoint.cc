@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "model/hf_gpt2.h"
 
 namespace cputrain::model {
 namespace {
@@ -86,11 +87,13 @@ Shape ReadHeader(InputFile& f) {
 }  // namespace
 
 Shape ReadCheckpointShape(const std::string& path) {
+  if (IsHfDir(path)) return ReadHfShape(path);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   return ReadHeader(f);
 }
 
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params) {
+  if (IsHfDir(path)) return LoadHf(path, layout, params);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   const Shape s = ReadHeader(f);
   if (!(s == layout.shape())) {

@@ -13,6 +13,9 @@ namespace cputrain::model {
 inline constexpr int kCheckpointMagic = 20240326;
 inline constexpr int kCheckpointVersion = 3;
 
+// Both readers also take a Hugging Face GPT-2 directory (config.json + model.safetensors,
+// model/hf_gpt2.h) in place of a model.bin file.
+//
 // Reads and validates the header: magic, version, a sane shape, and a file size that matches
 // it. Throws InputError naming the file, what is wrong, and a fix-it hint.
 Shape ReadCheckpointShape(const std::string& path);

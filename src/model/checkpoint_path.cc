@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "model/hf_gpt2.h"
 
 namespace cputrain::model {
 namespace fs = std::filesystem;
@@ -70,7 +71,14 @@ std::string ResolveCheckpointDir(const std::string& path) {
 std::string ResolveModelFile(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return path;  // a file: model/checkpoint.h checks it
-  return (fs::path(ResolveCheckpointDir(path)) / kModelFile).string();
+  if (IsHfDir(path)) return path;                // config.json + model.safetensors
+  try {
+    return (fs::path(ResolveCheckpointDir(path)) / kModelFile).string();
+  } catch (const InputError& e) {  // weights (not a resume) may also come from Hugging Face
+    throw InputError(e.what(), e.hint() +
+                                   ", or a Hugging Face GPT-2 directory (config.json + "
+                                   "model.safetensors)");
+  }
 }
 
 }  // namespace cputrain::model

@@ -6,7 +6,8 @@
 //
 // A step directory is built under a temporary name and renamed into place once both files are
 // fsynced, so a directory named step_N is always complete. Every consumer of weights (generate,
-// model.init_from, train.resume) accepts a model.bin file, a step directory or an out_dir.
+// model.init_from, train.resume) accepts a model.bin file, a step directory or an out_dir;
+// generate and model.init_from also take a Hugging Face GPT-2 directory.
 #pragma once
 
 #include <optional>
@@ -34,7 +35,8 @@ std::optional<std::string> LatestCheckpoint(const std::string& out_dir);
 // newest. Throws InputError naming `path` if it is neither.
 std::string ResolveCheckpointDir(const std::string& path);
 
-// The llm.c weights file for `path`: a model.bin-style file as given, else the model.bin of
+// The weights for `path`: a model.bin-style file as given, a Hugging Face GPT-2 directory
+// (model/hf_gpt2.h) as given, else the model.bin of
 // ResolveCheckpointDir(path) when `path` is a directory. Throws InputError naming `path` if a
 // directory holds none.
 std::string ResolveModelFile(const std::string& path);

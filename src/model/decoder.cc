@@ -96,8 +96,8 @@ const float* Decoder::Feed(int token) {
   return logits_.data();
 }
 
-Sampler::Sampler(float temperature, int top_k, uint64_t seed)
-    : temperature_(temperature), top_k_(top_k), rng_(seed) {}
+Sampler::Sampler(float temperature, int top_k, uint64_t seed, float top_p)
+    : temperature_(temperature), top_k_(top_k), top_p_(top_p), rng_(seed) {}
 
 int Sampler::Next(const float* logits, int V) {
   if (temperature_ <= 0) {
@@ -105,8 +105,9 @@ int Sampler::Next(const float* logits, int V) {
   }
   order_.resize(V);
   std::iota(order_.begin(), order_.end(), 0);
-  int k = top_k_ > 0 && top_k_ < V ? top_k_ : V;
-  if (k < V) {
+  const int k = top_k_ > 0 && top_k_ < V ? top_k_ : V;
+  // The nucleus needs the candidates in order of probability; top-k alone only the first k.
+  if (k < V || top_p_ < 1) {
     std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int a, int b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
@@ -117,12 +118,18 @@ int Sampler::Next(const float* logits, int V) {
   double sum = 0;
   for (int i = 0; i < k; ++i)
     sum += (probs_[i] = std::exp((logits[order_[i]] - mx) / temperature_));
+  int n = k;  // candidates kept
+  if (top_p_ < 1) {
+    double cum = 0;
+    for (n = 0; n < k && (n == 0 || cum < top_p_ * sum); ++n) cum += probs_[n];
+    sum = cum;
+  }
   double u = std::uniform_real_distribution<double>(0.0, sum)(rng_);
-  for (int i = 0; i < k; ++i) {
+  for (int i = 0; i < n; ++i) {
     u -= probs_[i];
     if (u <= 0) return order_[i];
   }
-  return order_[k - 1];
+  return order_[n - 1];
 }
 
 }  // namespace cputrain::model

@@ -35,15 +35,19 @@ class Decoder {
 };
 
 // Picks the next token from logits: greedy for temperature 0, else a sample from
-// softmax(logits / temperature) over the top_k most likely tokens (top_k 0 = all).
+// softmax(logits / temperature) over the top_k most likely tokens (top_k 0 = all), narrowed to
+// the nucleus when top_p < 1: the fewest most likely of those whose probabilities (renormalized
+// over the top_k) sum to at least top_p (Holtzman et al. 2019; ties broken by lower id). The
+// same seed draws the same tokens.
 class Sampler {
  public:
-  Sampler(float temperature, int top_k, uint64_t seed);
+  Sampler(float temperature, int top_k, uint64_t seed, float top_p = 1.0f);
   int Next(const float* logits, int V);
 
  private:
   float temperature_;
   int top_k_;
+  float top_p_;
   std::mt19937_64 rng_;
   std::vector<float> probs_;
   std::vector<int> order_;

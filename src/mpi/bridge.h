@@ -19,24 +19,31 @@
 //    in a collective longer than the watchdog while every peer still answers is reported as a
 //    warning naming the ranks that are behind (a slow step is not an error).
 //
+// The bridge is optional at build time (CMake -DCPUTRAIN_MPI=auto|ON|OFF): this interface is
+// all the CLI and the benchmarks see. With MPI, ompi_bridge.cc implements it; without,
+// no_mpi.cc, whose Start refuses a run that mpirun launched (InputError: exit 2, naming the
+// rebuild) instead of letting every process train alone, and links no libmpi.
+//
 // Thread safety: as train::Distributed says; Finish and Abort from the main thread.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "mpi/mpi_config.h"
 #include "train/distributed.h"
 
 namespace cputrain::mpi {
 
-// True when this process was started by mpirun/mpiexec (Open MPI, PMIx or PMI environment).
+// True when this process was started by mpirun/mpiexec: Open MPI (OMPI_COMM_WORLD_SIZE), PMIx
+// (PMIX_RANK) or PMI (PMI_SIZE, PMI_RANK: MPICH, Slurm) environment.
 bool LaunchedByMpi();
+// The name of the first of those variables that is set, or nullptr.
+const char* MpiLauncherVariable();
+// Whether this binary was built with the MPI bridge (CPUTRAIN_MPI).
+bool BuiltWithMpi();
 
-class Bridge final : public train::Distributed {
+class Bridge : public train::Distributed {
  public:
   // Ends the process with an exit code, at once: the caller's choice (the CLI's), since the
   // library never exits by itself. Called by Abort after MPI_Abort, should that return.
@@ -44,44 +51,16 @@ class Bridge final : public train::Distributed {
 
   // Initializes MPI with MPI_THREAD_MULTIPLE and starts the watchdog; nullptr when the bridge
   // is off (mpi.enabled: off, or auto outside mpirun). Throws RuntimeError if MPI cannot start
-  // or lacks MPI_THREAD_MULTIPLE.
+  // or lacks MPI_THREAD_MULTIPLE, and InputError when the bridge is wanted (under mpirun, or
+  // mpi.enabled: on) but this binary was built without it.
   static std::unique_ptr<Bridge> Start(const MpiConfig& config, ExitProcess exit_process);
-  // Without Finish() (an error path), aborts the job: the other ranks must not wait for us.
-  ~Bridge() override;
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  void CheckConsistent(uint64_t config_hash, uint64_t model_hash, int groups) override;
-  double SumAcrossRanks(double v) override;
-  void AllreduceShard(int group, float* data, std::size_t n) override;
-  std::vector<std::string> Gather(const std::string& text) override;
-  void SetStep(int step) override;
 
   // Collective: every rank calls it at the end of a successful run. Stops the watchdog and
   // finalizes MPI.
-  void Finish();
+  virtual void Finish() = 0;
   // Ends the whole job now with this exit code (MPI_Abort, then exit_process); `why` is
   // printed first.
-  [[noreturn]] void Abort(int exit_code, const std::string& why);
-
- private:
-  Bridge() = default;
-  void WatchdogLoop();
-  void WarnIfLongWait(double now, const std::vector<int>& peer_step, double* warned_wait_since);
-  // Marks the calling thread as blocked in an inter-node call (slot: group index, or the last
-  // slot for the main thread), for the watchdog's diagnosis.
-  void EnterWait(int slot);
-  void LeaveWait(int slot);
-
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  int rank_ = 0, size_ = 1;
-  double watchdog_seconds_ = 60;
-  ExitProcess exit_process_ = nullptr;
-  std::atomic<int> step_{0};
-  std::atomic<bool> stop_watchdog_{false};
-  std::thread watchdog_;
-  bool finished_ = false;
+  [[noreturn]] virtual void Abort(int exit_code, const std::string& why) = 0;
 };
 
 }  // namespace cputrain::mpi

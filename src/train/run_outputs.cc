@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/log.h"
 
 namespace cputrain::train {
 
@@ -141,13 +142,27 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   const auto t0 = std::chrono::steady_clock::now();
   const std::string previous = checkpoints_->Wait();
   if (!previous.empty()) progress_.Message(previous);
+  const auto t1 = std::chrono::steady_clock::now();
   const std::string dir = background ? checkpoints_->SaveInBackground(c) : checkpoints_->Save(c);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+  const auto t2 = std::chrono::steady_clock::now();
   const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
-  progress_.Message(
-      background ? fmt::format("saving {}: training paused {:.2f} s for the snapshot", dir, secs)
-                 : fmt::format("saved {} in {:.2f} s ({:.0f} MB/s)", dir, secs, mb / secs));
+  const std::string waited =
+      previous.empty() ? ""
+                       : fmt::format(" ({:.2f} s waiting for the previous save)", secs(t0, t1));
+  progress_.Message(background
+                        ? fmt::format("saving {}: training paused {:.2f} s for the snapshot{}", dir,
+                                      secs(t1, t2), waited)
+                        : fmt::format("saved {} in {:.2f} s ({:.0f} MB/s){}", dir, secs(t1, t2),
+                                      mb / secs(t1, t2), waited));
   return dir;
+}
+
+void RunOutputs::ReserveSnapshot(std::size_t params) {
+  if (!writer_) return;
+  const double secs = checkpoints_->Reserve(params);
+  log::Info("checkpoint snapshot: {:.2f} GB reserved in {:.2f} s (periodic saves copy into it)",
+            3.0 * params * sizeof(float) / 1e9, secs);
 }
 
 void RunOutputs::Message(const std::string& line) { progress_.Message(line); }

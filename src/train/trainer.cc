@@ -28,9 +28,39 @@
 namespace cputrain::train {
 namespace {
 
+// A model key the user set (--set or a config file) that the init_from checkpoint contradicts
+// is refused: the checkpoint decides the shape, and training another shape than the one asked
+// for, silently, is worse than stopping. Keys left at their defaults are not compared.
+void CheckExplicitShape(const Config& cfg, const model::Shape& s) {
+  struct Dim {
+    const char* key;
+    int ModelConfig::*configured;
+    int model::Shape::*actual;
+  };
+  for (const Dim& d : {Dim{"model.layers", &ModelConfig::layers, &model::Shape::L},
+                       Dim{"model.channels", &ModelConfig::channels, &model::Shape::C},
+                       Dim{"model.heads", &ModelConfig::heads, &model::Shape::NH},
+                       Dim{"model.vocab_size", &ModelConfig::vocab_size, &model::Shape::V},
+                       Dim{"model.max_seq_len", &ModelConfig::max_seq_len, &model::Shape::maxT}}) {
+    auto it = cfg.explicit_keys.find(d.key);
+    if (it == cfg.explicit_keys.end() || cfg.model.*d.configured == s.*d.actual) continue;
+    throw InputError(
+        fmt::format("{} is {} ({}) but model.init_from '{}' has {} = {}", d.key,
+                    cfg.model.*d.configured, it->second, cfg.model.init_from, d.key, s.*d.actual),
+        fmt::format("the checkpoint sets the model's shape: drop {} or set it to {}, "
+                    "or leave model.init_from empty to train a new model",
+                    d.key, s.*d.actual));
+  }
+}
+
 // The model's shape: the checkpoint's when training starts from one, else the config's.
-model::Shape ModelShape(const ModelConfig& m) {
-  if (!m.init_from.empty()) return model::ReadCheckpointShape(model::ResolveModelFile(m.init_from));
+model::Shape ModelShape(const Config& cfg) {
+  const ModelConfig& m = cfg.model;
+  if (!m.init_from.empty()) {
+    const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(m.init_from));
+    CheckExplicitShape(cfg, s);
+    return s;
+  }
   return {m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
           m.layers,      m.heads,      m.channels};
 }
@@ -207,7 +237,7 @@ void PlanAndShape(Run& run) {
   run.topology = topo::LoadTopology(cfg.topology);
   run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   for (const std::string& w : run.plan.warnings) log::Warn("{}", w);
-  run.shape = ModelShape(cfg.model);
+  run.shape = ModelShape(cfg);
   CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()));
 }
 
@@ -237,6 +267,7 @@ void SetUp(Run& run, Progress progress) {
   run.resume = FindResumePoint(cfg, run.rank == 0);
   if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train);
   BuildGroups(run);
+  if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
   if (run.dist) {  // every process must train the same thing from the same start
     const std::string effective = ConfigToYaml(cfg);

@@ -13,12 +13,21 @@
 #      (mpi.watchdog_seconds=4) ends the job non-zero within 20 s, naming the silent rank;
 #   5. resume: a 2-rank job stopped by SIGTERM and rerun (train.resume: auto) gives the metrics
 #      of a job that never stopped, bit for bit; a 1-process checkpoint resumes on 2 ranks
-#      within 1e-6 relative (the moments re-shard).
+#      within 1e-6 relative (the moments re-shard);
+#   6. SIGTERM to one rank only, and to mpirun (odls_base_sigkill_timeout 2): both ranks stop
+#      after the same step, rank 0 saves it, and the job ends within the bound
+#      docs/multi-node.md states (~4 x odls_base_sigkill_timeout for mpirun).
 # Usage: tests/mpi/mpi_tests.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "${1:?usage: mpi_tests.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=$build/src/cli/cputrain-numa
+# A build without the bridge (CPUTRAIN_MPI=OFF, or auto with no MPI found) has nothing to test
+# here; tests/cli/mpi_build_test.sh checks that such a binary refuses mpirun.
+if grep -qx 'CPUTRAIN_HAVE_MPI:INTERNAL=OFF' "$build/CMakeCache.txt"; then
+  echo "mpi_tests.sh: SKIPPED: $build was built without MPI (CPUTRAIN_MPI); configure with -DCPUTRAIN_MPI=ON"
+  exit 0
+fi
 fixture=$src/tests/reference/fixtures/odd
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Shared memory between the two local ranks; --oversubscribe: this box may have 2 cores only.
@@ -210,4 +219,36 @@ for a, b in zip(*rows):
 ' "$work/one-straight/metrics.jsonl" "$work/one/metrics.jsonl" "$stopped_at" \
   || fail "1 process -> 2 ranks differs beyond 1e-6"
 echo "a 1-process checkpoint resumed on 2 ranks: within 1e-6 relative"
+echo "== 6. SIGTERM to one rank, and to mpirun"
+# NAME PID-PATTERN [mpirun args]: starts a long job, SIGTERMs the first process whose command
+# line matches PATTERN once training runs; the job must end within 20 s with the last step in
+# metrics.jsonl saved as the checkpoint `latest` names.
+sigterm_one() {
+  local name=$1 pattern=$2; shift 2
+  local out=$work/$name
+  # shellcheck disable=SC2046
+  mpirun -n 2 --oversubscribe --mca btl self,vader "$@" "$bin" $(train_args "$out") \
+    --set train.steps=1000000 >"$out.log" 2>&1 &
+  local job=$! t0
+  for _ in $(seq 200); do [ -s "$out/metrics.jsonl" ] && break; sleep 0.05; done
+  sleep 0.5
+  kill -TERM "$(pgrep -f -- "$pattern.*train.out_dir=$out" | head -1)"
+  t0=$SECONDS
+  while kill -0 "$job" 2>/dev/null; do
+    [ $((SECONDS - t0)) -lt 20 ] || { cat "$out.log"; fail "$name: the job still ran 20 s after SIGTERM"; }
+    sleep 0.1
+  done
+  set +e; wait "$job"; local rc=$?; set -e
+  local step
+  step=$(tail -1 "$out/metrics.jsonl" | grep -o '"step":[0-9]*' | grep -o '[0-9]*$')
+  [ "$(cat "$out/latest" 2>/dev/null)" = "$(printf 'checkpoints/step_%08d' "$step")" ] \
+    || { cat "$out.log"; fail "$name: the last step ($step) is not the saved checkpoint"; }
+  echo "$name: stopped after step $step, saved; exit $rc after ~$((SECONDS - t0)) s"
+}
+# One rank only (the first pgrep lists; either rank must do).
+sigterm_one one-rank "^$bin "
+grep -q "^stopped by SIGTERM after step" "$work/one-rank.log" \
+  && grep -q "^stopped by a signal on another rank after step" "$work/one-rank.log" \
+  || { cat "$work/one-rank.log"; fail "one-rank: the ranks did not report the stop"; }
+sigterm_one mpirun "^mpirun " --mca odls_base_sigkill_timeout 2
 echo "MPI bridge tests passed"

@@ -6,13 +6,23 @@
 #   2. a rank killed mid-run (SIGKILL on host ctn-b): the job ends non-zero;
 #   3. a rank stopped mid-run (SIGSTOP on ctn-b): the other's watchdog names it, the job ends;
 #   4. a partition (ctn-b's link down): the rank on ctn-a names its silent peer and exits
-#      non-zero within ~watchdog + 10 s, even though mpirun itself cannot end the job then.
+#      non-zero within ~watchdog + 10 s, even though mpirun itself cannot end the job then;
+#   5. SIGTERM to the rank on ctn-b: both ranks stop after the same step, rank 0 saves it, the
+#      job ends;
+#   6. SIGTERM to mpirun (odls_base_sigkill_timeout 5): the stop step is saved and the job ends
+#      within 30 s (~4 x the timeout, docs/multi-node.md).
 # Usage: tests/netns/train_tests.sh BUILD_DIR. Root; ~1 minute.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 build=$(cd "${1:?usage: train_tests.sh BUILD_DIR}" && pwd -P)
 src=$(cd "$here/../.." && pwd -P)
 bin=$build/src/cli/cputrain-numa
+# A build without the bridge (CPUTRAIN_MPI=OFF, or auto with no MPI found) has nothing to test
+# here; tests/cli/mpi_build_test.sh checks that such a binary refuses mpirun.
+if grep -qx 'CPUTRAIN_HAVE_MPI:INTERNAL=OFF' "$build/CMakeCache.txt"; then
+  echo "train_tests.sh: SKIPPED: $build was built without MPI (CPUTRAIN_MPI); configure with -DCPUTRAIN_MPI=ON"
+  exit 0
+fi
 fixture=$src/tests/reference/fixtures/odd
 work=$(mktemp -d)
 cleanup() {
@@ -55,9 +65,9 @@ rank_on_a() {
   local b=$1 pid
   for pid in $(pgrep -f -- "^$bin .*train.out_dir=$work/long"); do [ "$pid" != "$b" ] && { echo "$pid"; return; }; done
 }
-start_long() {
+start_long() {  # NAME [run_mpi.sh options]
   rm -rf "$work/long"
-  run --timeout 120 -- "$bin" "${long[@]}" >"$work/$1.log" 2>&1 &
+  run --timeout 120 "${@:2}" -- "$bin" "${long[@]}" >"$work/$1.log" 2>&1 &
   job=$!
   for _ in $(seq 300); do [ -s "$work/long/metrics.jsonl" ] && [ -n "$(rank_on_b)" ] && break; sleep 0.1; done
   sleep 1
@@ -101,4 +111,34 @@ echo "partition: the rank on ctn-a named rank 1 and exited after ~${took} s"
 # mpirun cannot reach ctn-b's daemon any more and would wait for it: end it (README.md).
 pkill -KILL -f -- "mpirun.*$work/long" 2>/dev/null || true
 set +e; wait "$job"; set -e
+# A SIGTERM on one rank (Kubernetes stopping the worker pod on ctn-b), or on mpirun (stopping the
+# launcher pod, which forwards it): every rank stops after the same step, rank 0 saves a
+# checkpoint, and the job ends. The bound: the step in flight, the save, and MPI's shutdown.
+sigterm_case() {  # NAME PID-TO-SIGNAL
+  kill -TERM "$2"
+  took=$(wait_gone "$job" 30) || { cat "$work/$1.log"; fail "$1: the job still ran 30 s after SIGTERM"; }
+  set +e; wait "$job"; rc=$?; set -e
+  # The stop step is the last one in metrics.jsonl; it must be the checkpoint `latest` names.
+  step=$(tail -1 "$work/long/metrics.jsonl" | grep -o '"step":[0-9]*' | grep -o '[0-9]*$')
+  local ckpt
+  ckpt=$(printf '%s/long/checkpoints/step_%08d' "$work" "$step")
+  [ -s "$ckpt/model.bin" ] && [ -s "$ckpt/state.bin" ] || { cat "$work/$1.log"; fail "$1: no checkpoint at $ckpt"; }
+  [ "$(cat "$work/long/latest")" = "checkpoints/$(basename "$ckpt")" ] || fail "$1: out_dir/latest does not name $ckpt"
+  echo "$1: stopped after step $step, $(basename "$ckpt") saved; exit $rc after ~${took} s"
+}
+
+echo "== 5. SIGTERM to the rank on ctn-b"
+start_long term-rank
+sigterm_case term-rank "$victim"
+# Both ranks say where they stopped (mpirun forwards their output in this case).
+[ "$(grep -c "^stopped by .* after step $step;" "$work/term-rank.log")" -eq 2 ] \
+  || { cat "$work/term-rank.log"; fail "the two ranks did not both report the stop step"; }
+
+echo "== 6. SIGTERM to mpirun"
+# Open MPI 4.1's mpirun, on SIGTERM, sends the ranks SIGCONT, waits odls_base_sigkill_timeout
+# seconds, sends SIGTERM, waits as long again, then SIGKILLs (docs/multi-node.md): the ranks
+# get the signal only after the first wait, and the second is their time to save.
+start_long term-mpirun --mca odls_base_sigkill_timeout 5
+sigterm_case term-mpirun "$(pgrep -f -- "^[^ ]*mpirun .*train.out_dir=$work/long" | head -1)"
+
 echo "two-host MPI tests passed"
