@@ -1,9 +1,9 @@
 // train/checkpoint_writer: periodic checkpoints written from a snapshot on a thread of their own,
 // so that training stalls only for the copy (gpt2-124M: 1.5 GB, copied by several threads into a
 // buffer faulted in once, at Reserve; 0.3 s against seconds to write it; docs/formats.md).
-// (MADV_HUGEPAGE made faulting it in slower here: the kernel compacts memory to find huge pages.) One save is in flight at a time: the next save, the
-// final one, or the end of the run waits for it first. The write itself is SaveCheckpointDir
-// (train/checkpoint_dir.h): crash-safe either way.
+// (MADV_HUGEPAGE made faulting it in slower here: the kernel compacts memory to find huge pages.)
+// One save is in flight at a time: the next save, the final one, or the end of the run waits for it
+// first. The write itself is SaveCheckpointDir (train/checkpoint_dir.h): crash-safe either way.
 //
 // Thread safety: every method is called from the main thread. The background thread owns the
 // snapshot from Start to the join in Wait; the main thread touches neither until then. error_
