@@ -25,6 +25,10 @@
 //   socket | numa | l3 [+cK]   the planner's own plan for that domain kind
 //   [LABEL:] key=value; key=value ...   any config overrides (as --set), e.g.
 //              "mine: placement.cpus=[[0],[1]]; comm.bucket_mb=5"
+//
+// Gradient accumulation (--accum K, default 8; 0 = off): the first two placements also run with
+// train.grad_accum_steps=K, each right after its k=1 row, and the summary prints the per-token
+// ratio (tokens/s counts all K micro-batches; the sync runs once per K).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -220,6 +224,10 @@ class TrainSuite : public Suite {
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--warmup", warmup_, "untimed steps first (default 2; --quick 1)")
         ->check(CLI::Range(0, 100000));
+    cmd->add_option("--accum", accum_,
+                    "also run the first two placements with this many micro-batches per step "
+                    "(gradient accumulation; default 8, 0 = off)")
+        ->check(CLI::Range(0, 4096));
     cmd->add_flag("--pytorch", pytorch_, "also train the same model with PyTorch");
     cmd->add_option("--python", python_, "Python with torch (default /usr/bin/python3)");
     cmd->add_option("--pytorch-script", script_,
@@ -241,6 +249,7 @@ class TrainSuite : public Suite {
 
   std::vector<std::string> models_, placements_;
   int steps_ = 0, warmup_ = -1;
+  int accum_ = 8;
   bool pytorch_ = false;
   std::string python_ = "/usr/bin/python3";
   std::string script_;
@@ -260,7 +269,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   std::vector<std::string> sets = spec.sets;
   Config cfg = ParseConfig(ConfigToYaml(ctx.config), "bench train (" + spec.label + ")", sets);
   m.ApplyTo(&cfg);
-  cfg.data.train = tokens;
+  cfg.data.train = {tokens};
   cfg.data.val.clear();
   cfg.train.steps = warmup_run_ + steps_run_;
   cfg.train.eval_every = 0;
@@ -295,7 +304,8 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
                         {"simulated", topo.simulated},
                         {"cores_used", cores_used},
                         {"B", m.B},
-                        {"T", m.T}};
+                        {"T", m.T},
+                        {"grad_accum_steps", cfg.train.grad_accum_steps}};
   if (m.B % G != 0) {
     log::Warn("bench train: {} on {}: B={} is not divisible by G={}; skipped", m.name, spec.label,
               m.B, G);
@@ -325,7 +335,8 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   row.label = spec.label;
   row.note = spec.note;
   row.step_ms = Median(ms);
-  row.tokens_per_s = static_cast<double>(m.B) * m.T / (row.step_ms / 1e3);
+  row.tokens_per_s =
+      static_cast<double>(m.B) * m.T * cfg.train.grad_accum_steps / (row.step_ms / 1e3);
   row.fwd = Median(fwd);
   row.bwd = Median(bwd);
   row.comm = Median(comm);
@@ -480,6 +491,16 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   for (const std::string& p : placements_.empty() ? DefaultSpecs(topo) : placements_) {
     specs.push_back(ParseSpec(p, topo));
   }
+  // Accumulation rows: the first two placements again with k micro-batches, each after its own.
+  std::vector<std::pair<std::string, std::string>> accum_pairs;  // (k=1 label, k=K label)
+  for (std::size_t i = 0; accum_ > 1 && i < specs.size() && accum_pairs.size() < 2; i += 2) {
+    PlacementSpec k = specs[i];
+    k.label += fmt::format(" k={}", accum_);
+    k.note = fmt::format("{} micro-batches per step", accum_);
+    k.sets.push_back(fmt::format("train.grad_accum_steps={}", accum_));
+    accum_pairs.emplace_back(specs[i].label, k.label);
+    specs.insert(specs.begin() + static_cast<std::ptrdiff_t>(i) + 1, k);
+  }
 
   // The peak: this machine's allowed cores (one per physical core), all busy at once, and one
   // alone (bench/peak.h: the larger of the two readings counts).
@@ -579,6 +600,27 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       }
       return best;
     };
+    for (const auto& [one, many] : accum_pairs) {
+      const Row *a = nullptr, *b = nullptr;
+      for (std::size_t i = 0; i < ours; ++i) {
+        if (rows[i].label == one) a = &rows[i];
+        if (rows[i].label == many) b = &rows[i];
+      }
+      if (!a || !b) continue;
+      const double ratio = b->tokens_per_s / a->tokens_per_s;
+      std::printf(
+          "  accumulation on %s: k=%d %.1f tokens/s vs k=1 %.1f -> %.3f (target >= 0.97: "
+          "%s)\n",
+          one.c_str(), accum_, b->tokens_per_s, a->tokens_per_s, ratio,
+          ratio >= 0.97 ? "met" : "missed");
+      report->Add({{"kind", "accumulation"},
+                   {"model", m.name},
+                   {"placement", one},
+                   {"k", accum_},
+                   {"tokens_per_s_k1", a->tokens_per_s},
+                   {"tokens_per_s_k", b->tokens_per_s},
+                   {"ratio", ratio}});
+    }
     const Row* our_best = best_of(0, ours);
     const Row* torch_best = best_of(ours, rows.size());
     nlohmann::json summary = {{"kind", "summary"}, {"model", m.name}};

@@ -4,6 +4,7 @@
 // seq_len > max_seq_len) exits 2 with the file named and a hint, and leaves no checkpoint.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -151,6 +152,60 @@ TEST(CliTrain, DataErrorsExitTwoAndNameTheFile) {
   // Fewer tokens than one batch.
   ExpectInputError(test::RunCli(TrainArgs(out, {"data.batch_size=64"})), "fewer than one batch",
                    out);
+}
+
+// `eval` as a user runs it after training: the checkpoint's loss on the validation file equals
+// the run's own last evaluation (the same windows, the same forward), printed as JSON or text;
+// bad inputs exit 2 naming what is wrong.
+TEST(CliEval, ACheckpointsValLossMatchesTheRunsLastEvaluation) {
+  test::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  ASSERT_EQ(test::RunCli(TrainArgs(out, {"train.steps=4", "optim.warmup_steps=2"})).exit_code, 0);
+  double last_val = 0;
+  std::ifstream metrics(out + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("val_loss")) last_val = j["val_loss"];
+  }
+  const std::vector<std::string> shape = {"--set", "data.batch_size=4", "--set", "data.seq_len=24"};
+  std::vector<std::string> args = {
+      "eval", "--checkpoint", out, "--data", Fixture("val.bin"), "--batches", "2", "--json"};
+  args.insert(args.end(), shape.begin(), shape.end());
+  test::CliResult r = test::RunCli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["loss"].get<double>(), last_val, 1e-12 * last_val) << r.out;
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(last_val), 1e-9 * std::exp(last_val));
+  EXPECT_EQ(j["windows"], 2);
+  EXPECT_EQ(j["tokens"], 2 * 4 * 24);
+  // Text, on two groups (a simulated machine), every window: a plain line.
+  std::vector<std::string> text = {"eval",
+                                   "--checkpoint",
+                                   out + "/checkpoints/step_00000004",
+                                   "--data",
+                                   Fixture("val*.bin"),
+                                   "--topology",
+                                   "synthetic:pack:2 numa:1 core:1 pu:1"};
+  text.insert(text.end(), shape.begin(), shape.end());
+  r = test::RunCli(text);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("val loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over 3 of 3 windows"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on 2 group(s)"), std::string::npos) << r.out;
+
+  auto expect_2 = [&](std::vector<std::string> a, const std::string& needle) {
+    a.insert(a.end(), shape.begin(), shape.end());
+    const test::CliResult e = test::RunCli(a);
+    EXPECT_EQ(e.exit_code, 2) << e.err;
+    EXPECT_NE(e.err.find(needle), std::string::npos) << e.err;
+  };
+  expect_2({"eval", "--checkpoint", dir.path() + "/nothing", "--data", Fixture("val.bin")},
+           "nothing");
+  expect_2({"eval", "--checkpoint", out, "--data", dir.path() + "/none_*.bin"}, "matches no file");
+  expect_2({"eval", "--checkpoint", out, "--data", Fixture("model.bin")}, "model.bin");
+  expect_2({"eval", "--data", Fixture("val.bin")}, "--checkpoint");
+  expect_2({"eval", "--checkpoint", out, "--data", Fixture("val.bin"), "--batches", "0"},
+           "--batches");
 }
 
 }  // namespace

@@ -87,8 +87,8 @@ mpi: {enabled: on, watchdog_seconds: 30}
   EXPECT_EQ(c.model.vocab_size, 300);
   EXPECT_EQ(c.model.max_seq_len, 40);
   EXPECT_EQ(c.model.seed, 7u);
-  EXPECT_EQ(c.data.train, "a.bin");
-  EXPECT_EQ(c.data.val, "b.bin");
+  EXPECT_EQ(c.data.train, std::vector<std::string>{"a.bin"});
+  EXPECT_EQ(c.data.val, std::vector<std::string>{"b.bin"});
   EXPECT_EQ(c.data.batch_size, 8);
   EXPECT_EQ(c.data.seq_len, 24);
   EXPECT_DOUBLE_EQ(c.optim.lr, 0.003);

@@ -1,6 +1,7 @@
 // prepare-data: the exact token stream (bytes = the bytes; gpt2 = EOT + Encode(document) per
 // document), the documented split rule, chunked parallel output == whole-document encoding for
 // many chunk sizes and thread counts, and every error case leaving no output file behind.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
@@ -387,6 +389,126 @@ TEST(PrepareDataCli, WritesFilesAndMapsInputErrorsToExitCode2) {
   test::CliResult bad_name = test::RunCli(
       {"prepare-data", "--tokenizer", "gpt4", "-o", dir.path() + "/o3", dir.path() + "/a.txt"});
   EXPECT_EQ(bad_name.exit_code, 2) << bad_name.err;
+}
+
+// --shard-tokens: llm.c-style numbered shards of exactly N tokens (the last shorter) whose
+// concatenation is the one-file output, for train and val alike.
+TEST(PrepareData, ShardsConcatenateToTheOneFileOutput) {
+  const std::vector<std::string> texts = {Corpus().substr(0, 3000), "and a second document\n"};
+  PrepareRun whole(texts, 0.2), sharded(texts, 0.2);
+  const PrepareResult one = PrepareData(whole.options, Gpt2());
+  sharded.options.shard_tokens = 100;
+  sharded.options.shard_name = "corpus";
+  const PrepareResult r = PrepareData(sharded.options, Gpt2());
+  EXPECT_EQ(r.train_path, sharded.out() + "/corpus_train_*.bin");
+  for (const bool val : {false, true}) {
+    const std::vector<int> want = Read(val ? one.val_path : one.train_path);
+    std::vector<int> got;
+    const std::size_t files = val ? r.val_files : r.train_files;
+    ASSERT_EQ(files, (want.size() + 99) / 100);
+    for (std::size_t i = 0; i < files; ++i) {
+      const std::vector<int> part =
+          Read(fmt::format("{}/corpus_{}_{:06d}.bin", sharded.out(), val ? "val" : "train", i));
+      EXPECT_EQ(part.size(), i + 1 < files ? 100u : want.size() - 100 * i);
+      got.insert(got.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(got, want) << (val ? "val" : "train");
+  }
+}
+
+// A corpus without line breaks (text8) still gets a validation split: cut at the first token
+// boundary (gpt2: before whitespace after non-whitespace) at or after the target byte.
+TEST(PrepareData, OneLineCorpusIsCutAtATokenBoundary) {
+  std::string text;
+  for (int i = 0; text.size() < 2000; ++i) {
+    if (i > 0) text.push_back(' ');
+    text.append("word").append(std::to_string(i));
+  }
+  PrepareRun run({text}, 0.1);
+  const PrepareResult r = PrepareData(run.options, Gpt2());
+  const uint64_t target = text.size() - static_cast<uint64_t>(std::floor(0.1 * text.size()));
+  const uint64_t cut = text.find(' ', target);
+  ASSERT_NE(cut, std::string::npos);
+  EXPECT_EQ(r.val_cut, cut);
+  auto [train, val] = ExpectedTokens(Gpt2(), {text}, cut);
+  EXPECT_EQ(Read(r.train_path), train);
+  EXPECT_EQ(Read(r.val_path), val);
+}
+
+std::string Jsonl(const std::vector<std::string>& docs) {
+  std::string out;
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    nlohmann::json j = {{"id", i}, {"text", docs[i]}};
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
+// --jsonl FIELD: each line is a document (EOT + its text's tokens); the split falls at the first
+// line starting at or after the target byte of the JSONL bytes.
+TEST(PrepareData, JsonLinesAreOneDocumentPerLine) {
+  const std::vector<std::string> docs = {"First document.\nWith a newline in it.", "Second one",
+                                         "Third, café →", "Fourth and last document here."};
+  const std::string jsonl = Jsonl(docs);
+  PrepareRun run({jsonl}, 0.3);
+  run.options.jsonl_field = "text";
+  const PrepareResult r = PrepareData(run.options, Gpt2());
+  EXPECT_EQ(r.val_cut, ExpectedCut({jsonl}, 0.3));
+  std::vector<int> train, val;
+  uint64_t at = 0;  // byte offset of line i
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    std::vector<int>* out = at >= r.val_cut ? &val : &train;
+    out->push_back(50256);
+    Gpt2().Encode(docs[i], out);
+    at = jsonl.find('\n', at) + 1;
+  }
+  EXPECT_FALSE(val.empty());
+  EXPECT_EQ(Read(r.train_path), train);
+  EXPECT_EQ(Read(r.val_path), val);
+  EXPECT_EQ(r.documents, docs.size());
+}
+
+TEST(PrepareDataErrors, ABadJsonLineIsRefusedNamingItsNumber) {
+  PrepareRun run({Jsonl({"one", "two"}) + "{\"text\": 3}\n" + Jsonl({"four"})}, 0.0);
+  run.options.jsonl_field = "text";
+  ExpectFailureLeavesNothing<InputError>(run, Gpt2(), "line 3: no string field \"text\"");
+  PrepareRun broken({Jsonl({"one"}) + "{not json\n"}, 0.0);
+  broken.options.jsonl_field = "text";
+  ExpectFailureLeavesNothing<InputError>(broken, Gpt2(), "line 2: not JSON");
+}
+
+// "-" reads standard input (spooled next to the outputs, removed after): the same tokens as the
+// file; through the CLI, with --jsonl and shards as a user would pipe a corpus in.
+TEST(PrepareDataCli, StdinIsReadLikeAFile) {
+  test::TempDir dir;
+  WriteFile(dir.path() + "/a.txt", Corpus());
+  const std::string corpus = Corpus();
+  std::vector<std::string> lines;  // each line of the corpus a document
+  std::istringstream in(corpus);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GT(lines.size(), 10u);
+  WriteFile(dir.path() + "/a.jsonl", Jsonl(lines));
+  auto run = [&](const std::string& args) {
+    const std::string cmd = test::CliPath() + " prepare-data --tokenizer gpt2 " + args +
+                            " >/dev/null 2>" + dir.path() + "/err";
+    return std::system(cmd.c_str());
+  };
+  ASSERT_EQ(run("-o " + dir.path() + "/file " + dir.path() + "/a.txt"), 0)
+      << Slurp(dir.path() + "/err");
+  ASSERT_EQ(run("-o " + dir.path() + "/pipe - < " + dir.path() + "/a.txt"), 0)
+      << Slurp(dir.path() + "/err");
+  EXPECT_EQ(Read(dir.path() + "/pipe/train.bin"), Read(dir.path() + "/file/train.bin"));
+  EXPECT_EQ(Read(dir.path() + "/pipe/val.bin"), Read(dir.path() + "/file/val.bin"));
+  EXPECT_EQ(DirEntries(dir.path() + "/pipe"), (std::vector<std::string>{"train.bin", "val.bin"}));
+  ASSERT_EQ(run("--jsonl text --shard-tokens 200 --val-fraction 0.3 -o " + dir.path() +
+                "/web - < " + dir.path() + "/a.jsonl"),
+            0)
+      << Slurp(dir.path() + "/err");
+  EXPECT_TRUE(fs::exists(dir.path() + "/web/web_train_000000.bin"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/web/web_val_000000.bin"));
+  EXPECT_NE(run("--jsonl text -o " + dir.path() + "/bad - < " + dir.path() + "/a.txt"), 0);
+  EXPECT_NE(Slurp(dir.path() + "/err").find("line 1: not JSON"), std::string::npos)
+      << Slurp(dir.path() + "/err");
 }
 
 TEST(PrepareDataCli, CtrlCStopsWithoutWritingAnything) {

@@ -71,7 +71,7 @@ std::vector<nlohmann::json> Rows(const std::string& out_dir) {
   for (std::string line; std::getline(in, line);) {
     nlohmann::json j = nlohmann::json::parse(line);
     for (const char* t :
-         {"ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms"}) {
+         {"ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "time"}) {
       j.erase(t);
     }
     rows.push_back(j);
@@ -123,6 +123,14 @@ void ExpectExactResume(const std::vector<std::string>& sets) {
 
 TEST(Resume, StoppedAndResumedIsBitIdenticalOneGroup) { ExpectExactResume({}); }
 
+// Shuffled (the checkpoint holds the data position; the permutation comes from the seed and the
+// epoch), and with 2 micro-batches a step: 24 windows of 7 in 12 steps, resumed mid-epoch.
+TEST(Resume, StoppedAndResumedIsBitIdenticalShuffledWithAccumulation) {
+  ExpectExactResume({"data.shuffle=true", "data.seed=9"});
+  ExpectExactResume({"data.shuffle=true", "train.grad_accum_steps=2", kTwoGroups,
+                     "placement.threads_per_group=1"});
+}
+
 TEST(Resume, StoppedAndResumedIsBitIdenticalTwoGroups) {
   ExpectExactResume({kTwoGroups, "placement.threads_per_group=1"});
 }
@@ -170,6 +178,20 @@ TEST(Resume, ChangedModelOrDataIsRefusedNamingTheKey) {
   EXPECT_NE(
       InputErrorOf(OddConfig(out.path(), {"data.train=" + Fixture("val.bin")})).find("data.train"),
       std::string::npos);
+  // The shards: the same file plus another is another corpus.
+  EXPECT_NE(InputErrorOf(OddConfig(out.path(), {"data.train=[" + Fixture("train.bin") + ", " +
+                                                Fixture("val.bin") + "]"}))
+                .find("data.train"),
+            std::string::npos);
+  // The order: shuffling (the checkpoint's run read the file in order), or another seed.
+  const std::string shuffled = InputErrorOf(OddConfig(out.path(), {"data.shuffle=true"}));
+  EXPECT_NE(shuffled.find("data.shuffle is true but the checkpoint"), std::string::npos)
+      << shuffled;
+  test::TempDir seeded;
+  TrainFor(OddConfig(seeded.path(), {"data.shuffle=true", "data.seed=1"}), 2);
+  EXPECT_NE(InputErrorOf(OddConfig(seeded.path(), {"data.shuffle=true", "data.seed=2"}))
+                .find("data.seed"),
+            std::string::npos);
   // Another shape: random init of a wider model.
   EXPECT_NE(InputErrorOf(OddConfig(out.path(), {"model.init_from=", "model.channels=60"}))
                 .find("model.channels"),
@@ -286,11 +308,41 @@ TEST(Resume, ADamagedStateFileIsRefusedWithAHint) {
   std::ofstream(state, std::ios::binary) << "XXXXXXXX" + good.substr(8);
   err = InputErrorOf(OddConfig(out.path()));
   EXPECT_NE(err.find("bad magic (expected CPTNSTAT)"), std::string::npos) << err;
-  std::string v2 = good;
-  v2[8] = 2;
-  std::ofstream(state, std::ios::binary) << v2;
+  std::string v3 = good;
+  v3[8] = 3;
+  std::ofstream(state, std::ios::binary) << v3;
   err = InputErrorOf(OddConfig(out.path()));
-  EXPECT_NE(err.find("version 2 is not supported"), std::string::npos) << err;
+  EXPECT_NE(err.find("version 3 is not supported"), std::string::npos) << err;
+}
+
+// A version-1 state.bin (one train file and its bytes, no shuffle state; written before shards
+// and shuffling) still resumes, with data.shuffle: false; with shuffling on it is refused naming
+// data.shuffle.
+TEST(Resume, AVersionOneStateResumesWithoutShuffle) {
+  test::TempDir out, straight;
+  TrainFor(OddConfig(straight.path()));
+  TrainFor(OddConfig(out.path()), kSteps / 2);
+  const std::string state = model::ResolveCheckpointDir(out.path()) + "/" + model::kStateFile;
+  const std::string v2 = Slurp(state);
+  uint64_t meta_bytes = 0;
+  std::memcpy(&meta_bytes, v2.data() + 16, 8);
+  nlohmann::json meta = nlohmann::json::parse(v2.substr(32, meta_bytes));
+  ASSERT_EQ(meta["data"]["train"].size(), 1u);
+  const std::string path = meta["data"]["train"][0]["path"];
+  const uint64_t tokens = meta["data"]["train"][0]["tokens"];
+  meta["data"]["train"] = path;
+  meta["data"]["train_bytes"] = 1024 + 2 * tokens;
+  for (const char* k : {"epoch", "shuffle", "data_seed", "tokens"}) meta.erase(k);
+  const std::string meta1 = meta.dump();
+  std::string v1 = v2.substr(0, 32) + meta1 + v2.substr(32 + meta_bytes);
+  v1[8] = 1;
+  const uint64_t n1 = meta1.size();
+  std::memcpy(v1.data() + 16, &n1, 8);
+  std::ofstream(state, std::ios::binary) << v1;
+  const std::string err = InputErrorOf(OddConfig(out.path(), {"data.shuffle=true"}));
+  EXPECT_NE(err.find("data.shuffle is true but the checkpoint"), std::string::npos) << err;
+  TrainFor(OddConfig(out.path()));
+  EXPECT_EQ(Rows(straight.path()), Rows(out.path()));
 }
 
 TEST(Resume, NonFiniteWeightsAreRefusedOnLoad) {

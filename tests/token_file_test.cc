@@ -207,7 +207,7 @@ TEST(TokenFile, CheckBelowNamesTheFirstOffendingPositionAndId) {
     FAIL() << "no error for id 50257 with a 50257-token vocabulary";
   } catch (const InputError& e) {
     ExpectContains(e.what(), path);
-    ExpectContains(e.what(), "token 1234 (0-based) is 50257");
+    ExpectContains(e.what(), "token 1234 (0-based, byte offset 3492) is 50257");
     ExpectContains(e.what(), "vocabulary size 50257");
     ExpectContains(e.hint(), "--tokenizer");
   }

@@ -1,11 +1,15 @@
 // The trainer's pieces on their own (src/train/{batches,replica_group,step,placement_check}.h):
 // which rows a group reads, when groups share a replica, the cross-rank CPU check, and one step
 // run against a fake Distributed.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "alloc/numa_alloc.h"
@@ -24,8 +28,9 @@
 namespace cputrain::train {
 namespace {
 
-std::string WriteTokens(const test::TempDir& dir, const std::vector<uint16_t>& tokens) {
-  const std::string path = dir.path() + "/t.bin";
+std::string WriteTokens(const test::TempDir& dir, const std::vector<uint16_t>& tokens,
+                        const std::string& name = "t.bin") {
+  const std::string path = dir.path() + "/" + name;
   data::TokenFileWriter w(path);
   w.Append(tokens.data(), tokens.size());
   w.Commit();
@@ -36,7 +41,7 @@ TEST(TokenWindows, RowsOfAWindowAreTheFileShiftedByOne) {
   test::TempDir dir;
   std::vector<uint16_t> tokens(2 * 4 * 3 + 5);  // B=4, T=3: 2 windows and 4 spare tokens
   std::iota(tokens.begin(), tokens.end(), 0);
-  const TokenWindows w = TokenWindows::Open(WriteTokens(dir, tokens), "data.train", 100, 4, 3);
+  const TokenWindows w = TokenWindows::Open({WriteTokens(dir, tokens)}, "data.train", 100, 4, 3);
   ASSERT_EQ(w.windows(), 2u);
   int in[6], tgt[6];
   w.LoadRows(/*w=*/1, /*row0=*/2, /*rows=*/2, in, tgt);  // window 1 starts at token 12
@@ -49,9 +54,110 @@ TEST(TokenWindows, RowsOfAWindowAreTheFileShiftedByOne) {
 TEST(TokenWindows, RefusesAFileShorterThanOneWindow) {
   test::TempDir dir;
   const std::string path = WriteTokens(dir, std::vector<uint16_t>(12, 1));  // B*T+1 = 13
-  EXPECT_THROW(TokenWindows::Open(path, "data.train", 100, 4, 3), InputError);
-  EXPECT_THROW(TokenWindows::Open("", "data.train", 100, 4, 3), InputError);
-  EXPECT_THROW(TokenWindows::Open(path, "data.train", 1, 2, 3), InputError);  // id 1 >= V=1
+  EXPECT_THROW(TokenWindows::Open({path}, "data.train", 100, 4, 3), InputError);
+  EXPECT_THROW(TokenWindows::Open({}, "data.train", 100, 4, 3), InputError);
+  EXPECT_THROW(TokenWindows::Open({""}, "data.train", 100, 4, 3), InputError);
+  EXPECT_THROW(TokenWindows::Open({path}, "data.train", 1, 2, 3), InputError);  // id 1 >= V=1
+}
+
+std::string InputErrorOf(const std::vector<std::string>& specs, int vocab) {
+  try {
+    TokenWindows::Open(specs, "data.train", vocab, 2, 3);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Three shards of unequal length (6, 7 and 5 windows of B*T = 6 tokens, with spare tails of 4, 0
+// and 5 tokens) matched by a glob read exactly the windows of their concatenation that do not
+// cross a shard boundary, in sorted path order (written out of order on purpose).
+TEST(TokenWindows, AGlobOfShardsReadsTheConcatenationsWindowsThatCrossNoBoundary) {
+  test::TempDir dir;
+  const std::size_t lens[3] = {6 * 6 + 1 + 4, 7 * 6 + 1, 5 * 6 + 1 + 5};
+  std::vector<uint16_t> all;
+  std::vector<std::size_t> shard_start;
+  for (std::size_t i = 0; i < 3; ++i) {
+    shard_start.push_back(all.size());
+    for (std::size_t t = 0; t < lens[i]; ++t)
+      all.push_back(static_cast<uint16_t>((all.size() * 7) % 97));
+  }
+  for (int i : {2, 0, 1}) {  // creation order is not the reading order
+    const std::vector<uint16_t> part(all.begin() + shard_start[i],
+                                     all.begin() + shard_start[i] + lens[i]);
+    WriteTokens(dir, part, fmt::format("x_train_{:06d}.bin", i));
+  }
+  WriteTokens(dir, {1, 2, 3}, "x_val_000000.bin");  // not matched
+  const TokenWindows w =
+      TokenWindows::Open({dir.path() + "/x_train_*.bin"}, "data.train", 97, 2, 3);
+  ASSERT_EQ(w.shard_count(), 3u);
+  ASSERT_EQ(w.windows(), 6u + 7u + 5u);
+  // The expected windows: in the concatenation, every start s*6 of a window of 7 tokens that lies
+  // inside one shard.
+  std::vector<std::size_t> starts;
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t s = shard_start[i]; s + 7 <= shard_start[i] + lens[i]; s += 6)
+      starts.push_back(s);
+  }
+  ASSERT_EQ(starts.size(), w.windows());
+  for (std::size_t k = 0; k < w.windows(); ++k) {
+    int in[6], tgt[6];
+    w.LoadRows(k, 0, 2, in, tgt);
+    for (int i = 0; i < 6; ++i) {
+      ASSERT_EQ(in[i], all[starts[k] + i]) << "window " << k;
+      ASSERT_EQ(tgt[i], all[starts[k] + i + 1]) << "window " << k;
+    }
+  }
+  // A list of the same files in another order, one named twice, is the same index.
+  const TokenWindows l =
+      TokenWindows::Open({dir.path() + "/x_train_000002.bin", dir.path() + "/x_train_00000[01].bin",
+                          dir.path() + "/x_train_000002.bin"},
+                         "data.train", 97, 2, 3);
+  EXPECT_EQ(l.windows(), w.windows());
+  EXPECT_EQ(l.shard(0).path(), w.shard(0).path());
+}
+
+TEST(TokenWindows, AShardWithAnIdOutOfRangeOrAnEmptyGlobIsRefusedNamingIt) {
+  test::TempDir dir;
+  WriteTokens(dir, std::vector<uint16_t>(20, 3), "a_000.bin");
+  std::vector<uint16_t> bad(20, 3);
+  bad[11] = 50;
+  WriteTokens(dir, bad, "a_001.bin");
+  const std::string e = InputErrorOf({dir.path() + "/a_*.bin"}, 50);
+  EXPECT_NE(e.find("a_001.bin"), std::string::npos) << e;
+  EXPECT_NE(e.find("token 11 (0-based, byte offset 1046) is 50"), std::string::npos) << e;
+  EXPECT_EQ(InputErrorOf({dir.path() + "/a_*.bin"}, 51), "");
+  const std::string none = InputErrorOf({dir.path() + "/a_*.bin", dir.path() + "/nope_*.bin"}, 51);
+  EXPECT_NE(none.find("the pattern '" + dir.path() + "/nope_*.bin' matches no file"),
+            std::string::npos)
+      << none;
+}
+
+// Every window exactly once per epoch, a different order each epoch, the identity without
+// shuffle, and the same permutation from a fresh object (another process, a resumed run).
+TEST(WindowOrder, EachEpochIsAPermutationDrawnFromTheSeedAndTheEpoch) {
+  const std::size_t n = 37;
+  WindowOrder order(n, true, 1337), again(n, true, 1337), other(n, true, 1338);
+  std::vector<std::size_t> e0, e1;
+  for (uint64_t p = 0; p < 2 * n; ++p) (p < n ? e0 : e1).push_back(order.At(p));
+  for (const auto* e : {&e0, &e1}) {
+    std::vector<std::size_t> sorted = *e;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(sorted[i], i);
+  }
+  EXPECT_NE(e0, e1);
+  std::vector<std::size_t> identity(n);
+  std::iota(identity.begin(), identity.end(), std::size_t{0});
+  EXPECT_NE(e0, identity);
+  // Random access (a resume mid-epoch) gives the same windows.
+  for (uint64_t p = 2 * n - 1; p + 1 > n; --p) EXPECT_EQ(again.At(p), e1[p - n]);
+  EXPECT_EQ(again.At(3), e0[3]);
+  bool differs = false;
+  for (uint64_t p = 0; p < n; ++p) differs |= other.At(p) != e0[p];
+  EXPECT_TRUE(differs);
+  WindowOrder plain(n, false, 1337);
+  for (uint64_t p = 0; p < 3 * n; ++p) EXPECT_EQ(plain.At(p), p % n);
+  EXPECT_EQ(plain.EpochOf(2 * n), 2u);
 }
 
 topo::Plan PlanFor(const std::string& topology, const std::string& group_by) {
@@ -149,7 +255,7 @@ StepRun RunSteps(int B, int rows, Distributed* dist, int steps) {
   Stepper stepper(groups, B, T, /*bucket_floats=*/1000, dist);
   StepRun run;
   for (int s = 0; s < steps; ++s) {
-    auto load = [&](ReplicaGroup& g) {
+    auto load = [&](ReplicaGroup& g, int) {
       for (int i = 0; i < rows * T; ++i) {
         g.act->inputs[i] = (s * 7 + i * 3) % 50;
         g.act->targets[i] = (s * 5 + i * 11) % 50;
@@ -175,6 +281,51 @@ TEST(Stepper, AFakeSecondProcessWithTheSameRowsChangesNoBit) {
   EXPECT_EQ(alone.norms, mirrored.norms);
   EXPECT_EQ(alone.params, mirrored.params);
   EXPECT_LT(alone.losses.back(), alone.losses.front());  // it trains
+}
+
+// The gradient of one step (lr 0: the weights stay) over 4 rows of a small GPT-2, taken as
+// k micro-batches of 4/k rows, and its loss.
+std::pair<std::vector<float>, double> OneStepGradient(int k) {
+  kernels::InitBlas();
+  const topo::Topology topology = topo::LoadTopology("synthetic:pack:1 numa:1 core:2 pu:1");
+  const topo::Plan plan = topo::PlanPlacement(topology, {}, nullptr);
+  alloc::Configure(alloc::OptionsFor(topology));
+  const model::Shape shape{16, 50, model::Shape::PadVocab(50), 2, 2, 16};
+  const int T = 8, rows = 4 / k;
+  ReplicaGroups groups(topology, plan, shape, rows, T, false);
+  groups.InitParams(
+      [&](WorkerPool& pool, float* p) { model::RandomInit(pool, groups.layout(), 7, p); });
+  Stepper stepper(groups, rows, T, /*bucket_floats=*/1000, nullptr, k);
+  auto load = [&](ReplicaGroup& g, int j) {
+    for (int i = 0; i < rows * T; ++i) {
+      const int at = j * rows * T + i;  // position in the one big batch
+      g.act->inputs[i] = (at * 7 + 3) % 50;
+      g.act->targets[i] = (at * 11 + 5) % 50;
+    }
+  };
+  const StepResult r = stepper.Step(0, load, {0.0, 0.9, 0.95, 1e-8, 0.0, 1}, 0.0);
+  const float* g = groups[0].grads.data();
+  return {std::vector<float>(g, g + groups.layout().total()), r.loss};
+}
+
+// Gradient accumulation: k micro-batches of B/k rows (the first writes the gradient, the others
+// add into it, each scaled 1/(k*B*T)) give one batch of B rows' gradient within 1e-6 of its
+// largest element, and its loss within 1e-6 relative. (A micro-batch that wrote instead of
+// adding, or a wrong scale, is off by tens of percent.)
+TEST(Stepper, AccumulatedGradientsEqualOneBigBatch) {
+  const auto [whole, loss] = OneStepGradient(1);
+  float largest = 0;
+  for (float v : whole) largest = std::max(largest, std::fabs(v));
+  ASSERT_GT(largest, 0.f);
+  for (int k : {2, 4}) {
+    const auto [acc, acc_loss] = OneStepGradient(k);
+    ASSERT_EQ(acc.size(), whole.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < whole.size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(acc[i] - whole[i])));
+    EXPECT_LT(worst / largest, 1e-6) << "k=" << k;
+    EXPECT_NEAR(acc_loss, loss, 1e-6 * loss) << "k=" << k;
+  }
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ void AddConfigCommand(CLI::App& app);
 // command_line: how the user ran this process, shell-quoted, for the resume hint of a stopped run.
 void AddTrainCommand(CLI::App& app, const std::string& command_line);
 void AddGenerateCommand(CLI::App& app);
+// eval --checkpoint X --data GLOB: validation loss of a checkpoint (eval_cmd.cc).
+void AddEvalCommand(CLI::App& app);
 void AddPlotCommand(CLI::App& app);
 // export --format hf|llmc --checkpoint X -o OUT (export_cmd.cc).
 void AddExportCommand(CLI::App& app);

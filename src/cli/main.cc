@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddBenchCommand(app);
   cputrain::cli::AddTrainCommand(app, ShellCommandLine(argc, argv));
   cputrain::cli::AddGenerateCommand(app);
+  cputrain::cli::AddEvalCommand(app);
   cputrain::cli::AddPlotCommand(app);
   cputrain::cli::AddExportCommand(app);
   cputrain::cli::AddReportCommand(app);

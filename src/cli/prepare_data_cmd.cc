@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/stop.h"
 #include "data/prepare.h"
+#include "data/token_file.h"
 #include "data/tokenizer.h"
 
 namespace cputrain::cli {
@@ -77,8 +78,9 @@ void AddPrepareDataCommand(CLI::App& app) {
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
       "prepare-data",
-      "Tokenize text files into DIR/train.bin and DIR/val.bin (llm.c token files): each file is "
-      "a document, preceded by <|endoftext|> for gpt2; val.bin is the corpus's last "
+      "Tokenize text files (- for stdin) or JSON lines (--jsonl) into DIR/train.bin and "
+      "DIR/val.bin, or numbered shards (--shard-tokens), llm.c token files: each file (or JSON "
+      "line) is a document, preceded by <|endoftext|> for gpt2; val is the corpus's last "
       "--val-fraction, cut at a line start (docs/data.md)");
   cmd->add_option("--tokenizer", opts->tokenizer,
                   "gpt2 (GPT-2 BPE, 50257 tokens), bytes (one token per byte, 256), or a "
@@ -91,9 +93,19 @@ void AddPrepareDataCommand(CLI::App& app) {
                 "each run of non-blank lines is a document of its own (gpt2); blank lines are "
                 "dropped");
   cmd->add_option("--threads", opts->prepare.threads, "tokenizing threads; 0 = every core");
+  cmd->add_option("--jsonl", opts->prepare.jsonl_field,
+                  "inputs are JSON lines (HF datasets' to_json): one document per line, its text "
+                  "in this string field, e.g. --jsonl text");
+  cmd->add_option("--shard-tokens", opts->prepare.shard_tokens,
+                  "write llm.c-style shards of this many tokens, NAME_train_000000.bin ... and "
+                  "NAME_val_000000.bin ... (train on them with data.train: 'DIR/NAME_train_*.bin')")
+      ->check(CLI::Range(uint64_t{1}, static_cast<uint64_t>(data::kTokenFileMaxTokens)));
+  cmd->add_option("--shard-name", opts->prepare.shard_name,
+                  "NAME of the shard files (default: the output directory's name)");
   cmd->add_option("-o,--out", opts->prepare.out_dir, "output directory (created if missing)")
       ->required();
-  cmd->add_option("inputs", opts->prepare.inputs, "text files, in corpus order")->required();
+  cmd->add_option("inputs", opts->prepare.inputs, "text files, in corpus order; - reads stdin")
+      ->required();
   cmd->callback([opts] {
     std::unique_ptr<data::Tokenizer> tokenizer = data::MakeTokenizer(opts->tokenizer);
     StopToken stop;
@@ -115,10 +127,13 @@ void AddPrepareDataCommand(CLI::App& app) {
       }
       throw;
     }
-    std::string val = r.val_path.empty() ? std::string("no val.bin (--val-fraction 0)")
-                                         : fmt::format("{}: {} tokens", r.val_path, r.val_tokens);
-    std::printf("wrote %s: %llu tokens; %s\n", r.train_path.c_str(),
-                static_cast<unsigned long long>(r.train_tokens), val.c_str());
+    auto files = [](std::size_t n) { return n > 1 ? fmt::format(" in {} shards", n) : ""; };
+    std::string val = r.val_path.empty() ? std::string("no validation split (--val-fraction 0)")
+                                         : fmt::format("{}: {} tokens{}", r.val_path, r.val_tokens,
+                                                       files(r.val_files));
+    std::printf("wrote %s: %llu tokens%s; %s\n", r.train_path.c_str(),
+                static_cast<unsigned long long>(r.train_tokens), files(r.train_files).c_str(),
+                val.c_str());
     std::printf("%s tokenizer, %llu documents, %.1f MB in %.2f s (%.1f MB/s)\n",
                 tokenizer->name().c_str(), static_cast<unsigned long long>(r.documents),
                 r.bytes / 1e6, r.seconds, r.seconds > 0 ? r.bytes / 1e6 / r.seconds : 0.0);

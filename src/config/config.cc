@@ -142,6 +142,35 @@ Key StringKey(std::string section, std::string key, std::string desc,
   return k;
 }
 
+// A path, a glob, or a list of them (data.train / data.val); ~ or "" = none.
+Key PathListKey(std::string section, std::string key, std::string desc,
+                std::function<std::vector<std::string>&(Config&)> field) {
+  Key k{section, key, "a path, a glob, or a list of them", std::move(desc), nullptr, nullptr};
+  std::string name = k.full();
+  k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+    std::vector<std::string> v;
+    if (n.IsSequence()) {
+      for (std::size_t i = 0; i < n.size(); ++i) {
+        std::string s = AsString(n[i], o, fmt::format("{}[{}]", name, i));
+        if (!s.empty()) v.push_back(std::move(s));
+      }
+    } else {
+      std::string s = AsString(n, o, name);
+      if (!s.empty()) v.push_back(std::move(s));
+    }
+    field(c) = std::move(v);
+  };
+  k.dump = [=](const Config& c) {
+    const std::vector<std::string>& v = field(const_cast<Config&>(c));
+    if (v.size() == 1) return YAML::Node(v[0]);
+    if (v.empty()) return YAML::Node("");
+    YAML::Node l(YAML::NodeType::Sequence);
+    for (const std::string& p : v) l.push_back(p);
+    return l;
+  };
+  return k;
+}
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<Key>& Keys() {
@@ -296,16 +325,47 @@ const std::vector<Key>& Keys() {
       v.push_back(k);
     }
     // ---- data
-    v.push_back(StringKey("data", "train", "llm.c token file to train on",
-                          [](Config& c) -> std::string& { return c.data.train; }));
-    v.push_back(StringKey("data", "val", "llm.c token file for validation; empty = none",
-                          [](Config& c) -> std::string& { return c.data.val; }));
+    v.push_back(PathListKey("data", "train",
+                            "llm.c token files to train on: shards, in sorted path order",
+                            [](Config& c) -> std::vector<std::string>& { return c.data.train; }));
+    v.push_back(PathListKey("data", "val",
+                            "llm.c token files for validation (never shuffled); empty = none",
+                            [](Config& c) -> std::vector<std::string>& { return c.data.val; }));
     v.push_back(IntKey("data", "batch_size",
                        "B: global sequences per step, split across nodes and groups", 1,
                        [](Config& c) -> int& { return c.data.batch_size; }));
     v.push_back(IntKey(
         "data", "seq_len", "T: tokens per sequence (<= model.max_seq_len)", 1,
         [](Config& c) -> int& { return c.data.seq_len; }, model::kMaxSeqLen));
+    {
+      Key k{"data",
+            "shuffle",
+            "true or false",
+            "a new seeded permutation of the train windows every epoch (false: in file order)",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.data.shuffle = AsBool(n, o, "data.shuffle");
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.data.shuffle); };
+      v.push_back(k);
+    }
+    {
+      Key k{"data",  "seed", "an integer >= 0, or ~ (model.seed)", "seed of the shuffle",
+            nullptr, nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        if (n.IsNull()) {
+          c.data.seed.reset();
+          return;
+        }
+        c.data.seed = static_cast<uint64_t>(AsInteger(n, o, "data.seed", "an integer >= 0", 0,
+                                                      std::numeric_limits<long long>::max()));
+      };
+      k.dump = [](const Config& c) {
+        return c.data.seed ? YAML::Node(*c.data.seed) : YAML::Node(YAML::NodeType::Null);
+      };
+      v.push_back(k);
+    }
     // ---- optim
     v.push_back(NumberKey("optim", "lr", "peak learning rate", 0, kInf,
                           [](Config& c) -> double& { return c.optim.lr; }));
@@ -342,6 +402,25 @@ const std::vector<Key>& Keys() {
     // ---- train
     v.push_back(IntKey("train", "steps", "optimizer steps to run", 1,
                        [](Config& c) -> int& { return c.train.steps; }));
+    v.push_back(IntKey("train", "grad_accum_steps",
+                       "micro-batches per optimizer step (gradient accumulation); the sync runs "
+                       "once per step",
+                       1, [](Config& c) -> int& { return c.train.grad_accum_steps; }));
+    {
+      Key k{"train",
+            "batch_tokens",
+            "an integer >= 0",
+            "global batch in tokens per optimizer step, a multiple of batch_size*seq_len (sets "
+            "grad_accum_steps); 0 = batch_size*seq_len*grad_accum_steps",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.train.batch_tokens = AsInteger(n, o, "train.batch_tokens", "an integer >= 0", 0,
+                                         std::numeric_limits<long long>::max());
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.train.batch_tokens); };
+      v.push_back(k);
+    }
     v.push_back(IntKey("train", "eval_every",
                        "validate every N steps (and after the last); 0 = only after the last", 0,
                        [](Config& c) -> int& { return c.train.eval_every; }));
@@ -562,6 +641,30 @@ void ApplySet(const std::string& set, Config& c) {
   c.explicit_keys[path] = where;
 }
 
+// train.batch_tokens, if set, decides grad_accum_steps (a default 1 yields to it; any other value
+// must agree).
+void ResolveBatch(Config& c) {
+  const long long bt = static_cast<long long>(c.data.batch_size) * c.data.seq_len;
+  if (c.train.batch_tokens == 0) return;
+  if (c.train.batch_tokens % bt != 0) {
+    throw InputError(fmt::format("train.batch_tokens ({}) is not a multiple of data.batch_size x "
+                                 "data.seq_len = {}",
+                                 c.train.batch_tokens, bt),
+                     fmt::format("use a multiple of {}, e.g. {}", bt,
+                                 std::max(1LL, c.train.batch_tokens / bt) * bt));
+  }
+  const long long k = c.train.batch_tokens / bt;
+  if (c.train.grad_accum_steps != 1 && c.train.grad_accum_steps != k) {
+    throw InputError(
+        fmt::format("train.batch_tokens ({}) and train.grad_accum_steps ({}) disagree: "
+                    "{} tokens are {} micro-batches of {}",
+                    c.train.batch_tokens, c.train.grad_accum_steps, c.train.batch_tokens, k, bt),
+        "set only one of them");
+  }
+  if (k > kIntMax) throw InputError("train.batch_tokens is too large", "lower it");
+  c.train.grad_accum_steps = static_cast<int>(k);
+}
+
 void Validate(const Config& c) {
   const std::string hint = "fix the config or pass --set to override";
   if (c.model.channels % c.model.heads != 0) {
@@ -617,6 +720,7 @@ Config ParseConfig(const std::string& yaml_text, const std::string& name,
   }
   ApplyDocument(root, name, c);
   for (const std::string& s : sets) ApplySet(s, c);
+  ResolveBatch(c);
   Validate(c);
   c.source = sets.empty() ? name : fmt::format("{} + {} --set", name, sets.size());
   return c;

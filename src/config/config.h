@@ -30,15 +30,23 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string train;   // llm.c token file
-  std::string val;     // "" = no validation
-  int batch_size = 4;  // B: global sequences per step (split across groups and ranks)
-  int seq_len = 64;    // T
+  // llm.c token files: paths or globs (train/batches.h expands them); empty = not set.
+  std::vector<std::string> train;
+  std::vector<std::string> val;  // empty = no validation
+  int batch_size = 4;   // B: global sequences per micro-batch (split across groups and ranks)
+  int seq_len = 64;     // T
+  bool shuffle = true;  // a new permutation of the train windows every epoch
+  std::optional<uint64_t> seed;  // of the shuffle; unset = model.seed
+  uint64_t Seed(uint64_t model_seed) const { return seed ? *seed : model_seed; }
 };
 
 struct TrainConfig {
-  int steps = 200;
-  int eval_every = 50;  // 0 = only at the end (if data.val is set)
+  int steps = 200;  // optimizer updates
+  // k micro-batches of data.batch_size x data.seq_len per update (gradient accumulation).
+  // train.batch_tokens = k*B*T sets it instead; after LoadConfig it holds the resolved k.
+  int grad_accum_steps = 1;
+  long long batch_tokens = 0;  // global tokens per update; 0 = B*T*grad_accum_steps
+  int eval_every = 50;         // 0 = only at the end (if data.val is set)
   int eval_batches = 8;
   int checkpoint_every = 0;  // 0 = only at the end
   std::string out_dir = "out";

@@ -15,11 +15,13 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "data/gpt2_pretokenizer.h"
+#include "data/prepare_output.h"
 #include "data/token_file.h"
 #include "data/unicode_classes.h"
 
@@ -135,8 +137,34 @@ int OpenInput(const InputFile& f) {
   return fd;
 }
 
-// The corpus offset where val.bin starts: the first line start at or after T - floor(f*T).
-uint64_t FindValCut(const std::vector<InputFile>& files, uint64_t total, double fraction) {
+using SafeCut = bool (*)(std::string_view, std::size_t);
+
+// The first p >= target where safe(text, p) holds (a file's first byte always does), for a
+// corpus without line breaks to cut at; `total` if there is none.
+uint64_t FirstSafeCut(const std::vector<InputFile>& files, uint64_t target, uint64_t total,
+                      SafeCut safe) {
+  for (const InputFile& f : files) {
+    if (f.size == 0 || f.start + f.size <= target) continue;
+    if (f.start >= target) return f.start;
+    Fd fd(OpenInput(f));
+    // From the byte before the target: safe() looks at the byte before the cut.
+    for (uint64_t offset = target - f.start - 1; offset < f.size;) {
+      std::string block;
+      const std::size_t got = ReadAt(fd.get(), f.path, offset, 1 << 16, &block);
+      if (got < 2) break;
+      for (std::size_t i = 1; i < got; ++i) {
+        if (safe(block, i)) return f.start + offset + i;
+      }
+      offset += got - 1;
+    }
+  }
+  return total;
+}
+
+// The corpus offset where val.bin starts: the first line start at or after T - floor(f*T), or
+// (safe != null, no line start there) the first token boundary.
+uint64_t FindValCut(const std::vector<InputFile>& files, uint64_t total, double fraction,
+                    SafeCut safe) {
   auto val_bytes = static_cast<uint64_t>(std::floor(static_cast<long double>(fraction) * total));
   if (val_bytes == 0) {
     throw InputError(
@@ -165,6 +193,10 @@ uint64_t FindValCut(const std::vector<InputFile>& files, uint64_t total, double 
       }
       offset += got;
     }
+  }
+  if (safe != nullptr) {
+    const uint64_t cut = FirstSafeCut(files, target, total, safe);
+    if (cut < total) return cut;
   }
   throw InputError(
       fmt::format("--val-fraction {} would leave val.bin empty: the last {} bytes of the corpus "
@@ -197,8 +229,6 @@ std::vector<Region> MakeRegions(const std::vector<InputFile>& files, uint64_t va
 // Runs on one thread (the pipeline's first, serial stage).
 class ChunkReader {
  public:
-  using SafeCut = bool (*)(std::string_view, std::size_t);
-
   ChunkReader(const std::vector<InputFile>& files, std::vector<Region> regions,
               std::size_t chunk_bytes, SafeCut safe)
       : files_(files), regions_(std::move(regions)), chunk_bytes_(chunk_bytes), safe_(safe) {}
@@ -391,8 +421,8 @@ void CheckOptions(const PrepareOptions& options, const Tokenizer& tokenizer) {
 
 // Where the pipeline's last stage puts each chunk's tokens.
 struct Sinks {
-  TokenFileWriter* train;
-  TokenFileWriter* val;  // null without a validation split
+  SplitWriter* train;
+  SplitWriter* val;  // null without a validation split
   PrepareResult* result;
   PrepareProgress* progress;
   std::chrono::steady_clock::time_point start;
@@ -428,7 +458,7 @@ void RunPipeline(const PrepareOptions& options, const Tokenizer& tokenizer,
   };
   auto write = [&](Chunk* chunk) {
     if (chunk->error) std::rethrow_exception(chunk->error);
-    TokenFileWriter* to = chunk->val ? out.val : out.train;
+    SplitWriter* to = chunk->val ? out.val : out.train;
     to->Append(chunk->tokens.data(), chunk->tokens.size());
     (chunk->val ? out.result->val_tokens : out.result->train_tokens) += chunk->tokens.size();
     out.result->documents += chunk->documents;
@@ -444,50 +474,86 @@ void RunPipeline(const PrepareOptions& options, const Tokenizer& tokenizer,
                 tbb::make_filter<Chunk*, void>(tbb::filter_mode::serial_in_order, write));
 }
 
+// Runs the text pipeline on `threads` (0 = oneTBB's default).
+void RunWithThreads(int threads, const std::function<void()>& run) {
+  if (threads <= 0) return run();
+  // oneTBB caps its workers at the core count unless told otherwise; an explicit thread count
+  // (tests ask for more threads than cores) is honoured for this run.
+  tbb::global_control allow(tbb::global_control::max_allowed_parallelism,
+                            static_cast<std::size_t>(threads));
+  tbb::task_arena arena(threads);
+  arena.execute(run);
+}
+
+// The inputs with "-" replaced by the spooled stdin.
+std::vector<std::string> ResolveInputs(const PrepareOptions& options,
+                                       std::optional<SpooledStdin>* spool) {
+  std::vector<std::string> inputs = options.inputs;
+  for (std::string& in : inputs) {
+    if (in != "-") continue;
+    if (*spool) {
+      throw InputError("'-' (stdin) is given twice", "standard input can be read only once");
+    }
+    spool->emplace(options.out_dir);
+    in = (*spool)->path();
+  }
+  return inputs;
+}
+
 }  // namespace
 
 PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokenizer) {
   const auto start = std::chrono::steady_clock::now();
   CheckOptions(options, tokenizer);
-  std::vector<InputFile> files = StatInputs(options.inputs);
+  MakeDirs(options.out_dir);
+  std::optional<SpooledStdin> spool;
+  std::vector<InputFile> files = StatInputs(ResolveInputs(options, &spool));
+  const bool gpt2_cuts = tokenizer.name() == "gpt2";
+  const bool jsonl = !options.jsonl_field.empty();
+  const SafeCut safe = jsonl ? nullptr : gpt2_cuts ? &IsGpt2SafeCut : &AnyCut;
   PrepareResult result;
   result.bytes = files.back().start + files.back().size;
-  result.val_cut = options.val_fraction > 0 ? FindValCut(files, result.bytes, options.val_fraction)
-                                            : result.bytes;
+  result.val_cut = options.val_fraction > 0
+                       ? FindValCut(files, result.bytes, options.val_fraction, safe)
+                       : result.bytes;
 
-  MakeDirs(options.out_dir);
-  result.train_path = (std::filesystem::path(options.out_dir) / "train.bin").string();
-  TokenFileWriter train(result.train_path);
-  std::optional<TokenFileWriter> val;
-  if (options.val_fraction > 0) {
-    result.val_path = (std::filesystem::path(options.out_dir) / "val.bin").string();
-    val.emplace(result.val_path);
+  std::string name = options.shard_name;
+  if (name.empty()) {
+    name = std::filesystem::absolute(options.out_dir).lexically_normal().filename().string();
+    if (name.empty()) name = std::filesystem::absolute(options.out_dir).parent_path().filename();
   }
+  SplitWriter train(options.out_dir, name, "train", options.shard_tokens);
+  std::optional<SplitWriter> val;
+  if (options.val_fraction > 0) val.emplace(options.out_dir, name, "val", options.shard_tokens);
 
-  const bool gpt2_cuts = tokenizer.name() == "gpt2";
-  ChunkReader reader(files, MakeRegions(files, result.val_cut), options.chunk_bytes,
-                     gpt2_cuts ? &IsGpt2SafeCut : &AnyCut);
-  PrepareProgress progress;
-  progress.bytes_total = result.bytes;
-  auto run = [&] {
-    RunPipeline(options, tokenizer, files, reader, gpt2_cuts,
-                {&train, val ? &*val : nullptr, &result, &progress, start});
-  };
-  if (options.threads > 0) {
-    // oneTBB caps its workers at the core count unless told otherwise; an explicit thread
-    // count (tests ask for more threads than cores) is honoured for this run.
-    tbb::global_control allow(tbb::global_control::max_allowed_parallelism,
-                              static_cast<std::size_t>(options.threads));
-    tbb::task_arena arena(options.threads);
-    arena.execute(run);
+  if (jsonl) {
+    std::vector<std::string> paths;
+    std::vector<uint64_t> starts;
+    for (const InputFile& f : files) paths.push_back(f.path), starts.push_back(f.start);
+    RunWithThreads(options.threads, [&] {
+      TokenizeJsonl(paths, starts, options.jsonl_field, result.val_cut, tokenizer, train,
+                    val ? &*val : nullptr, &result, options);
+    });
   } else {
-    run();
+    ChunkReader reader(files, MakeRegions(files, result.val_cut), options.chunk_bytes, safe);
+    PrepareProgress progress;
+    progress.bytes_total = result.bytes;
+    RunWithThreads(options.threads, [&] {
+      RunPipeline(options, tokenizer, files, reader, gpt2_cuts,
+                  {&train, val ? &*val : nullptr, &result, &progress, start});
+    });
   }
-  // Every step that can fail, for both files, before either is renamed.
+  // Every step that can fail, for every file, before any is renamed.
   train.Finish();
   if (val) val->Finish();
   train.Commit();
   if (val) val->Commit();
+  result.train_path = train.Describe();
+  result.train_files = train.files();
+  if (val) {
+    result.val_path = val->Describe();
+    result.val_files = val->files();
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

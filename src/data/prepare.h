@@ -1,5 +1,15 @@
 // prepare-data: text files -> train.bin and val.bin (llm.c token files, token_file.h).
 //
+// Inputs. Text files, "-" for standard input (spooled to a temporary file in the output
+// directory first: the split needs every input's size up front), or with jsonl_field JSON-lines
+// files (one JSON object per line, the document's text in the string field jsonl_field, as HF
+// datasets' to_json writes them; each line is a document; a bad line is an InputError naming
+// its file and line number; tokenized on one thread).
+//
+// Outputs. DIR/train.bin and DIR/val.bin, or with shard_tokens > 0 llm.c-style numbered shards
+// of exactly shard_tokens tokens (the last one shorter): DIR/<name>_train_000000.bin, ... and
+// DIR/<name>_val_000000.bin, ...; documents may span two shards (as llm.c's fineweb.py).
+//
 // Documents. Each input file is one document; with split_on_blank_lines, every run of
 // non-blank lines is one (a blank line is empty or holds only spaces, tabs and '\r'; blank lines
 // are dropped). With a tokenizer that has an end-of-text token (gpt2), every document is
@@ -7,7 +17,10 @@
 //
 // Split. The corpus is the input files in the order given, T bytes in all. It is cut once, at
 // the first line start at or after byte T - floor(val_fraction * T) (a file's first byte is a
-// line start): everything before goes to train.bin, the rest to val.bin. A document the cut
+// line start): everything before goes to train.bin, the rest to val.bin. A corpus whose tail
+// holds no line start (text8: one line of 100 MB) is cut at the first token boundary instead
+// (for gpt2 before whitespace that follows non-whitespace, for bytes at that byte). With JSON
+// lines the cut is the first line (document) starting there. A document the cut
 // falls in is split, and its tail starts val.bin as a document of its own. So val.bin is the
 // last ~val_fraction of the corpus, the same whichever tokenizer or thread count is used.
 //
@@ -42,8 +55,11 @@ struct PrepareProgress {
 };
 
 struct PrepareOptions {
-  std::vector<std::string> inputs;  // text files, in corpus order
+  std::vector<std::string> inputs;  // text files ("-": stdin, at most once), in corpus order
   std::string out_dir;              // created if missing; gets train.bin and val.bin
+  std::string jsonl_field;          // "" = plain text; else JSON lines, text in this field
+  uint64_t shard_tokens = 0;        // 0 = one file per split; else shards of this many tokens
+  std::string shard_name;           // shard file prefix; "" = the output directory's name
   double val_fraction = 0.05;       // in [0, 1); 0 writes train.bin only
   bool split_on_blank_lines = false;
   // Tokenizing threads; 0 = every core oneTBB sees. A positive count also sets oneTBB's
@@ -59,8 +75,9 @@ struct PrepareOptions {
 };
 
 struct PrepareResult {
-  std::string train_path;
-  std::string val_path;  // empty when val_fraction == 0
+  std::string train_path;  // the file, or a glob of its shards
+  std::string val_path;    // the same; empty when val_fraction == 0
+  std::size_t train_files = 0, val_files = 0;
   uint64_t train_tokens = 0;
   uint64_t val_tokens = 0;
   uint64_t documents = 0;  // document starts (an end-of-text token each for gpt2)

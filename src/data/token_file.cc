@@ -121,9 +121,9 @@ void TokenFile::CheckBelow(int vocab_size) const {
   for (std::size_t i = 0; i < size_; ++i) {
     if (static_cast<int>(tokens_[i]) >= vocab_size) {
       throw InputError(
-          fmt::format("token file '{}': token {} (0-based) is {}, not below the model's "
-                      "vocabulary size {}",
-                      path_, i, tokens_[i], vocab_size),
+          fmt::format("token file '{}': token {} (0-based, byte offset {}) is {}, not below the "
+                      "model's vocabulary size {}",
+                      path_, i, kTokenFileHeaderBytes + 2 * i, tokens_[i], vocab_size),
           "the file was made with a different tokenizer than the model uses; re-create it with "
           "`cputrain-numa prepare-data --tokenizer` matching the model (gpt2: 50257, bytes: 256)");
     }

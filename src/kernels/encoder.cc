@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/kernels.h"
 
 namespace cputrain::kernels {
@@ -15,13 +17,13 @@ void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* w
 }
 
 void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* dout, const int* inp,
-                     int B, int T, int C) {
+                     int B, int T, int C, bool accumulate) {
   // Threads own column slices [c0, c1) of every row: two positions with the same token never
   // race, and each element's sum runs over positions in order.
   pool.ParallelFor(static_cast<std::size_t>(C), [&](std::size_t c0, std::size_t c1, int) {
     for (int t = 0; t < T; ++t) {
       float* p = dwpe + static_cast<std::size_t>(t) * C;
-      for (std::size_t c = c0; c < c1; ++c) p[c] = 0.f;
+      if (!accumulate) std::fill(p + c0, p + c1, 0.f);
       for (int b = 0; b < B; ++b) {
         const float* d = dout + (static_cast<std::size_t>(b) * T + t) * C;
         for (std::size_t c = c0; c < c1; ++c) p[c] += d[c];

@@ -9,6 +9,9 @@
 //    size the order of every floating-point sum is fixed: results are bit-identical run to run.
 //  - Backward kernels WRITE their parameter gradients (dweight, dbias, ...) — they do not add —
 //    except EncoderBackward, which adds into dwte (the LM head, tied to wte, wrote it first).
+//    With `accumulate` (gradient accumulation: every micro-batch after the first of a step) they
+//    ADD every parameter gradient into what is there instead; accumulate=false is exactly the
+//    writing path (same instructions, same results).
 //    Gradients with respect to activations are written too, except LayerNormBackward, which
 //    adds into dinp: that is the residual stream's gradient, flowing through every block.
 //  - No kernel allocates; scratch space is passed in.
@@ -29,17 +32,17 @@ void InitBlas();
 void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* wte,
                     const float* wpe, int B, int T, int C);
 // dwte rows of the tokens in inp += dout rows (adds); dwpe rows [0,T) = sum over b of dout
-// (writes).
+// (writes; adds with accumulate).
 void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* dout, const int* inp,
-                     int B, int T, int C);
+                     int B, int T, int C, bool accumulate = false);
 
 // out (N,C) = (inp - mean) * rstd * weight + bias, eps 1e-5; mean, rstd (N) saved for backward.
 void LayerNormForward(WorkerPool& pool, float* out, float* mean, float* rstd, const float* inp,
                       const float* weight, const float* bias, std::size_t N, int C);
-// dinp (N,C) += d/dinp; dweight, dbias (C) written.
+// dinp (N,C) += d/dinp; dweight, dbias (C) written (added with accumulate).
 void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
                        const float* dout, const float* inp, const float* weight, const float* mean,
-                       const float* rstd, std::size_t N, int C);
+                       const float* rstd, std::size_t N, int C, bool accumulate = false);
 
 // How the matrix products split [0, n) between the pool's workers: worker tid's share, cut at
 // multiples of 16. (bench gemm times the products with exactly this partition.)
@@ -49,9 +52,12 @@ void MatmulSlice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t*
 void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* weight,
                    const float* bias, std::size_t N, int C, int OC, int ldo);
 // dinp (N,C) = dout @ weight (null: skipped); dweight (OC,C) = dout^T @ inp; dbias (OC) = column
-// sums of dout (null: skipped). All written. dout's row stride ldd.
+// sums of dout (null: skipped). All written; with accumulate dweight and dbias are added to
+// (sgemm beta = 1; dbias's column sums continue from its value), dinp is still written. dout's
+// row stride ldd.
 void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias, const float* dout,
-                    const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd);
+                    const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
+                    bool accumulate = false);
 
 // Causal multi-head self-attention. qkv (B,T,3C) holds [q | k | v] per position, heads split
 // as C = NH*hs. out (B,T,C). att (B,NH,T,T): the softmax probabilities, saved for backward

@@ -42,7 +42,7 @@ void LayerNormForward(WorkerPool& pool, float* out, float* mean, float* rstd, co
 
 void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
                        const float* dout, const float* inp, const float* weight, const float* mean,
-                       const float* rstd, std::size_t N, int C) {
+                       const float* rstd, std::size_t N, int C, bool accumulate) {
   const int nt = pool.size();
   pool.ForEachThread([&](int tid) {
     // Rows: dinp += (w*dout - mean(w*dout) - norm*mean(w*dout*norm)) * rstd.
@@ -92,8 +92,8 @@ void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbi
         }
       }
       for (std::size_t c = cb; c < ce; ++c) {
-        dweight[c] = dw[c - cb];
-        dbias[c] = db[c - cb];
+        dweight[c] = accumulate ? dweight[c] + dw[c - cb] : dw[c - cb];
+        dbias[c] = accumulate ? dbias[c] + db[c - cb] : db[c - cb];
       }
     }
   });

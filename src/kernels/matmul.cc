@@ -69,7 +69,8 @@ void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* 
 }
 
 void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias, const float* dout,
-                    const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd) {
+                    const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
+                    bool accumulate) {
   pool.ForEachThread([&](int tid) {
     const int nt = pool.size();
     if (dinp) {
@@ -92,9 +93,9 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
     MatmulSlice(static_cast<std::size_t>(OC), nt, tid, &o0, &o1);
     if (o0 >= o1) return;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(o1 - o0), C, I(N), 1.f, dout + o0, ldd,
-                inp, C, 0.f, dweight + o0 * C, C);
+                inp, C, accumulate ? 1.f : 0.f, dweight + o0 * C, C);
     if (dbias) {
-      std::fill(dbias + o0, dbias + o1, 0.f);
+      if (!accumulate) std::fill(dbias + o0, dbias + o1, 0.f);
       for (std::size_t n = 0; n < N; ++n) {
         const float* d = dout + n * ldd;
         for (std::size_t o = o0; o < o1; ++o) dbias[o] += d[o];

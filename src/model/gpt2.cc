@@ -313,8 +313,10 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
 }
 
 void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
-              Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready) {
+              Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
+              bool accumulate) {
   namespace k = kernels;
+  const bool acc = accumulate;
   const Shape& s = layout.shape();
   const int C = s.C;
   const std::size_t N = static_cast<std::size_t>(B) * T;
@@ -323,14 +325,14 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
 
   // Loss and LM head: dlogits in place; dwte = dlogits^T lnf (written), dlnf = dlogits wte.
   k::CrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.targets, dloss, N, s.V, s.Vp);
-  k::MatmulBackward(pool, a.dln, G(kWte), nullptr, a.logits, a.lnf, P(kWte), N, C, s.V, s.Vp);
+  k::MatmulBackward(pool, a.dln, G(kWte), nullptr, a.logits, a.lnf, P(kWte), N, C, s.V, s.Vp, acc);
   // The residual stream's gradient starts at zero; LayerNormBackward adds into it.
   pool.ParallelFor(N * C, [&](std::size_t b, std::size_t e, int) {
     std::fill(a.dresidual + b, a.dresidual + e, 0.f);
   });
   const float* x_last = s.L > 0 ? a.layers[s.L - 1].residual3 : a.encoded;
   k::LayerNormBackward(pool, a.dresidual, G(kLnfw), G(kLnfb), a.dln, x_last, P(kLnfw), a.lnf_mean,
-                       a.lnf_rstd, N, C);
+                       a.lnf_rstd, N, C, acc);
   on_ready(layout.offset(kLnfw));
 
   for (int l = s.L - 1; l >= 0; --l) {
@@ -338,23 +340,23 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
     const float* x = l > 0 ? a.layers[l - 1].residual3 : a.encoded;
     // a.dresidual holds d residual3 = d fcproj = d residual2 (before ln2's share is added).
     k::MatmulBackward(pool, a.dfch, G(kFcprojw, l), G(kFcprojb, l), a.dresidual, A.fch_gelu,
-                      P(kFcprojw, l), N, 4 * C, C, C);
+                      P(kFcprojw, l), N, 4 * C, C, C, acc);
     k::GeluBackward(pool, a.dfch, A.fch, a.dfch, N * 4 * C);
     k::MatmulBackward(pool, a.dln, G(kFcw, l), G(kFcb, l), a.dfch, A.ln2, P(kFcw, l), N, C, 4 * C,
-                      4 * C);
+                      4 * C, acc);
     k::LayerNormBackward(pool, a.dresidual, G(kLn2w, l), G(kLn2b, l), a.dln, A.residual2,
-                         P(kLn2w, l), A.ln2_mean, A.ln2_rstd, N, C);
+                         P(kLn2w, l), A.ln2_mean, A.ln2_rstd, N, C, acc);
     // a.dresidual now holds d residual2 = d attproj = d x (before ln1's share is added).
     k::MatmulBackward(pool, a.datty, G(kAttprojw, l), G(kAttprojb, l), a.dresidual, A.atty,
-                      P(kAttprojw, l), N, C, C, C);
+                      P(kAttprojw, l), N, C, C, C, acc);
     k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, s.NH);
     k::MatmulBackward(pool, a.dln, G(kQkvw, l), G(kQkvb, l), a.dqkv, A.ln1, P(kQkvw, l), N, C,
-                      3 * C, 3 * C);
+                      3 * C, 3 * C, acc);
     k::LayerNormBackward(pool, a.dresidual, G(kLn1w, l), G(kLn1b, l), a.dln, x, P(kLn1w, l),
-                         A.ln1_mean, A.ln1_rstd, N, C);
+                         A.ln1_mean, A.ln1_rstd, N, C, acc);
     on_ready(layout.block_begin(l));
   }
-  k::EncoderBackward(pool, G(kWte), G(kWpe), a.dresidual, a.inputs, B, T, C);
+  k::EncoderBackward(pool, G(kWte), G(kWpe), a.dresidual, a.inputs, B, T, C, acc);
   on_ready(0);
 }
 

@@ -184,10 +184,12 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
 // padding rows and unused wpe rows are never written: keep them zero). dloss is d(loss)/d(each
 // position's loss), 1/(global B*T) for a mean. on_ready(from) is called each time the range
 // [from, layout.total()) of grads is final: after lnf, after each block (L-1 down to 0), and
-// with 0 after the embeddings.
+// with 0 after the embeddings. accumulate: ADD every gradient into `grads` instead of writing it
+// (gradient accumulation: each micro-batch after the first of a step); false is exactly the
+// writing path.
 void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
-              Activations& acts, int B, int T, float dloss,
-              FunctionRef<void(std::size_t)> on_ready);
+              Activations& acts, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
+              bool accumulate = false);
 
 // Model FLOPs of one training step (forward + backward) per token, the usual accounting: 6 per
 // parameter of the matrix products (incl. the LM head, V real rows) plus 12*L*T*C... see .cc.

@@ -16,6 +16,14 @@ std::string FormatEta(double s) {
   return fmt::format("{}s", t);
 }
 
+std::string FormatCount(uint64_t n) {
+  const double x = static_cast<double>(n);
+  if (n >= 1000000000) return fmt::format("{:.2f}B", x / 1e9);
+  if (n >= 1000000) return fmt::format("{:.2f}M", x / 1e6);
+  if (n >= 1000) return fmt::format("{:.1f}k", x / 1e3);
+  return fmt::format("{}", n);
+}
+
 ProgressDisplay::ProgressDisplay(int total_steps, bool bar, bool quiet)
     : total_(total_steps),
       bar_(bar),
@@ -32,7 +40,8 @@ void ProgressDisplay::Clear() {
   }
 }
 
-void ProgressDisplay::Step(int step, double loss, double tps, double lr) {
+void ProgressDisplay::Step(int step, double loss, double tps, double lr, uint64_t tokens,
+                           uint64_t epoch) {
   if (quiet_) return;
   last_tps_ = tps;
   const double elapsed =
@@ -43,15 +52,20 @@ void ProgressDisplay::Step(int step, double loss, double tps, double lr) {
     const int filled = total_ > 0 ? step * kWidth / total_ : kWidth;
     std::string bar(static_cast<std::size_t>(filled), '#');
     bar.resize(kWidth, '.');
-    std::fprintf(stderr, "\r\033[K[%s] step %d/%d | loss %.4f | %.0f tok/s | lr %.2e | ETA %s",
-                 bar.c_str(), step, total_, loss, tps, lr, FormatEta(eta).c_str());
+    std::fprintf(stderr,
+                 "\r\033[K[%s] step %d/%d | loss %.4f | %s tok, epoch %llu | %.0f tok/s | lr %.2e "
+                 "| ETA %s",
+                 bar.c_str(), step, total_, loss, FormatCount(tokens).c_str(),
+                 static_cast<unsigned long long>(epoch), tps, lr, FormatEta(eta).c_str());
     std::fflush(stderr);
     drawn_ = true;
     return;
   }
   if (step % every_ == 0 || step == total_ || step == 1) {
-    std::fprintf(stderr, "%sstep %d/%d | loss %.4f | %.0f tok/s | lr %.2e | ETA %s\n",
-                 log::Stamp().c_str(), step, total_, loss, tps, lr, FormatEta(eta).c_str());
+    std::fprintf(stderr,
+                 "%sstep %d/%d | loss %.4f | %s tok, epoch %llu | %.0f tok/s | lr %.2e | ETA %s\n",
+                 log::Stamp().c_str(), step, total_, loss, FormatCount(tokens).c_str(),
+                 static_cast<unsigned long long>(epoch), tps, lr, FormatEta(eta).c_str());
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 namespace cputrain::train {
@@ -12,7 +13,8 @@ class ProgressDisplay {
   // bar: redraw one line (a terminal); otherwise print lines every `every` steps.
   ProgressDisplay(int total_steps, bool bar, bool quiet);
   ~ProgressDisplay();
-  void Step(int step, double loss, double tokens_per_s, double lr);
+  // tokens: seen so far (global); epoch: of the train data, from 0.
+  void Step(int step, double loss, double tokens_per_s, double lr, uint64_t tokens, uint64_t epoch);
   void Eval(int step, double val_loss);
   void Message(const std::string& line);
   void Finish();
@@ -28,5 +30,7 @@ class ProgressDisplay {
 
 // "3m12s", "45s", "1h02m"
 std::string FormatEta(double seconds);
+// "812", "45.3k", "1.20M", "3.40B"
+std::string FormatCount(uint64_t n);
 
 }  // namespace cputrain::train

@@ -18,6 +18,21 @@ std::string AbsolutePath(const std::string& p) {
   return ec ? fs::absolute(p).lexically_normal().string() : a.string();
 }
 
+std::vector<ShardRecord> Shards(const TokenWindows& train) {
+  std::vector<ShardRecord> v;
+  for (std::size_t i = 0; i < train.shard_count(); ++i)
+    v.push_back({AbsolutePath(train.shard(i).path()), train.shard(i).size()});
+  return v;
+}
+
+std::string Describe(const std::vector<ShardRecord>& shards) {
+  if (shards.size() == 1) return fmt::format("{} ({} tokens)", shards[0].path, shards[0].tokens);
+  uint64_t tokens = 0;
+  for (const ShardRecord& r : shards) tokens += r.tokens;
+  return fmt::format("{} shards from {} ({} tokens)", shards.size(),
+                     shards.empty() ? "" : shards[0].path, tokens);
+}
+
 uint64_t FileBytes(const std::string& p) {
   std::error_code ec;
   const auto n = fs::file_size(p, ec);
@@ -67,7 +82,8 @@ std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer) {
   return ResumePoint{*dir, reader.state()};
 }
 
-void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape) {
+void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape,
+                    const TokenWindows& train) {
   const model::Shape& s = from.state.shape;
   CheckInt(from, "model.layers", s.L, shape.L);
   CheckInt(from, "model.channels", s.C, shape.C);
@@ -76,30 +92,46 @@ void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Sha
   CheckInt(from, "model.max_seq_len", s.maxT, shape.maxT);
   CheckInt(from, "data.batch_size", from.state.batch_size, cfg.data.batch_size);
   CheckInt(from, "data.seq_len", from.state.seq_len, cfg.data.seq_len);
-  const std::string train = AbsolutePath(cfg.data.train);
-  if (train != from.state.data_train)
-    Incompatible(from, "data.train", from.state.data_train, train);
-  const uint64_t bytes = FileBytes(cfg.data.train);
-  if (bytes != from.state.data_train_bytes) {
-    Incompatible(from, "data.train",
-                 fmt::format("{} ({} bytes)", from.state.data_train, from.state.data_train_bytes),
-                 fmt::format("{} ({} bytes: the file changed)", train, bytes));
+  const std::vector<ShardRecord> now = Shards(train);
+  if (now != from.state.shards) {
+    // The first shard that differs, or the count, says what changed.
+    std::size_t i = 0;
+    while (i < now.size() && i < from.state.shards.size() && now[i] == from.state.shards[i]) ++i;
+    std::string was = Describe(from.state.shards), is = Describe(now);
+    if (i < now.size() && i < from.state.shards.size()) {
+      const ShardRecord &a = from.state.shards[i], &b = now[i];
+      was = fmt::format("{} ({} tokens)", a.path, a.tokens);
+      is = fmt::format("{} ({} tokens{})", b.path, b.tokens,
+                       a.path == b.path ? ": the file changed" : "");
+    }
+    Incompatible(from, "data.train", was, is);
+  }
+  if (from.state.shuffle != cfg.data.shuffle) {
+    Incompatible(from, "data.shuffle", from.state.shuffle ? "true" : "false",
+                 cfg.data.shuffle ? "true" : "false");
+  }
+  const uint64_t seed = cfg.data.Seed(cfg.model.seed);
+  if (cfg.data.shuffle && seed != from.state.data_seed) {
+    Incompatible(from, "data.seed", std::to_string(from.state.data_seed), std::to_string(seed));
   }
 }
 
 TrainState StateAt(const Config& cfg, const model::Shape& shape, int step, int skipped_steps,
-                   uint64_t windows, double lr) {
+                   const TokenWindows& train, DataPosition pos, double lr) {
   TrainState s;
   s.step = step;
   s.skipped_steps = skipped_steps;
-  s.next_window = windows ? static_cast<uint64_t>(step) % windows : 0;
+  s.next_window = pos.next_window;
+  s.epoch = pos.next_window / train.windows();
+  s.shuffle = cfg.data.shuffle;
+  s.data_seed = cfg.data.Seed(cfg.model.seed);
+  s.tokens = pos.tokens;
   s.seed = cfg.model.seed;
   const std::string yaml = ConfigToYaml(cfg);
   s.config_hash = Hash64(yaml.data(), yaml.size());
   s.lr = lr;
   s.shape = shape;
-  s.data_train = AbsolutePath(cfg.data.train);
-  s.data_train_bytes = FileBytes(cfg.data.train);
+  s.shards = Shards(train);
   s.batch_size = cfg.data.batch_size;
   s.seq_len = cfg.data.seq_len;
   return s;

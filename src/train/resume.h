@@ -3,8 +3,10 @@
 //   never a fresh start, refused if out_dir already holds a run (checkpoints or metrics);
 //   PATH  that checkpoint (a step directory or another run's out_dir).
 // A resumed config may change the placement (groups, processes: the moments re-shard) and the
-// optimizer settings, not what the checkpoint's numbers mean: the model shape, data.train,
-// data.batch_size and data.seq_len (exit 2 naming the key).
+// optimizer settings and train.grad_accum_steps (the data position counts windows, whatever k),
+// not what the checkpoint's numbers mean: the model shape, data.train (its shards, their
+// lengths), data.batch_size, data.seq_len, data.shuffle and the shuffle's seed (exit 2 naming
+// the key).
 #pragma once
 
 #include <optional>
@@ -12,6 +14,7 @@
 
 #include "config/config.h"
 #include "model/gpt2.h"
+#include "train/batches.h"
 #include "train/train_state.h"
 
 namespace cputrain::train {
@@ -26,10 +29,18 @@ struct ResumePoint {
 std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer);
 
 // Throws InputError naming the first config key that differs from the checkpoint's.
-void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape);
+// `train`: data.train as opened now.
+void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape,
+                    const TokenWindows& train);
 
-// The state to save after `step` steps of this config.
+// Where the data stands after a step: windows read so far and global tokens trained on.
+struct DataPosition {
+  uint64_t next_window = 0;
+  uint64_t tokens = 0;
+};
+
+// The state to save after `step` steps of this config, trained on `train`.
 TrainState StateAt(const Config& cfg, const model::Shape& shape, int step, int skipped_steps,
-                   uint64_t windows, double lr);
+                   const TokenWindows& train, DataPosition pos, double lr);
 
 }  // namespace cputrain::train

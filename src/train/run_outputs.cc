@@ -113,11 +113,14 @@ void RunOutputs::Step(const StepRecord& rec) {
                           {"forward_ms", rec.forward_ms},
                           {"backward_ms", rec.backward_ms},
                           {"comm_ms", rec.comm_ms},
-                          {"optimizer_ms", rec.optimizer_ms}};
+                          {"optimizer_ms", rec.optimizer_ms},
+                          {"tokens", rec.tokens},
+                          {"epoch", rec.epoch},
+                          {"time", rec.time_s}};
     if (rec.skipped) row.update({{"skipped", true}, {"skipped_steps", rec.skipped_steps}});
     metrics_->Write(row);
   }
-  progress_.Step(rec.step, rec.loss, rec.tokens_per_s, rec.lr);
+  progress_.Step(rec.step, rec.loss, rec.tokens_per_s, rec.lr, rec.tokens, rec.epoch);
 }
 
 void RunOutputs::Eval(const EvalRecord& rec) {

@@ -14,8 +14,9 @@ double MsSince(Clock::time_point t) {
 
 }  // namespace
 
-Stepper::Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist)
-    : groups_(groups), B_(B), T_(T), dist_(dist) {
+Stepper::Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist,
+                 int accum_steps)
+    : groups_(groups), B_(B), T_(T), dist_(dist), accum_(accum_steps) {
   const int G = groups.size();
   if (G == 1 && dist == nullptr) return;
   std::vector<WorkerPool*> pools, comm_pools;
@@ -44,7 +45,7 @@ void Stepper::Abort(const std::string& reason) {
   if (comm_) comm_->Abort(reason);
 }
 
-StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
+StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
                          optim::AdamWStep update, double grad_clip, bool skip_nonfinite) {
   groups_.OnAll(
       [&](ReplicaGroup& grp) { StepOnGroup(grp, step, load, update, grad_clip, skip_nonfinite); },
@@ -53,36 +54,55 @@ StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
   for (const ReplicaGroup& grp : groups_.all()) loss_sum += grp.loss_sum;
   if (dist_) loss_sum = dist_->SumAcrossRanks(loss_sum);
   const double norm = groups_[0].grad_norm;
-  return {loss_sum / (static_cast<double>(B_) * T_), norm, skip_nonfinite && !std::isfinite(norm),
-          groups_[0].timings};
+  return {loss_sum / (static_cast<double>(B_) * T_ * accum_), norm,
+          skip_nonfinite && !std::isfinite(norm), groups_[0].timings};
 }
 
-void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
-                          optim::AdamWStep update, double grad_clip, bool skip_nonfinite) {
+void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
+                                  FunctionRef<void(ReplicaGroup&, int)> load, double* comm_ms) {
   const int g = grp.index;
   const model::ParamLayout& layout = groups_.layout();
   WorkerPool& pool = *grp.pool;
-  load(grp);
-  auto t = Clock::now();
-  grp.loss_sum = model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T_, true);
-  grp.timings.forward_ms = MsSince(t);
+  // d(mean loss)/d(position loss); with k = 1 the same float as before accumulation existed.
+  const float dloss = 1.0f / (static_cast<float>(B_) * T_ * accum_);
+  grp.loss_sum = 0;
+  grp.timings.forward_ms = grp.timings.backward_ms = 0;
+  for (int j = 0; j < accum_; ++j) {
+    const bool last = j == accum_ - 1;
+    load(grp, j);
+    auto t = Clock::now();
+    grp.loss_sum += model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T_, true);
+    grp.timings.forward_ms += MsSince(t);
+    // backward; inline bucket reductions happen inside the last one and count as communication
+    double sync_ms = 0;
+    t = Clock::now();
+    if (last && sync_) sync_->BeginStep(g, step);
+    model::Backward(
+        pool, layout, grp.weights, grp.grads.data(), *grp.act, grp.rows, T_, dloss,
+        [&](std::size_t from) {
+          if (!last || !sync_) return;  // no_sync on every micro-batch but the last
+          const auto c = Clock::now();
+          sync_->OnBackwardReady(g, step, from);
+          sync_ms += MsSince(c);
+        },
+        /*accumulate=*/j > 0);
+    grp.timings.backward_ms += MsSince(t) - sync_ms;
+    *comm_ms += sync_ms;
+  }
+}
 
-  // 1. backward; inline bucket reductions happen inside it and count as communication
+void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
+                          FunctionRef<void(ReplicaGroup&, int)> load, optim::AdamWStep update,
+                          double grad_clip, bool skip_nonfinite) {
+  const int g = grp.index;
+  const model::ParamLayout& layout = groups_.layout();
+  WorkerPool& pool = *grp.pool;
+  // 1. forward and backward over the micro-batches
   double comm_ms = 0;
-  const float dloss = 1.0f / (static_cast<float>(B_) * T_);
-  t = Clock::now();
-  if (sync_) sync_->BeginStep(g, step);
-  model::Backward(pool, layout, grp.weights, grp.grads.data(), *grp.act, grp.rows, T_, dloss,
-                  [&](std::size_t from) {
-                    if (!sync_) return;
-                    const auto c = Clock::now();
-                    sync_->OnBackwardReady(g, step, from);
-                    comm_ms += MsSince(c);
-                  });
-  grp.timings.backward_ms = MsSince(t) - comm_ms;
+  AccumulateGradients(grp, step, load, &comm_ms);
 
+  auto t = Clock::now();
   // 2. global gradient norm: each owner's shard, combined in group order
-  t = Clock::now();
   if (sync_) sync_->FinishStep(g, step);
   double sumsq = optim::SumOfSquares(pool, grp.grads.data(), grp.owned.lo, grp.owned.hi);
   if (comm_) {

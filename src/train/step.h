@@ -1,17 +1,19 @@
 // train/step: one training step and one evaluation pass over the replica groups, on every
 // group's driver at once:
-//   1. forward and backward over the group's rows; gradients sync bucket by bucket while
-//      backward runs (GradSync: reduce-scatter between groups, then each owned part across
-//      processes through Distributed);
+//   1. forward and backward over the group's rows, k times with gradient accumulation (k
+//      micro-batches: the first writes the gradient buffer, the others add into it, each
+//      scaled by 1/(k*B*T)); on the last micro-batch only, gradients sync bucket by bucket
+//      while backward runs (GradSync: reduce-scatter between groups, then each owned part
+//      across processes through Distributed), as DDP's no_sync;
 //   2. the group owning shard g of the flat buffer (ZeRO-1) has the summed gradient of its
 //      shard; it computes the shard's sum of squares, the groups combine them in group order
 //      (global norm, clipping coefficient);
 //   3. AdamW updates the shard, with moments allocated for that shard only, on the group's node;
 //   4. the shards are allgathered into every group's replica before the next forward (not
 //      needed when the groups share one replica).
-// The loss is the mean over the global batch: group sums added in group order, then across
-// processes in rank order, so with a fixed plan every sum has a fixed order and two runs give
-// bit-identical results.
+// The loss is the mean over the global batch (all k micro-batches): each group's sum over its
+// micro-batches in order, group sums added in group order, then across processes in rank order, so
+// with a fixed plan every sum has a fixed order and two runs give bit-identical results.
 //
 // Thread safety: Step and Evaluate are called from the main thread, one at a time.
 #pragma once
@@ -37,34 +39,41 @@ struct StepResult {
 
 class Stepper {
  public:
-  // B: the global batch (rows over all processes and groups), T: tokens per row.
-  // bucket_floats: gradient bucket size. dist: the other processes, or null.
-  Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist);
+  // B: the global micro-batch (rows over all processes and groups), T: tokens per row.
+  // bucket_floats: gradient bucket size. dist: the other processes, or null. accum_steps: k
+  // micro-batches per step (gradient accumulation), >= 1.
+  Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist,
+          int accum_steps = 1);
   ~Stepper();
   Stepper(const Stepper&) = delete;
   Stepper& operator=(const Stepper&) = delete;
 
   // Trains one step; `step` counts this Stepper's steps from 0 (the sync protocol numbers
-  // them so). `load` fills a group's act->inputs/targets (on its driver). `update`
+  // them so). `load(group, j)` fills a group's act->inputs/targets with its rows of
+  // micro-batch j in [0, k) (on its driver). `update`
   // carries the step's learning rate and AdamW settings (its grad_scale is replaced by the
   // clip coefficient of `grad_clip`). skip_nonfinite: a non-finite global gradient norm skips
   // the update (no AdamW, no moment change) on every group and process alike — the norm is
   // global, so they all decide the same.
-  StepResult Step(uint64_t step, FunctionRef<void(ReplicaGroup&)> load, optim::AdamWStep update,
-                  double grad_clip, bool skip_nonfinite = false);
+  StepResult Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
+                  optim::AdamWStep update, double grad_clip, bool skip_nonfinite = false);
 
   // One forward pass over this process's groups' rows, no update: adds each group's summed
   // loss to *sum, in group order (the caller sums across processes and divides by B*T).
   void AddForwardLoss(FunctionRef<void(ReplicaGroup&)> load, double* sum);
 
  private:
-  void StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&)> load,
+  void StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
                    optim::AdamWStep update, double grad_clip, bool skip_nonfinite);
+  // Forward and backward over the k micro-batches; the last one's backward feeds the sync.
+  void AccumulateGradients(ReplicaGroup& grp, uint64_t step,
+                           FunctionRef<void(ReplicaGroup&, int)> load, double* comm_ms);
   void Abort(const std::string& reason);
 
   ReplicaGroups& groups_;
   const int B_, T_;
   Distributed* dist_;
+  const int accum_;
   std::unique_ptr<GradSync> sync_;            // with more than one group or process
   std::unique_ptr<comm::Communicator> comm_;  // with more than one group
 };

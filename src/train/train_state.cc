@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "data/token_file.h"
 
 namespace cputrain::train {
 namespace {
@@ -21,9 +22,15 @@ constexpr uint64_t kMaxMetaBytes = 1 << 20;
 
 nlohmann::json ToJson(const TrainState& s) {
   const model::Shape& sh = s.shape;
+  nlohmann::json shards = nlohmann::json::array();
+  for (const ShardRecord& r : s.shards) shards.push_back({{"path", r.path}, {"tokens", r.tokens}});
   return {{"step", s.step},
           {"skipped_steps", s.skipped_steps},
           {"next_window", s.next_window},
+          {"epoch", s.epoch},
+          {"shuffle", s.shuffle},
+          {"data_seed", s.data_seed},
+          {"tokens", s.tokens},
           {"seed", s.seed},
           {"config_hash", fmt::format("{:016x}", s.config_hash)},
           {"lr", s.lr},
@@ -34,14 +41,12 @@ nlohmann::json ToJson(const TrainState& s) {
             {"layers", sh.L},
             {"heads", sh.NH},
             {"channels", sh.C}}},
-          {"data",
-           {{"train", s.data_train},
-            {"train_bytes", s.data_train_bytes},
-            {"batch_size", s.batch_size},
-            {"seq_len", s.seq_len}}}};
+          {"data", {{"train", shards}, {"batch_size", s.batch_size}, {"seq_len", s.seq_len}}}};
 }
 
-TrainState FromJson(const nlohmann::json& j) {
+// Version 1 named one train file and its bytes, and had no shuffle: a v1 state reads as one shard
+// without shuffle.
+TrainState FromJson(const nlohmann::json& j, uint32_t version) {
   TrainState s;
   s.step = j.at("step").get<int>();
   s.skipped_steps = j.at("skipped_steps").get<int>();
@@ -57,10 +62,22 @@ TrainState FromJson(const nlohmann::json& j) {
              sh.at("heads").get<int>(),
              sh.at("channels").get<int>()};
   const nlohmann::json& d = j.at("data");
-  s.data_train = d.at("train").get<std::string>();
-  s.data_train_bytes = d.at("train_bytes").get<uint64_t>();
+  if (version == 1) {
+    const uint64_t bytes = d.at("train_bytes").get<uint64_t>();
+    const uint64_t header = data::kTokenFileHeaderBytes;
+    s.shards.push_back(
+        {d.at("train").get<std::string>(), bytes > header ? (bytes - header) / 2 : 0});
+  } else {
+    for (const nlohmann::json& r : d.at("train"))
+      s.shards.push_back({r.at("path").get<std::string>(), r.at("tokens").get<uint64_t>()});
+    s.epoch = j.at("epoch").get<uint64_t>();
+    s.shuffle = j.at("shuffle").get<bool>();
+    s.data_seed = j.at("data_seed").get<uint64_t>();
+    s.tokens = j.at("tokens").get<uint64_t>();
+  }
   s.batch_size = d.at("batch_size").get<int>();
   s.seq_len = d.at("seq_len").get<int>();
+  if (version == 1) s.tokens = static_cast<uint64_t>(s.step) * s.batch_size * s.seq_len;
   return s;
 }
 
@@ -119,7 +136,7 @@ TrainStateReader::TrainStateReader(std::string path) : path_(std::move(path)) {
   std::memcpy(&version, header + 8, 4);
   std::memcpy(&meta_bytes, header + 16, 8);
   std::memcpy(&n_, header + 24, 8);
-  if (version != kStateVersion) {
+  if (version != kStateVersion && version != 1) {
     throw InputError(fmt::format("checkpoint state '{}': version {} is not supported (expected {})",
                                  path_, version, kStateVersion),
                      "resume with the cputrain-numa version that wrote it");
@@ -133,7 +150,7 @@ TrainStateReader::TrainStateReader(std::string path) : path_(std::move(path)) {
   std::string meta(meta_bytes, '\0');
   if (std::fread(meta.data(), 1, meta_bytes, f_) != meta_bytes) Damaged(path_, "truncated");
   try {
-    state_ = FromJson(nlohmann::json::parse(meta));
+    state_ = FromJson(nlohmann::json::parse(meta), version);
   } catch (const std::exception& e) {
     Damaged(path_, fmt::format("unreadable meta: {}", e.what()));
   }

@@ -4,7 +4,7 @@
 // shape, data, batch). docs/formats.md documents the layout:
 //
 //   [0, 8)    magic "CPTNSTAT"
-//   [8, 12)   uint32 version (1)       [12, 16) uint32 0
+//   [8, 12)   uint32 version (2; 1 is still read)   [12, 16) uint32 0
 //   [16, 24)  uint64 meta_bytes        [24, 32) uint64 n, floats in each moment vector
 //   [32, 32 + meta_bytes)              meta: a JSON object (TrainState below)
 //   then m: n fp32, then v: n fp32, in the flat layer-major parameter order (model/gpt2.h)
@@ -24,18 +24,30 @@
 namespace cputrain::train {
 
 inline constexpr char kStateMagic[8] = {'C', 'P', 'T', 'N', 'S', 'T', 'A', 'T'};
-inline constexpr uint32_t kStateVersion = 1;
+inline constexpr uint32_t kStateVersion = 2;
+
+// One shard of data.train as the checkpoint saw it.
+struct ShardRecord {
+  std::string path;  // absolute
+  uint64_t tokens = 0;
+  bool operator==(const ShardRecord&) const = default;
+};
 
 struct TrainState {
-  int step = 0;              // updates applied or skipped so far: the next step is step + 1
-  int skipped_steps = 0;     // steps skipped by train.on_nonfinite: skip_step (no AdamW update)
-  uint64_t next_window = 0;  // data position: the train window the next step reads
+  int step = 0;           // updates applied or skipped so far: the next step is step + 1
+  int skipped_steps = 0;  // steps skipped by train.on_nonfinite: skip_step (no AdamW update)
+  // Data position: train windows read so far (all micro-batches of all steps, over epochs); the
+  // next step reads from it. Version 1 stored step mod windows here (no shuffle then).
+  uint64_t next_window = 0;
+  uint64_t epoch = 0;        // next_window div windows: the epoch whose permutation comes next
+  bool shuffle = false;      // data.shuffle
+  uint64_t data_seed = 0;    // the shuffle's seed (data.seed, or model.seed)
+  uint64_t tokens = 0;       // global tokens trained on so far
   uint64_t seed = 0;         // model.seed (the only randomness: the initial weights)
   uint64_t config_hash = 0;  // of the effective config that wrote it
   double lr = 0;             // the learning rate of step `step`
   model::Shape shape;
-  std::string data_train;  // absolute path of data.train
-  uint64_t data_train_bytes = 0;
+  std::vector<ShardRecord> shards;  // data.train, expanded, in order
   int batch_size = 0, seq_len = 0;
 };
 

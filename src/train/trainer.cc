@@ -89,6 +89,8 @@ std::optional<TokenWindows> OpenVal(const Config& cfg, int vocab, int* eval_wind
   if (cfg.data.val.empty()) return std::nullopt;
   TokenWindows val =
       TokenWindows::Open(cfg.data.val, "data.val", vocab, cfg.data.batch_size, cfg.data.seq_len);
+  // Reading the first eval_batches windows of data.val in shard order, never shuffled: the same
+  // validation set at every evaluation.
   *eval_windows = static_cast<int>(
       std::min<std::size_t>(static_cast<std::size_t>(cfg.train.eval_batches), val.windows()));
   if (*eval_windows < cfg.train.eval_batches) {
@@ -120,11 +122,19 @@ nlohmann::json Placement(const ReplicaGroups& groups, const topo::Plan& plan,
 }
 
 void LogStart(const model::Shape& shape, const ReplicaGroups& groups, const topo::Plan& plan,
-              const DataConfig& d, int R, std::size_t windows) {
+              const Config& cfg, int R, const TokenWindows& train) {
+  const DataConfig& d = cfg.data;
   const std::string procs = R > 1 ? fmt::format("{} processes x ", R) : "";
-  log::Info("training {} on {}{} group(s) [{}], B={} T={}, {} parameters, {} train windows",
-            shape.ToString(), procs, groups.size(), plan.threads_source, d.batch_size, d.seq_len,
-            groups.layout().total(), windows);
+  const int k = cfg.train.grad_accum_steps;
+  const std::string accum = k > 1
+                                ? fmt::format(" x {} micro-batches = {} tokens per step", k,
+                                              static_cast<long long>(k) * d.batch_size * d.seq_len)
+                                : "";
+  log::Info(
+      "training {} on {}{} group(s) [{}], B={} T={}{}, {} parameters, {} train windows in {} "
+      "shard(s){}",
+      shape.ToString(), procs, groups.size(), plan.threads_source, d.batch_size, d.seq_len, accum,
+      groups.layout().total(), train.windows(), train.shard_count(), d.shuffle ? ", shuffled" : "");
 }
 
 // Any process asked to stop: every process stops after the same step (a signal reaches each at
@@ -143,14 +153,21 @@ struct Run {
         R(d ? d->size() : 1),
         rank(d ? d->rank() : 0),
         B(c.data.batch_size),
-        T(c.data.seq_len) {}
+        T(c.data.seq_len),
+        k(c.train.grad_accum_steps),
+        micro_windows(static_cast<std::size_t>(k)),
+        start(std::chrono::steady_clock::now()) {}
   const Config& cfg;
   Distributed* dist;
-  int R, rank, B, T;
+  int R, rank, B, T, k;                    // k micro-batches per step
+  std::vector<std::size_t> micro_windows;  // the train windows of the current step's micro-batches
+  std::chrono::steady_clock::time_point start;
   topo::Topology topology;
   topo::Plan plan;
   model::Shape shape;
   std::optional<TokenWindows> train, val;
+  std::optional<WindowOrder> order;  // of train
+  DataPosition pos;                  // windows read and tokens trained on so far
   int eval_windows = 0;
   std::unique_ptr<RunOutputs> out;
   std::unique_ptr<ReplicaGroups> groups;
@@ -163,6 +180,13 @@ struct Run {
   auto RowsOf(const TokenWindows& data, std::size_t w) const {
     return [&data, w, row0 = rank * (B / R)](ReplicaGroup& g) {
       data.LoadRows(w, row0 + g.index * g.rows, g.rows, g.act->inputs, g.act->targets);
+    };
+  }
+  // The same for micro-batch j of a step: window micro_windows[j] of train.
+  auto MicroRows() const {
+    return [this, row0 = rank * (B / R)](ReplicaGroup& g, int j) {
+      train->LoadRows(micro_windows[static_cast<std::size_t>(j)], row0 + g.index * g.rows, g.rows,
+                      g.act->inputs, g.act->targets);
     };
   }
 };
@@ -209,34 +233,48 @@ void InitState(Run& run) {
             3.0 * layout.total() * sizeof(float) / 1e6 / secs);
   run.skipped = run.resume->state.skipped_steps;
   run.first_step = run.resume->state.step;
+  run.pos = {run.resume->state.next_window, run.resume->state.tokens};
+}
+
+// Plans the groups and reads the model's shape; checks the batch splits over them.
+void PlanAndShape(Run& run) {
+  const Config& cfg = run.cfg;
+  run.topology = topo::LoadTopology(cfg.topology);
+  if (const std::string w = topo::AdoptLaunchBinding(run.topology); !w.empty()) log::Warn("{}", w);
+  run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
+  for (const std::string& w : run.plan.warnings) log::Warn("{}", w);
+  run.shape = ModelShape(cfg);
+  CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()));
+}
+
+// Builds the groups on their nodes, their initial state, and the Stepper.
+void BuildGroups(Run& run) {
+  const Config& cfg = run.cfg;
+  const int G = static_cast<int>(run.plan.groups.size());
+  alloc::Configure(alloc::OptionsFor(run.topology));
+  run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
+                                               run.B / (run.R * G), run.T, G > 1 || run.dist);
+  InitState(run);
+  run.stepper = std::make_unique<Stepper>(
+      *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
+      run.dist, run.k);
 }
 
 // Plans the groups, reads the shape and opens the data (every check that can refuse the run
 // comes before any memory is touched), then builds the groups and their initial state.
 void SetUp(Run& run, Progress progress) {
   const Config& cfg = run.cfg;
-  run.topology = topo::LoadTopology(cfg.topology);
-  if (const std::string w = topo::AdoptLaunchBinding(run.topology); !w.empty()) log::Warn("{}", w);
-  run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
-  for (const std::string& w : run.plan.warnings) log::Warn("{}", w);
+  PlanAndShape(run);
   const int G = static_cast<int>(run.plan.groups.size());
-  run.shape = ModelShape(cfg);
-  CheckBatch(cfg.data, run.shape, run.R, G);
   run.train = TokenWindows::Open(cfg.data.train, "data.train", run.shape.V, run.B, run.T);
+  run.order.emplace(run.train->windows(), cfg.data.shuffle, cfg.data.Seed(cfg.model.seed));
   run.val = OpenVal(cfg, run.shape.V, &run.eval_windows);
   run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, progress);
   run.resume = FindResumePoint(cfg, run.rank == 0);
-  if (run.resume) CheckResumable(*run.resume, cfg, run.shape);
-
-  alloc::Configure(alloc::OptionsFor(run.topology));
-  run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
-                                               run.B / (run.R * G), run.T, G > 1 || run.dist);
-  InitState(run);
+  if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train);
+  BuildGroups(run);
   if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
-  run.stepper = std::make_unique<Stepper>(
-      *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
-      run.dist);
   if (run.dist) {  // every process must train the same thing from the same start
     const std::string effective = ConfigToYaml(cfg);
     const int step = run.resume ? run.resume->state.step : 0;
@@ -246,7 +284,7 @@ void SetUp(Run& run, Progress progress) {
                HashFloats((*run.groups)[0].weights, run.groups->layout().total())),
         G);
   }
-  LogStart(run.shape, *run.groups, run.plan, cfg.data, run.R, run.train->windows());
+  LogStart(run.shape, *run.groups, run.plan, cfg, run.R, *run.train);
 }
 
 // Mean validation loss over eval_windows windows of data.val, on every group and process.
@@ -258,7 +296,7 @@ EvalRecord Evaluate(Run& run, int after_steps) {
   return {after_steps, sum / (static_cast<double>(run.eval_windows) * run.B * run.T)};
 }
 
-// Step s (0-based) on window s mod n, timed from the main thread.
+// Step s (0-based) on the next k windows of the order, timed from the main thread.
 StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const Config& cfg = run.cfg;
@@ -271,26 +309,35 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
                                 cfg.optim.weight_decay,
                                 s + 1 - run.skipped};
   if (run.dist) run.dist->SetStep(s + 1);
+  for (int j = 0; j < run.k; ++j)
+    run.micro_windows[static_cast<std::size_t>(j)] = run.order->At(run.pos.next_window + j);
   if (options.step_probe) options.step_probe(true);
-  const StepResult r =
-      run.stepper->Step(static_cast<uint64_t>(s - run.first_step),
-                        run.RowsOf(*run.train, static_cast<std::size_t>(s) % run.train->windows()),
-                        update, cfg.optim.grad_clip, cfg.train.skip_nonfinite);
+  const StepResult r = run.stepper->Step(static_cast<uint64_t>(s - run.first_step), run.MicroRows(),
+                                         update, cfg.optim.grad_clip, cfg.train.skip_nonfinite);
   if (options.step_probe) options.step_probe(false);
   run.skipped += r.skipped ? 1 : 0;
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {s + 1,
-          r.loss,
-          lr,
-          r.grad_norm,
-          run.B * run.T / secs,
-          secs * 1e3,
-          r.timings.forward_ms,
-          r.timings.backward_ms,
-          r.timings.comm_ms,
-          r.timings.optimizer_ms,
-          r.skipped,
-          run.skipped};
+  const uint64_t step_tokens = static_cast<uint64_t>(run.k) * run.B * run.T;
+  const uint64_t epoch = run.order->EpochOf(run.pos.next_window + run.k - 1);
+  run.pos.next_window += static_cast<uint64_t>(run.k);
+  run.pos.tokens += step_tokens;
+  const auto now = std::chrono::steady_clock::now();
+  const double secs = std::chrono::duration<double>(now - t0).count();
+  StepRecord rec{s + 1,
+                 r.loss,
+                 lr,
+                 r.grad_norm,
+                 static_cast<double>(step_tokens) / secs,
+                 secs * 1e3,
+                 r.timings.forward_ms,
+                 r.timings.backward_ms,
+                 r.timings.comm_ms,
+                 r.timings.optimizer_ms,
+                 r.skipped,
+                 run.skipped};
+  rec.tokens = run.pos.tokens;
+  rec.epoch = epoch;
+  rec.time_s = std::chrono::duration<double>(now - run.start).count();
+  return rec;
 }
 
 bool Every(int n, int step) { return n > 0 && step % n == 0; }
@@ -302,7 +349,7 @@ std::string Save(Run& run, int step, double lr, bool background) {
   CheckpointContents c;
   c.layout = &run.groups->layout();
   c.params = (*run.groups)[0].weights;
-  c.state = StateAt(run.cfg, run.shape, step, run.skipped, run.train->windows(), lr);
+  c.state = StateAt(run.cfg, run.shape, step, run.skipped, *run.train, run.pos, lr);
   for (const ReplicaGroup& grp : run.groups->all()) {
     c.m.emplace_back(grp.m.data(), grp.m.size());
     c.v.emplace_back(grp.v.data(), grp.v.size());
@@ -377,6 +424,34 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   if (saved != result.last_step) result.checkpoint = Save(run, result.last_step, lr, false);
   out.Finish();
   return result;
+}
+
+EvalResult EvaluateCheckpoint(const Config& cfg, const std::vector<std::string>& data, int batches,
+                              Distributed* dist) {
+  kernels::InitBlas();
+  if (cfg.model.init_from.empty()) {
+    throw InputError("no checkpoint to evaluate",
+                     "pass --checkpoint (a model.bin, a step "
+                     "directory or a run's out_dir)");
+  }
+  Run run(cfg, dist);
+  run.k = 1;  // evaluation only: one window at a time
+  PlanAndShape(run);
+  run.val = TokenWindows::Open(data, "--data", run.shape.V, run.B, run.T);
+  run.eval_windows = static_cast<int>(std::min<std::size_t>(
+      batches > 0 ? static_cast<std::size_t>(batches) : run.val->windows(), run.val->windows()));
+  BuildGroups(run);
+  const auto t0 = std::chrono::steady_clock::now();
+  EvalResult r;
+  r.loss = Evaluate(run, 0).val_loss;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.windows = run.eval_windows;
+  r.available_windows = run.val->windows();
+  r.tokens = static_cast<uint64_t>(r.windows) * run.B * run.T;
+  r.groups = run.groups->size();
+  r.model_file = model::ResolveModelFile(cfg.model.init_from);
+  r.shards = run.val->shard_count();
+  return r;
 }
 
 }  // namespace cputrain::train

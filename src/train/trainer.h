@@ -31,6 +31,12 @@ struct StepRecord {
   // train.on_nonfinite: skip_step skipped this step's update; skipped steps of the run so far.
   bool skipped = false;
   int skipped_steps = 0;
+  // Global tokens trained on so far, this step's included (a resumed run counts from its
+  // checkpoint's); the epoch of the train data this step's last micro-batch read (from 0);
+  // wall-clock seconds since this process's Train() began.
+  uint64_t tokens = 0;
+  uint64_t epoch = 0;
+  double time_s = 0;
 };
 
 struct EvalRecord {
@@ -74,5 +80,23 @@ struct TrainOptions {
 // RuntimeError when the loss or gradient norm stops being finite (under on_nonfinite: stop) —
 // the last good checkpoint then stays the newest: a diverged model is never saved.
 TrainResult Train(const Config& config, const TrainOptions& options);
+
+struct EvalResult {
+  double loss = 0;  // mean over the windows' positions
+  int windows = 0;  // windows of B*T tokens read (the first ones, in shard order)
+  std::size_t available_windows = 0, shards = 0;
+  uint64_t tokens = 0;
+  int groups = 0;
+  double seconds = 0;
+  std::string model_file;  // the model.bin the checkpoint path resolved to
+};
+
+// `cputrain-numa eval`: the mean loss of the checkpoint config.model.init_from (a model.bin, a
+// step directory or an out_dir) over the first `batches` windows (0 = all) of `data` (paths,
+// globs or a list, as data.val), B = data.batch_size, T = data.seq_len, forward only, on every
+// group of config's placement (and process of `dist`, or null). Throws InputError for a bad
+// checkpoint, data or placement.
+EvalResult EvaluateCheckpoint(const Config& config, const std::vector<std::string>& data,
+                              int batches, Distributed* dist);
 
 }  // namespace cputrain::train

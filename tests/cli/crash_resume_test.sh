@@ -22,7 +22,8 @@ out="$tmp/run"
 fail() { echo "FAIL (kill $i): $*" >&2; exit 1; }
 args=(train --config "$fx/config.yaml" --progress quiet --set model.init_from="$fx/model.bin"
   --set data.train="$fx/train.bin" --set data.val= --set train.out_dir="$out"
-  --set train.checkpoint_every=1 --set train.keep_checkpoints=2 --set optim.schedule=constant)
+  --set train.checkpoint_every=1 --set train.keep_checkpoints=2 --set optim.schedule=constant
+  --set data.shuffle=true)
 latest_step() { [[ -f "$out/latest" ]] && sed 's/.*step_0*//' "$out/latest" || echo 0; }
 # Temporaries left by any process other than $1.
 stale_temporaries() { { find "$out" -name "*.tmp.*" ! -name "*.tmp.$1" 2>/dev/null || true; } | head -3; }

@@ -2,7 +2,10 @@
 # The MPI bridge end to end on this machine (mpirun -n 2, shared memory between the ranks):
 #   1. parity with the PyTorch reference (tests/reference/fixtures/odd), 20 steps within 1e-4:
 #      1 group per rank, 2 groups per rank (simulated topology) with inline sync, and with comm
-#      threads and small buckets — the last two must give bit-identical metrics;
+#      threads and small buckets — the last two must give bit-identical metrics; gradient
+#      accumulation (fixture accum: 3 micro-batches a step) within 1e-4 on 2 ranks; a shuffled run
+#      reads the same windows on 2 ranks as on 1 process of 2 groups (within 1e-5, while shuffled
+#      and unshuffled differ by far more);
 #   2. a rank started with a different config: every rank exits 2 naming it; two ranks of one
 #      host pinning the same CPUs (mpirun --bind-to none): exit 2 naming them;
 #   3. a rank killed mid-run (SIGKILL): the job ends non-zero within 20 s (mpirun notices);
@@ -45,7 +48,7 @@ strip_timings() {
 import json, sys
 for l in open(sys.argv[1]):
     o = json.loads(l)
-    for k in ("ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms"):
+    for k in ("ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "time"):
         o.pop(k, None)
     print(json.dumps(o, sort_keys=True))' "$1"
 }
@@ -68,6 +71,38 @@ topo="synthetic:pack:2 numa:1 core:2 pu:1"
 cmp <(strip_timings "$work/r2/metrics.jsonl") <(strip_timings "$work/r3/metrics.jsonl") \
   || fail "inline and comm-thread sync differ across ranks"
 echo "inline and comm-thread runs: bit-identical metrics"
+
+echo "== 1c. gradient accumulation parity (fixture accum), 2 ranks x 1 group"
+accum=$src/tests/reference/fixtures/accum
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(fixture=$accum train_args "$work/acc") 2>"$work/acc.log" \
+  || { cat "$work/acc.log"; fail "accumulation run"; }
+/usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$work/acc/metrics.jsonl" "$accum/losses.json"
+
+echo "== 1d. shuffled: the same windows on 2 ranks as on 1 process of 2 groups"
+shuffled=(--set data.shuffle=true --set data.seed=11 --set train.eval_every=0)
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(train_args "$work/sh2" "${shuffled[@]}") 2>"$work/sh2.log" \
+  || { cat "$work/sh2.log"; fail "shuffled 2-rank run"; }
+# shellcheck disable=SC2046
+"$bin" $(train_args "$work/sh1" "${shuffled[@]}") --topology "synthetic:pack:2 numa:1 core:1 pu:1" \
+  2>"$work/sh1.log" || { cat "$work/sh1.log"; fail "shuffled 1-process run"; }
+# shellcheck disable=SC2046
+"$bin" $(train_args "$work/sh0" --set train.eval_every=0) 2>"$work/sh0.log" \
+  || { cat "$work/sh0.log"; fail "unshuffled run"; }
+/usr/bin/python3 -c '
+import json, sys
+rows = [[json.loads(l) for l in open(f) if "\"loss\"" in l] for f in sys.argv[1:4]]
+assert len(rows[0]) == len(rows[1]) == len(rows[2]) == 20, [len(r) for r in rows]
+apart = 0
+for a, b, c in zip(*rows):
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * a["loss"], (a["step"], a["loss"], b["loss"])
+    assert a["tokens"] == b["tokens"] and a["epoch"] == b["epoch"], (a, b)
+    apart = max(apart, abs(a["loss"] - c["loss"]) / a["loss"])
+assert apart > 1e-3, apart
+' "$work/sh2/metrics.jsonl" "$work/sh1/metrics.jsonl" "$work/sh0/metrics.jsonl" \
+  || fail "a shuffled run read other windows on 2 ranks"
+echo "shuffled: 2 ranks and 1 process x 2 groups read the same windows"
 
 echo "== 2. a rank with a different config"
 set +e

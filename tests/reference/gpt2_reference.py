@@ -77,6 +77,7 @@ class RunConfig:
     eval_every: int
     eval_batches: int
     checkpoint_every: int
+    grad_accum_steps: int = 1  # k micro-batches of B x T per step, each loss scaled 1/k
 
     @property
     def padded_vocab(self) -> int:  # Vp: V rounded up to a multiple of 128
@@ -99,6 +100,13 @@ CONFIGS: Dict[str, RunConfig] = {
                   val_windows=3, lr=3e-3, min_lr=3e-4, schedule="cosine", warmup_steps=5,
                   beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip=1.0, steps=20,
                   eval_every=10, eval_batches=2, checkpoint_every=0),
+        # `odd` with gradient accumulation: 3 micro-batches of B=4 per step, each loss scaled 1/3
+        # (k micro-batches of B x T: 60 windows of 7 in 20 steps, so steps straddle epochs).
+        RunConfig(name="accum", layers=3, channels=48, heads=3, vocab_size=300, max_seq_len=40,
+                  seed=4242, batch_size=4, seq_len=24, train_windows=7, train_extra=37,
+                  val_windows=3, lr=3e-3, min_lr=3e-4, schedule="cosine", warmup_steps=5,
+                  beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip=1.0, steps=20,
+                  eval_every=10, eval_batches=2, checkpoint_every=0, grad_accum_steps=3),
     ]
 }
 
@@ -307,7 +315,9 @@ def make_tokens(cfg: RunConfig) -> Tuple[np.ndarray, Optional[np.ndarray]]:
 
 
 def window(tokens: np.ndarray, B: int, T: int, step: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Batch of 0-based step `step`: window i = step mod n, n = (N-1) div (B*T)."""
+    """Batch of data position `step` (the step with k = 1; micro-batch j of step s reads position
+    s*k + j): window i = step mod n, n = (N-1) div (B*T). The trainer reads windows so with
+    data.shuffle: false."""
     n = (len(tokens) - 1) // (B * T)
     i = step % n
     buf = torch.from_numpy(tokens[i * B * T: i * B * T + B * T + 1].astype(np.int64))
@@ -352,16 +362,20 @@ def train(cfg: RunConfig, init: Dict[str, torch.Tensor], train_tokens: np.ndarra
         lr = lr_at(cfg, s)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = window(train_tokens, cfg.batch_size, cfg.seq_len, s)
         opt.zero_grad(set_to_none=True)
-        _, loss = gpt2_forward(p, ms, x, y)
-        loss.backward()
+        k = cfg.grad_accum_steps
+        loss_sum = 0.0
+        for j in range(k):  # gradient accumulation as HF/DDP do it: each micro loss scaled 1/k
+            x, y = window(train_tokens, cfg.batch_size, cfg.seq_len, s * k + j)
+            _, loss = gpt2_forward(p, ms, x, y)
+            (loss / k).backward()
+            loss_sum += float(loss.item())
         if cfg.grad_clip > 0:
             norm = torch.nn.utils.clip_grad_norm_(ordered, cfg.grad_clip)
         else:
             norm = global_grad_norm(ordered)
         opt.step()
-        rec["steps"].append(float(loss.item()))
+        rec["steps"].append(loss_sum / k)
         rec["lrs"].append(lr)
         rec["grad_norms"].append(float(norm.item()))
         rec["clipped"].append(bool(cfg.grad_clip > 0 and norm.item() > cfg.grad_clip))
@@ -456,6 +470,7 @@ data:
   val: {val}
   batch_size: {cfg.batch_size}
   seq_len: {cfg.seq_len}
+  shuffle: false
 optim:
   lr: {cfg.lr!r}
   min_lr: {cfg.min_lr!r}
@@ -471,6 +486,7 @@ train:
   eval_every: {cfg.eval_every}
   eval_batches: {cfg.eval_batches}
   checkpoint_every: {cfg.checkpoint_every}
+  grad_accum_steps: {cfg.grad_accum_steps}
   out_dir: out
 """
 

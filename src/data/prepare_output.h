@@ -1,0 +1,63 @@
+// prepare-data's outputs and extra sources (internal to src/data; prepare.h documents the
+// behaviour): one split (train or val) written as one token file or as numbered shards, stdin
+// spooled to a file, and JSON-lines input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/prepare.h"
+#include "data/token_file.h"
+
+namespace cputrain::data {
+
+// One split's output: DIR/<split>.bin, or with shard_tokens > 0 the shards
+// DIR/<name>_<split>_000000.bin, _000001, ... of exactly shard_tokens tokens each (the last one
+// shorter). A shard is opened when its first token arrives, so none is empty. Finish/Commit as
+// TokenFileWriter, for every shard.
+class SplitWriter {
+ public:
+  SplitWriter(std::string dir, std::string name, std::string split, uint64_t shard_tokens);
+  void Append(const uint16_t* tokens, std::size_t n);
+  void Finish();  // throws InputError if nothing was written (as TokenFileWriter)
+  void Commit();
+  uint64_t tokens() const { return tokens_; }
+  std::size_t files() const { return shards_.size(); }
+  // The file, or a glob of the shards ("DIR/name_train_*.bin"), for messages and data.train.
+  std::string Describe() const;
+
+ private:
+  std::string ShardPath(std::size_t i) const;
+  std::string dir_, name_, split_;
+  uint64_t shard_tokens_;
+  uint64_t tokens_ = 0;
+  std::vector<std::unique_ptr<TokenFileWriter>> shards_;
+};
+
+// Copies standard input to a temporary file in `dir` (prepare-data needs every input's size up
+// front to place the validation split), removed when this object dies.
+class SpooledStdin {
+ public:
+  explicit SpooledStdin(const std::string& dir);
+  ~SpooledStdin();
+  SpooledStdin(const SpooledStdin&) = delete;
+  SpooledStdin& operator=(const SpooledStdin&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// JSON lines: each non-empty line of each input is a JSON object whose string `field` is one
+// document. Lines starting at corpus byte >= val_cut go to `val` (null: none). Tokenizes on the
+// calling thread. Throws InputError naming the file and line of a line that is not a JSON object
+// with a string `field`. Adds to result's token and document counts.
+void TokenizeJsonl(const std::vector<std::string>& paths, const std::vector<uint64_t>& starts,
+                   const std::string& field, uint64_t val_cut, const Tokenizer& tokenizer,
+                   SplitWriter& train, SplitWriter* val, PrepareResult* result,
+                   const PrepareOptions& options);
+
+}  // namespace cputrain::data
