@@ -47,8 +47,11 @@ grep -q './usr/share/cputrain-numa/gpt2/encoder.json' <<<"$contents" ||
 
 echo "-- deb_test: 3. a minimal bookworm root (mmdebstrap)"
 tarball=$build/minbase-bookworm.tar
-if [ ! -s "$tarball" ] || [ -n "$(find "$tarball" -mtime +7)" ]; then
-  mmdebstrap --variant=minbase --quiet bookworm "$tarball.tmp" http://deb.debian.org/debian
+if [ ! -f "$tarball" ] || [ ! -s "$tarball" ] || [ -n "$(find "$tarball" -mtime +7)" ]; then
+  # mmdebstrap picks its output format from the name: say tar, since the temporary name is not
+  # *.tar (a plain *.tmp became a directory on a clean CI machine).
+  rm -rf "$tarball" "$tarball.tmp"
+  mmdebstrap --variant=minbase --format=tar --quiet bookworm "$tarball.tmp" http://deb.debian.org/debian
   mv "$tarball.tmp" "$tarball"
 fi
 root=$(mktemp -d /tmp/cputrain-deb-root.XXXXXX)
