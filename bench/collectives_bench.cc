@@ -107,10 +107,12 @@ class CollectivesSuite : public Suite {
     cmd->add_option("--groups", groups_,
                     "number of groups G (default: the placement plan's groups; 2 when the plan "
                     "has only one)")
-        ->check(CLI::Range(1, 1024));
+        ->check(CLI::Range(1, 1024))
+        ->default_str("");
     cmd->add_option("--threads-per-group", threads_,
                     "worker threads per group (default: the plan's; 1 when G was made up)")
-        ->check(CLI::Range(1, 4096));
+        ->check(CLI::Range(1, 4096))
+        ->default_str("");
     cmd->add_option("--max-bytes", max_bytes_, "largest buffer size (default 256 MiB)");
     cmd->add_flag("--no-mpi", no_mpi_, "skip the Open MPI side");
     cmd->add_option("--mpi-worker", mpi_worker_,

@@ -146,10 +146,12 @@ class MemorySuite : public Suite {
     cmd->add_option("--array-mib", array_mib_,
                     "size of each STREAM array in MiB (default: max(4 x L3, 64), --quick "
                     "max(L3, 16))")
-        ->check(CLI::Range(1, 1 << 20));
+        ->check(CLI::Range(1, 1 << 20))
+        ->default_str("");
     cmd->add_option("--latency-mib", latency_mib_,
                     "pointer-chase buffer in MiB (default: like --array-mib)")
-        ->check(CLI::Range(1, 1 << 20));
+        ->check(CLI::Range(1, 1 << 20))
+        ->default_str("");
     cmd->add_flag("--no-latency", no_latency_, "skip the latency measurement");
   }
   void Run(const BenchContext& ctx, SuiteRecords* report) override;

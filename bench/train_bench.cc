@@ -221,9 +221,11 @@ class TrainSuite : public Suite {
                     "placement (repeatable): GxT, GxT+cK, socket, numa, l3[+cK], or "
                     "'label: key=value; ...' (default: derived from the topology)");
     cmd->add_option("--steps", steps_, "timed steps (default 6; --quick 3)")
-        ->check(CLI::Range(1, 100000));
+        ->check(CLI::Range(1, 100000))
+        ->default_str("");
     cmd->add_option("--warmup", warmup_, "untimed steps first (default 2; --quick 1)")
-        ->check(CLI::Range(0, 100000));
+        ->check(CLI::Range(0, 100000))
+        ->default_str("");
     cmd->add_option("--accum", accum_,
                     "also run the first two placements with this many micro-batches per step "
                     "(gradient accumulation; default 8, 0 = off)")

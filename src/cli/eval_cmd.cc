@@ -34,7 +34,8 @@ void AddEvalCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--batches", opts->batches,
                   "windows of B*T tokens to average, the first ones in shard order (default: all)")
-      ->check(CLI::Range(1, 1 << 30));
+      ->check(CLI::Range(1, 1 << 30))
+      ->default_str("");
   cmd->add_flag("--json", opts->json, "print one JSON object instead of text");
   opts->common.AddTo(cmd);
   cmd->callback([opts] {

@@ -99,7 +99,8 @@ void AddPrepareDataCommand(CLI::App& app) {
   cmd->add_option("--shard-tokens", opts->prepare.shard_tokens,
                   "write llm.c-style shards of this many tokens, NAME_train_000000.bin ... and "
                   "NAME_val_000000.bin ... (train on them with data.train: 'DIR/NAME_train_*.bin')")
-      ->check(CLI::Range(uint64_t{1}, static_cast<uint64_t>(data::kTokenFileMaxTokens)));
+      ->check(CLI::Range(uint64_t{1}, static_cast<uint64_t>(data::kTokenFileMaxTokens)))
+      ->default_str("");
   cmd->add_option("--shard-name", opts->prepare.shard_name,
                   "NAME of the shard files (default: the output directory's name)");
   cmd->add_option("-o,--out", opts->prepare.out_dir, "output directory (created if missing)")

@@ -59,6 +59,9 @@ check_help() {  # subcommand words..., then "--" and the strings its help must s
   help=$("$bin" "${words[@]}" --help)
   grep -q -- "--log-level" <<<"$help" || fail "${words[*]} --help: no --log-level"
   grep -q "=\[\]" <<<"$help" && fail "${words[*]} --help shows an empty list default"
+  # a "not set" sentinel outside the option's own range (--steps INT in [1 - 100000]=0) is
+  # not a default: the text says what happens when the option is left out
+  grep -E "in \[1 - [0-9]+\]=(0|-1)\b" <<<"$help" && fail "${words[*]} --help shows a sentinel as a default"
   for want in "$@"; do grep -qF -- "$want" <<<"$help" || fail "${words[*]} --help lacks '$want'"; done
 }
 check_help train -- "--progress TEXT:{auto,bar,lines,quiet}=auto"
@@ -68,6 +71,10 @@ check_help plot -- "--output TEXT=loss.svg"
 check_help report -- "=bench-report"
 check_help topo --
 check_help config --
+check_help eval --
+if $has_bench; then
+  for b in train memory collectives; do check_help bench "$b" --; done
+fi
 
 echo "== 4. log lines: elapsed time and level"
 train=(train --config "$fx/config.yaml" --topology "synthetic:pack:1 core:2 pu:1"
