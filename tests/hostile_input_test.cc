@@ -129,6 +129,22 @@ TEST(HostileInput, XmlObjectWithNodesetButNoCompleteNodesetCrashedHwloc) {
                    {"has an object with nodeset without complete_nodeset"});
 }
 
+// Found by fuzz_topology in CI: hwloc 2.9's bitmap parser asserts on a cpuset starting with a
+// comma (",x00000040"); the process aborted. Bitmaps are checked before hwloc sees them. (The 36
+// hwloc test-suite topologies in shared/fixtures/hwloc-xml, with their empty chunks
+// "0x0000ffff,,,,0x0000ffff", all still load.)
+TEST(HostileInput, XmlBitmapWithALeadingCommaAbortedHwloc) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/m.xml";
+  const std::string input = test::Slurp(std::string(CPUTRAIN_SOURCE_DIR) +
+                                        "/tests/fuzz/regressions/topology/"
+                                        "hwloc-aborted-on-a-bitmap-with-a-leading-comma.bin");
+  ASSERT_GT(input.size(), 8u);
+  std::ofstream(path, std::ios::binary) << input.substr(8);
+  ExpectInputError(test::RunCli({"topo", "--topology", "xml:" + path}, {}, kTimeoutS),
+                   {"has a malformed bitmap"});
+}
+
 TEST(HostileInput, XmlTopologyFromDevZeroSaidNoSuchFile) {
   test::CliResult r = test::RunCli({"topo", "--topology", "xml:/dev/zero"}, {}, kTimeoutS);
   ExpectInputError(r, {"'/dev/zero' is not a regular file (a character device)"});

@@ -96,6 +96,50 @@ std::string MissingCompleteSet(std::string_view xml) {
   return "";
 }
 
+// One chunk of hwloc's bitmap text: "0x" and 1-8 hex digits.
+bool BitmapChunk(std::string_view c) {
+  if (c.size() < 3 || c.size() > 10 || c.substr(0, 2) != "0x") return false;
+  return c.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string_view::npos;
+}
+
+// hwloc's bitmap text as lstopo writes it: "0xf...f" (infinite), or comma-separated chunks,
+// optionally after "0xf...f,"; a chunk between two others may be empty (zero: lstopo writes
+// "0x0000ffff,,,,0x0000ffff"), the first and the last may not.
+bool WellFormedBitmap(std::string_view v) {
+  if (v.substr(0, 7) == "0xf...f") {
+    if (v.size() == 7) return true;
+    if (v[7] != ',') return false;
+    v.remove_prefix(8);
+  }
+  for (bool first = true;; first = false) {
+    const std::size_t comma = v.find(',');
+    const std::string_view chunk = v.substr(0, comma);
+    const bool last = comma == std::string_view::npos;
+    if (!BitmapChunk(chunk) && (first || last || !chunk.empty())) return false;
+    if (last) return true;
+    v.remove_prefix(comma + 1);
+  }
+}
+
+// The first attribute named *set (cpuset, complete_nodeset, ...) whose value is not a
+// well-formed bitmap, as `name="value"`; or "". hwloc 2.9's bitmap parser asserts (aborts the
+// process) on some malformed ones, e.g. a leading comma (found by fuzz_topology).
+std::string MalformedBitmap(std::string_view xml) {
+  for (std::size_t eq = xml.find('='); eq != std::string_view::npos; eq = xml.find('=', eq + 1)) {
+    const std::size_t end = xml.find_last_not_of(" \t\r\n", eq - 1) + 1;
+    const std::size_t begin = xml.find_last_of(" \t\r\n\"'<", end - 1) + 1;
+    const std::string_view name = xml.substr(begin, end - begin);
+    if (name.size() < 3 || name.substr(name.size() - 3) != "set") continue;
+    const std::size_t open = xml.find_first_not_of(" \t\r\n", eq + 1);
+    if (open == std::string_view::npos || (xml[open] != '"' && xml[open] != '\'')) continue;
+    const std::size_t close = xml.find(xml[open], open + 1);
+    if (close == std::string_view::npos) continue;  // not XML at all: hwloc refuses it
+    const std::string_view value = xml.substr(open + 1, close - open - 1);
+    if (!WellFormedBitmap(value)) return fmt::format("{}=\"{}\"", name, value.substr(0, 40));
+  }
+  return "";
+}
+
 void SetXml(hwloc_topology_t raw, const std::string& spec, const std::string& path) {
   // Read it ourselves: hwloc would block on a FIFO and read /dev/zero without end.
   const std::string xml =
@@ -107,6 +151,13 @@ void SetXml(hwloc_topology_t raw, const std::string& spec, const std::string& pa
     throw InputError(fmt::format("topology '{}': '{}' has an object with {} (hwloc 2.9 crashes "
                                  "on it; lstopo always writes both)",
                                  spec, path, missing),
+                     "use a file written by `lstopo --of xml`");
+  }
+  if (const std::string bad = MalformedBitmap(xml); !bad.empty()) {
+    throw InputError(fmt::format("topology '{}': '{}' has a malformed bitmap, {} (hwloc 2.9 "
+                                 "aborts on some; lstopo writes 0x-prefixed hex chunks separated "
+                                 "by commas)",
+                                 spec, path, bad),
                      "use a file written by `lstopo --of xml`");
   }
   if (hwloc_topology_set_xmlbuffer(raw, xml.c_str(), static_cast<int>(xml.size()) + 1) != 0) {
