@@ -11,13 +11,8 @@
 # order, and no temporary file is left anywhere.
 # Usage: tests/cli/crash_resume_test.sh BUILD_DIR [KILLS]
 set -euo pipefail
-build=$(cd "$1" && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
 kills=${2:-50}
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin="$build/src/cli/cputrain-numa"
-fx="$here/tests/reference/fixtures/odd"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 out="$tmp/run"
 fail() { echo "FAIL (kill $i): $*" >&2; exit 1; }
 args=(train --config "$fx/config.yaml" --progress quiet --set model.init_from="$fx/model.bin"

@@ -7,11 +7,7 @@
 # the reason printed.
 # Usage: tests/cli/disk_full_test.sh BUILD_DIR
 set -euo pipefail
-build=$(cd "$1" && pwd)
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin="$build/src/cli/cputrain-numa"
-fx="$here/tests/reference/fixtures/odd"
-tmp=$(mktemp -d)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
 small="$tmp/small"
 mkdir "$small"
 if ! err=$(mount -t tmpfs -o size=2m tmpfs "$small" 2>&1); then
@@ -20,7 +16,6 @@ if ! err=$(mount -t tmpfs -o size=2m tmpfs "$small" 2>&1); then
   exit 77
 fi
 trap 'umount "$small"; rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 out="$small/run"
 rc=0
 "$bin" train --config "$fx/config.yaml" --progress quiet --set model.init_from="$fx/model.bin" \

@@ -12,13 +12,7 @@
 #      generate and bench end by the signal with no "error:" line.
 # Usage: tests/cli/rough_edges_test.sh BUILD_DIR
 set -euo pipefail
-build=$(cd "$1" && pwd)
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin="$build/src/cli/cputrain-numa"
-fx="$here/tests/reference/fixtures/odd"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
 unset OMP_NUM_THREADS CPUTRAIN_LOG
 synth=(--topology "synthetic:pack:1 core:8 pu:1")
 run() {  # run ARGS...: sets rc, out, err

@@ -6,13 +6,7 @@
 # process at once.
 # Usage: tests/cli/stop_signals_test.sh BUILD_DIR
 set -euo pipefail
-build=$(cd "$1" && pwd)
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin="$build/src/cli/cputrain-numa"
-fx="$here/tests/reference/fixtures/odd"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
 
 # Starts a long run into $tmp/$1 (more train flags after it) in the background; sets $pid once
 # a step has been logged.
