@@ -32,4 +32,4 @@ grep -q "^hint: check free disk space; the previous version of the file is untou
   fail "the previous checkpoint does not load: $(cat "$tmp/gen")"
 left=$(find "$out" -name "*.tmp.*")
 [[ -z "$left" ]] || fail "temporaries left: $left"
-echo "ok: disk full during the step-4 save: exit 1, '$(head -1 <<<"$err" | cut -c1-60)...', step 2 intact and loadable"
+echo "ok: disk full during the step-4 save: exit 1, '$(grep -m1 '^error:' <<<"$err" | cut -c1-60)...', step 2 intact and loadable"
