@@ -235,16 +235,18 @@ void OmpiBridge::AllreduceShard(int group, float* data, std::size_t n) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
   MPI_Comm comm = im.groups[group];
   auto block = [&](int b) { return (b % size_ + size_) % size_; };
+  // Floats of block b's piece starting at `off` (0 past its end).
+  auto piece_len = [&](int b, std::size_t off) {
+    const std::size_t n = static_cast<std::size_t>(counts[b]);
+    return off < n ? std::min(kPiece, n - off) : 0;
+  };
   EnterWait(group);
   // Reduce-scatter: at step k, send block (rank - k), receive block (rank - k - 1) and add
   // into it (received first, own second: block j sums ranks j, j+1, ... in ring order).
   for (int k = 0; k < size_ - 1; ++k) {
     const int sb = block(rank_ - k), rb = block(rank_ - k - 1);
     for (std::size_t off = 0;; off += kPiece) {
-      const std::size_t sn =
-          off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
-      const std::size_t rn =
-          off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
+      const std::size_t sn = piece_len(sb, off), rn = piece_len(rb, off);
       if (sn == 0 && rn == 0) break;
       Check(MPI_Sendrecv(data + displs[sb] + off, static_cast<int>(sn), MPI_FLOAT, right, k,
                          piece.data(), static_cast<int>(rn), MPI_FLOAT, left, k, comm,
@@ -259,10 +261,7 @@ void OmpiBridge::AllreduceShard(int group, float* data, std::size_t n) {
   for (int k = 0; k < size_ - 1; ++k) {
     const int sb = block(rank_ + 1 - k), rb = block(rank_ - k);
     for (std::size_t off = 0;; off += kPiece) {
-      const std::size_t sn =
-          off < static_cast<std::size_t>(counts[sb]) ? std::min(kPiece, counts[sb] - off) : 0;
-      const std::size_t rn =
-          off < static_cast<std::size_t>(counts[rb]) ? std::min(kPiece, counts[rb] - off) : 0;
+      const std::size_t sn = piece_len(sb, off), rn = piece_len(rb, off);
       if (sn == 0 && rn == 0) break;
       Check(MPI_Sendrecv(data + displs[sb] + off, static_cast<int>(sn), MPI_FLOAT, right, size_ + k,
                          data + displs[rb] + off, static_cast<int>(rn), MPI_FLOAT, left, size_ + k,
