@@ -36,6 +36,16 @@ float FmaLoop256(uint64_t iters) {
   return out[0] + out[7];
 }
 
+// The chains' result, so that the compiler must compute them.
+__attribute__((target("avx512f"))) float Sum512(const __m512* acc) {
+  __m512 s = acc[0];
+  for (int i = 1; i < kChains512; ++i) s = _mm512_add_ps(s, acc[i]);
+  // (Stored and summed by hand: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.)
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0] + out[15];
+}
+
 __attribute__((target("avx512f"))) float FmaLoop512(uint64_t iters) {
   const __m512 x = _mm512_set1_ps(g_x), y = _mm512_set1_ps(g_y);
   __m512 acc[kChains512];
@@ -44,12 +54,7 @@ __attribute__((target("avx512f"))) float FmaLoop512(uint64_t iters) {
 #pragma GCC unroll 24
     for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
   }
-  __m512 s = acc[0];
-  for (int i = 1; i < kChains512; ++i) s = _mm512_add_ps(s, acc[i]);
-  // (Stored and summed by hand: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.)
-  alignas(64) float out[16];
-  _mm512_store_ps(out, s);
-  return out[0] + out[15];
+  return Sum512(acc);
 }
 
 // VDPBF16PS: per lane, acc += x0*y0 + x1*y1 with the products of a bf16 pair, accumulated in
@@ -64,11 +69,7 @@ __attribute__((target("avx512f,avx512bf16"))) float DpbfLoop512(uint64_t iters) 
 #pragma GCC unroll 24
     for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
   }
-  __m512 s = acc[0];
-  for (int i = 1; i < kChains512; ++i) s = _mm512_add_ps(s, acc[i]);
-  alignas(64) float out[16];
-  _mm512_store_ps(out, s);
-  return out[0] + out[15];
+  return Sum512(acc);
 }
 
 double FlopsPerIter(FmaWidth w) {
