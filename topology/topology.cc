@@ -72,6 +72,13 @@ void CheckSyntheticSize(const std::string& spec, const std::string& desc) {
   }
 }
 
+// The attribute name before the '=' at `eq` in XML text (the word before it, spaces skipped).
+std::string_view AttributeName(std::string_view text, std::size_t eq) {
+  const std::size_t end = text.find_last_not_of(" \t\r\n", eq - 1) + 1;
+  const std::size_t begin = text.find_last_of(" \t\r\n\"'<", end - 1) + 1;
+  return text.substr(begin, end - begin);
+}
+
 // hwloc 2.9.0 (Debian 12) dereferences NULL inside hwloc_topology_load when an XML object has
 // `nodeset=` without `complete_nodeset=`, or `cpuset=` without `complete_cpuset=` (found by
 // fuzz_topology; hwloc-info crashes on the same files). lstopo always writes both, so such a
@@ -82,9 +89,7 @@ std::string MissingCompleteSet(std::string_view xml) {
     const std::string_view tag = xml.substr(at, xml.find('>', at) - at);
     bool nodeset = false, complete_nodeset = false, cpuset = false, complete_cpuset = false;
     for (std::size_t eq = tag.find('='); eq != std::string_view::npos; eq = tag.find('=', eq + 1)) {
-      const std::size_t end = tag.find_last_not_of(" \t\r\n", eq - 1) + 1;
-      const std::size_t begin = tag.find_last_of(" \t\r\n\"'<", end - 1) + 1;
-      const std::string_view name = tag.substr(begin, end - begin);
+      const std::string_view name = AttributeName(tag, eq);
       nodeset |= name == "nodeset";
       complete_nodeset |= name == "complete_nodeset";
       cpuset |= name == "cpuset";
@@ -126,9 +131,7 @@ bool WellFormedBitmap(std::string_view v) {
 // process) on some malformed ones, e.g. a leading comma (found by fuzz_topology).
 std::string MalformedBitmap(std::string_view xml) {
   for (std::size_t eq = xml.find('='); eq != std::string_view::npos; eq = xml.find('=', eq + 1)) {
-    const std::size_t end = xml.find_last_not_of(" \t\r\n", eq - 1) + 1;
-    const std::size_t begin = xml.find_last_of(" \t\r\n\"'<", end - 1) + 1;
-    const std::string_view name = xml.substr(begin, end - begin);
+    const std::string_view name = AttributeName(xml, eq);
     if (name.size() < 3 || name.substr(name.size() - 3) != "set") continue;
     const std::size_t open = xml.find_first_not_of(" \t\r\n", eq + 1);
     if (open == std::string_view::npos || (xml[open] != '"' && xml[open] != '\'')) continue;
