@@ -173,6 +173,37 @@ TEST(Placement, SncSocketGroupsWarnNumaGroupsDoNot) {
   EXPECT_EQ(PlanPlacement(t, c, nullptr).groups.size(), 4u);
 }
 
+// Found by fuzz_topology in CI, and true of 7 of the hwloc test-suite machines: NUMA nodes that
+// share CPUs (KNL's DDR and MCDRAM nodes, both attached to the package) got one group each, so
+// group_by: numa pinned two groups on the same cores. The CPUs now go to the first node; the
+// other node gets no group, and the plan says why.
+TEST(Placement, NumaNodesSharingCpusGetOneGroup) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/knl.xml";
+  const std::string input =
+      test::Slurp(std::string(CPUTRAIN_SOURCE_DIR) +
+                  "/tests/fuzz/regressions/topology/numa-nodes-sharing-cpus-got-a-group-each.bin");
+  ASSERT_GT(input.size(), 8u);
+  std::ofstream(path, std::ios::binary) << input.substr(8);  // 8 knob bytes, then the XML
+  Topology t = LoadTopology("xml:" + path);
+  ASSERT_EQ(t.numa_nodes.size(), 2u);
+  ASSERT_EQ(t.numa_nodes[0].cpus, t.numa_nodes[1].cpus);
+  PlacementConfig c;
+  c.group_by = GroupBy::kNuma;
+  c.hyperthreads = true;
+  Plan p = PlanPlacement(t, c, nullptr);
+  ASSERT_EQ(p.groups.size(), 1u);
+  ExpectDisjoint(p);
+  EXPECT_EQ(p.groups[0].domain, "NUMA node 0");
+  EXPECT_EQ(p.groups[0].numa_node, 0);
+  EXPECT_EQ(p.groups[0].cpus.size(), t.numa_nodes[0].cpus.size());
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("NUMA node 1 shares its CPUs with NUMA node 0"), std::string::npos)
+      << p.warnings[0];
+  c.groups = 2;
+  ExpectRefused(t, c, "only 1 numa domain(s) this process may use");
+}
+
 TEST(Placement, L3GroupingNeedsL3Objects) {
   PlacementConfig c;
   c.group_by = GroupBy::kL3;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/error.h"
@@ -21,7 +23,13 @@ struct Domain {
   std::vector<std::vector<int>> cores;  // per core: its allowed PUs in the domain (OS indexes)
 };
 
-std::vector<Domain> BuildDomains(const Topology& t, GroupBy by) {
+// One domain per package, NUMA node or L3 that has allowed CPUs, each CPU in exactly one domain:
+// the first (in hwloc's order) that contains it. NUMA nodes may share CPUs: KNL's MCDRAM and
+// DDR nodes, a CXL or HBM node attached beside DRAM, or CoD nodes whose groups an old XML lost;
+// a node whose CPUs all belong to an earlier node gets no group (it would pin a second group
+// onto the same cores), and `warnings` says so.
+std::vector<Domain> BuildDomains(const Topology& t, GroupBy by,
+                                 std::vector<std::string>* warnings) {
   std::vector<std::pair<std::string, std::vector<int>>> raw;  // name, cpus
   switch (by) {
     case GroupBy::kSocket:
@@ -44,13 +52,33 @@ std::vector<Domain> BuildDomains(const Topology& t, GroupBy by) {
   }
   // Linear in the CPUs of all domains: each domain visits only its own CPUs' cores (visiting
   // every core for every domain was quadratic on a machine of many small packages).
+  std::unordered_map<int, std::size_t> owner;  // CPU -> the first domain that contains it
+  for (std::size_t i = 0; i < raw.size(); ++i)
+    for (int os : raw[i].second) owner.emplace(os, i);
   std::vector<Domain> out;
-  for (auto& [name, cpus] : raw) {
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    const std::string& name = raw[i].first;
+    std::vector<int> cpus;              // the domain's own CPUs
+    std::optional<std::size_t> sharer;  // the first earlier domain that took some of its CPUs
+    for (int os : raw[i].second) {
+      const std::size_t o = owner.at(os);
+      if (o == i) {
+        cpus.push_back(os);
+      } else if (!sharer || o < *sharer) {
+        sharer = o;
+      }
+    }
     const std::unordered_set<int> in(cpus.begin(), cpus.end());
     std::vector<int> cores;  // cores with an allowed CPU of the domain, in topology order
     for (int os : cpus) {
       const Pu* pu = t.FindPu(os);
       if (pu && pu->allowed && pu->core >= 0) cores.push_back(pu->core);
+    }
+    if (cores.empty() && sharer) {
+      warnings->push_back(fmt::format(
+          "{} shares its CPUs with {} (e.g. KNL's MCDRAM, an HBM or CXL node): it gets no "
+          "replica group of its own, the CPUs go to {}",
+          name, raw[*sharer].first, raw[*sharer].first));
     }
     std::sort(cores.begin(), cores.end());
     cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
@@ -265,7 +293,7 @@ Plan PlanPlacement(const Topology& t, const PlacementConfig& cfg, const char* om
   Plan plan;
   plan.simulated = t.simulated;
   const char* kind = GroupByName(cfg.group_by);
-  std::vector<Domain> domains = BuildDomains(t, cfg.group_by);
+  std::vector<Domain> domains = BuildDomains(t, cfg.group_by, &plan.warnings);
   if (domains.empty()) {
     throw InputError(
         fmt::format("no {} domain of machine '{}' has a CPU this process may use", kind, t.spec),
