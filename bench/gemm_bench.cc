@@ -16,7 +16,7 @@
 //                training step converts each activation once; the conversion is a memory pass
 //                of N x C, not a product). % of the measured VDPBF16PS peak (bench/peak.h).
 //   onednn-bf16-mt  the same as one call that oneDNN splits over T OpenMP threads.
-//   own-bf16     our own VDPBF16PS kernel (bench/own_bf16gemm.h) on the slices of `ours`.
+//   own-bf16     our own VDPBF16PS kernel (kernels::Bf16Gemm, training's) on the slices of `ours`.
 //
 // Shapes of a block, for N = (B/G) * T rows of a group: qkv C -> 3C, attproj C -> C, fc C -> 4C,
 // fcproj 4C -> C, and the LM head C -> V (tied to wte, output row stride Vp). For each, the three
@@ -50,7 +50,6 @@
 #include "bench/bench.h"
 #include "bench/models.h"
 #include "bench/onednn_gemm.h"
-#include "bench/own_bf16gemm.h"
 #include "bench/own_sgemm.h"
 #include "bench/peak.h"
 #include "common/error.h"
@@ -260,7 +259,7 @@ void GemmSuite::CallBf16(Impl impl, Product product, WorkerPool& pool, Operands&
   const uint16_t *inp = o.inp16.bf16(), *w = o.w16.bf16(), *dout = o.dout16.bf16();
   auto gemm = [&](int M, int Nn, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B,
                   bool tb, int ldb, float* Cm, int ldc) {
-    if (impl == Impl::kOwnBf16) return OwnBf16Gemm(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
+    if (impl == Impl::kOwnBf16) return kernels::Bf16Gemm(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
     onednn_.Run(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
   };
   if (impl == Impl::kBf16Mt) {

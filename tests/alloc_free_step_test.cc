@@ -2,7 +2,9 @@
 // binary is counted (a global replacement), and the trainer's step probe reads the count before
 // and after each step. Forward, backward, the bucketed gradient sync (inline and with comm
 // threads), the norm, AdamW and the allgather must allocate nothing from step 2 on, with 1 and
-// 2 groups.
+// 2 groups; and in bf16 (the weight copy's refresh, the operand conversions, the bf16 GEMM's
+// per-thread packing buffers, sized on a thread's first call), with one replica, two, and two
+// groups sharing one.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "kernels/bf16.h"
 #include "test_util.h"
 #include "train/trainer.h"
 
@@ -85,6 +88,28 @@ TEST(AllocFreeStep, TwoGroupsWithCommThreads) {
   ExpectNoAllocationAfterTheFirstStep(
       AllocationsPerStep({"topology=synthetic:pack:2 numa:1 core:2 pu:1",
                           "placement.comm_threads=1", "comm.bucket_mb=0.05"}));
+}
+
+// bf16's products need AVX512_BF16; elsewhere training refuses it (CliTrain tests that).
+bool HasBf16() { return kernels::DetectBf16().native() && kernels::DetectBf16().avx512_bf16; }
+
+TEST(AllocFreeStep, Bf16OneGroup) {
+  if (!HasBf16()) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  ExpectNoAllocationAfterTheFirstStep(AllocationsPerStep({"train.precision=bf16"}));
+}
+
+TEST(AllocFreeStep, Bf16TwoReplicas) {
+  if (!HasBf16()) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  ExpectNoAllocationAfterTheFirstStep(
+      AllocationsPerStep({"train.precision=bf16", "topology=synthetic:pack:2 numa:1 core:1 pu:1",
+                          "comm.bucket_mb=0.05"}));
+}
+
+TEST(AllocFreeStep, Bf16TwoGroupsSharingAReplica) {
+  if (!HasBf16()) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  ExpectNoAllocationAfterTheFirstStep(AllocationsPerStep(
+      {"train.precision=bf16", "topology=synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
+       "placement.group_by=l3", "comm.bucket_mb=0.05"}));
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
-// Our VDPBF16PS kernel (bench/own_bf16gemm.h) against a plain triple loop over the same bf16
-// values in double, on every layout (A and B each plain or transposed, strided), odd K (the
-// padded last pair), edges smaller than the 12x32 tile and sizes crossing the blocking.
+// Our VDPBF16PS kernel (kernels::Bf16Gemm) against a plain triple loop over the same bf16 values
+// in double, on every layout (A and B each plain or transposed, strided), odd K (the padded last
+// pair), edges smaller than the 12x32 tile, sizes crossing the blocking, and `add` (C += A @ B).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "bench/own_bf16gemm.h"
 #include "kernels/bf16.h"
+#include "kernels/kernels.h"
+#include "runtime/worker_pool.h"
 
 namespace cputrain {
 namespace {
@@ -18,17 +20,20 @@ uint16_t Value(std::size_t i, uint32_t salt) {
   return kernels::FloatToBf16((static_cast<float>(h >> 8 & 1023) / 1023.0f - 0.5f) * 0.1f);
 }
 
-void Check(int M, int N, int K, bool ta, bool tb) {
+void Check(int M, int N, int K, bool ta, bool tb, bool add) {
   const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 7;
   std::vector<uint16_t> A(static_cast<std::size_t>(ta ? K : M) * lda),
       B(static_cast<std::size_t>(tb ? N : K) * ldb);
   for (std::size_t i = 0; i < A.size(); ++i) A[i] = Value(i, 1);
   for (std::size_t i = 0; i < B.size(); ++i) B[i] = Value(i, 2);
   std::vector<float> C(static_cast<std::size_t>(M) * ldc, -99.f);
-  bench::OwnBf16Gemm(M, N, K, A.data(), ta, lda, B.data(), tb, ldb, C.data(), ldc);
+  const float before = add ? 0.25f : 0.f;  // with add, C starts at 0.25 inside the M x N block
+  if (add)
+    for (int i = 0; i < M; ++i) std::fill(&C[i * ldc], &C[i * ldc] + N, before);
+  kernels::Bf16Gemm(M, N, K, A.data(), ta, lda, B.data(), tb, ldb, C.data(), ldc, add);
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
-      double ref = 0;
+      double ref = before;
       for (int k = 0; k < K; ++k) {
         const uint16_t a = ta ? A[k * lda + i] : A[i * lda + k];
         const uint16_t b = tb ? B[j * ldb + k] : B[k * ldb + j];
@@ -36,23 +41,104 @@ void Check(int M, int N, int K, bool ta, bool tb) {
       }
       // Products of bf16 are exact in fp32; only the fp32 sums round: ~K ulp of |terms| <= 0.0025.
       ASSERT_NEAR(C[i * ldc + j], ref, 1e-6 * (K + 1))
-          << M << "x" << N << "x" << K << " ta=" << ta << " tb=" << tb << " at " << i << "," << j;
+          << M << "x" << N << "x" << K << " ta=" << ta << " tb=" << tb << " add=" << add << " at "
+          << i << "," << j;
     }
     for (int j = N; j < ldc; ++j) ASSERT_EQ(C[i * ldc + j], -99.f) << "wrote past column N";
   }
 }
 
-TEST(OwnBf16Gemm, MatchesTripleLoopOnEveryLayoutAndEdge) {
+TEST(Bf16Gemm, MatchesTripleLoopOnEveryLayoutEdgeAndAdd) {
   if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (auto [M, N, K] :
            {std::tuple{1, 1, 1}, std::tuple{12, 32, 2}, std::tuple{13, 33, 7},
             std::tuple{5, 70, 385}, std::tuple{130, 40, 800}, std::tuple{24, 4100, 3}}) {
-        Check(M, N, K, ta, tb);
+        for (bool add : {false, true}) Check(M, N, K, ta, tb, add);
       }
     }
   }
+}
+
+// The model's bf16 products (MatmulForwardBf16, MatmulBackwardBf16) are the fp32 products of the
+// bf16-rounded operands: checked against MatmulForward/MatmulBackward run on rounded copies,
+// with a bias, accumulate, a padded output stride (the LM head's ldo = Vp > OC), and both splits
+// of dinp (N >= C by rows, N < C by columns). Only the fp32 sums' order differs, so 1e-5.
+std::vector<float> Rounded(const std::vector<float>& x) {
+  std::vector<float> r(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    r[i] = kernels::Bf16ToFloat(kernels::FloatToBf16(x[i]));
+  return r;
+}
+
+std::vector<float> Filled(std::size_t n, uint32_t salt) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = kernels::Bf16ToFloat(Value(i, salt)) * 7.3f + 1e-4f;
+  return v;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  float scale = 0;
+  for (float w : want) scale = std::max(scale, std::abs(w));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5f * scale) << what << " at " << i;
+}
+
+void CheckMatmul(WorkerPool& pool, std::size_t N, int C, int OC, int ld, bool accumulate) {
+  const std::vector<float> inp = Filled(N * C, 3), w = Filled(static_cast<std::size_t>(OC) * C, 4),
+                           bias = Filled(OC, 5), dout = Filled(N * ld, 6);
+  std::vector<uint16_t> w16(w.size()), in16(N * C), d16(N * ld);
+  for (std::size_t i = 0; i < w.size(); ++i) w16[i] = kernels::FloatToBf16(w[i]);
+  // forward
+  std::vector<float> out(N * ld, 0.f), want(N * ld, 0.f);
+  kernels::MatmulForwardBf16(pool, out.data(), inp.data(), in16.data(), w16.data(), bias.data(), N,
+                             C, OC, ld);
+  kernels::MatmulForward(pool, want.data(), Rounded(inp).data(), Rounded(w).data(), bias.data(), N,
+                         C, OC, ld);
+  ExpectClose(out, want, "forward");
+  // backward; with accumulate the gradients start from the same values on both sides
+  std::vector<float> dinp(N * C), dw = Filled(w.size(), 7), db = Filled(OC, 8);
+  std::vector<float> want_dinp(N * C), want_dw = dw, want_db = db;
+  kernels::MatmulBackwardBf16(pool, dinp.data(), dw.data(), db.data(), dout.data(), d16.data(),
+                              inp.data(), in16.data(), w16.data(), N, C, OC, ld, accumulate);
+  kernels::MatmulBackward(pool, want_dinp.data(), want_dw.data(), want_db.data(),
+                          Rounded(dout).data(), Rounded(inp).data(), Rounded(w).data(), N, C, OC,
+                          ld, accumulate);
+  ExpectClose(dinp, want_dinp, "dinp");
+  ExpectClose(dw, want_dw, "dweight");
+  // dbias sums the fp32 dout (as autocast: the bias add is not a product)
+  std::vector<float> expect_db = accumulate ? Filled(OC, 8) : std::vector<float>(OC, 0.f);
+  for (std::size_t n = 0; n < N; ++n)
+    for (int o = 0; o < OC; ++o) expect_db[o] += dout[n * ld + o];
+  ExpectClose(db, expect_db, "dbias");
+}
+
+TEST(MatmulBf16, IsTheFp32ProductOfRoundedOperands) {
+  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  kernels::InitBlas();
+  WorkerPool pool{std::vector<int>(2, 0), nullptr, "bf16"};
+  for (bool acc : {false, true}) {
+    CheckMatmul(pool, 48, 40, 72, 72, acc);    // N >= C: dinp split by rows
+    CheckMatmul(pool, 24, 96, 300, 384, acc);  // N < C, padded stride (an LM head)
+  }
+}
+
+TEST(MatmulBf16, BitIdenticalRerunsForAPoolSize) {
+  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  WorkerPool pool{std::vector<int>(3, 0), nullptr, "bf16"};
+  const std::size_t N = 40;
+  const int C = 64, OC = 200;
+  const std::vector<float> inp = Filled(N * C, 9);
+  std::vector<uint16_t> w16(static_cast<std::size_t>(OC) * C), in16(N * C);
+  for (std::size_t i = 0; i < w16.size(); ++i) w16[i] = Value(i, 10);
+  std::vector<float> a(N * OC), b(N * OC);
+  kernels::MatmulForwardBf16(pool, a.data(), inp.data(), in16.data(), w16.data(), nullptr, N, C, OC,
+                             OC);
+  kernels::MatmulForwardBf16(pool, b.data(), inp.data(), in16.data(), w16.data(), nullptr, N, C, OC,
+                             OC);
+  EXPECT_EQ(a, b);
 }
 
 }  // namespace

@@ -135,6 +135,21 @@ TEST(CliTrain, CheckpointErrorsExitTwoAndNameTheFile) {
                    "nope.bin", out);
 }
 
+// train.precision: bf16 on a CPU without AVX512_BF16 (forced off through kernels/bf16.h's test
+// hook, so this runs on every CPU) is refused before anything is written, naming what is
+// missing and the fix; a misspelled precision is a config error.
+TEST(CliTrain, Bf16WithoutTheInstructionSetExitsTwo) {
+  test::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  test::CliResult r =
+      test::RunCli(TrainArgs(out, {"train.precision=bf16"}), {"CPUTRAIN_DISABLE_BF16=1"});
+  ExpectInputError(r, "train.precision is bf16 but this CPU lacks AVX512_BF16", out);
+  EXPECT_NE(r.err.find("set train.precision: fp32"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out + "/metrics.jsonl")) << r.err;
+  ExpectInputError(test::RunCli(TrainArgs(out, {"train.precision=bfloat16"})), "train.precision",
+                   out);
+}
+
 TEST(CliTrain, DataErrorsExitTwoAndNameTheFile) {
   test::TempDir dir;
   const std::string out = dir.path() + "/run";

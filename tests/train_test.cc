@@ -5,7 +5,9 @@
 // group or one shared by groups on one NUMA node.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
+#include "kernels/bf16.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "test_util.h"
@@ -84,6 +87,14 @@ class Parity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(Parity, TwentyStepsMatchPyTorch) {
   const ParityCase pc = GetParam();
+  // fixtures/bf16 is PyTorch under torch.autocast, and the run trains with train.precision: bf16
+  // (its config.yaml): the losses within 2e-3 (the bound; our products keep fp32 outputs
+  // where autocast rounds them to bf16), the pre-clip gradient norms within 5% (the generator
+  // measured bf16 variants 2.3% apart on a spike, and 13 of 20 steps clip in all of them).
+  const bool bf16 = std::string(pc.fixture) == "bf16";
+  if (bf16 && !(kernels::DetectBf16().native() && kernels::DetectBf16().avx512_bf16))
+    GTEST_SKIP() << kernels::DetectBf16().Describe();
+  const double loss_tol = bf16 ? 2e-3 : 1e-4, norm_tol = bf16 ? 5e-2 : 1e-4;
   test::TempDir out;
   Config c = FixtureConfig(
       pc.fixture, out.path(),
@@ -91,23 +102,27 @@ TEST_P(Parity, TwentyStepsMatchPyTorch) {
   TrainResult r = Quiet(c);
   const nlohmann::json ref = nlohmann::json::parse(Slurp(FixtureDir(pc.fixture) + "/losses.json"));
   ASSERT_EQ(r.steps.size(), ref["steps"].size());
+  double worst = 0;  // largest relative loss difference, printed
   for (std::size_t s = 0; s < r.steps.size(); ++s) {
     const double want = ref["steps"][s];
-    EXPECT_NEAR(r.steps[s].loss, want, 1e-4 * std::fabs(want)) << "step " << s;
+    EXPECT_NEAR(r.steps[s].loss, want, loss_tol * std::fabs(want)) << "step " << s;
+    worst = std::max(worst, std::fabs(r.steps[s].loss - want) / std::fabs(want));
     const double norm = ref["grad_norms"][s];
-    EXPECT_NEAR(r.steps[s].grad_norm, norm, 1e-4 * norm) << "step " << s;
+    EXPECT_NEAR(r.steps[s].grad_norm, norm, norm_tol * norm) << "step " << s;
     EXPECT_NEAR(r.steps[s].lr, ref["lrs"][s].get<double>(), 1e-12) << "step " << s;
   }
   for (const auto& v : ref["val"]) {
     bool found = false;
     for (const EvalRecord& e : r.evals) {
       if (e.step == v["after_steps"].get<int>()) {
-        EXPECT_NEAR(e.val_loss, v["loss"].get<double>(), 1e-4 * v["loss"].get<double>());
+        EXPECT_NEAR(e.val_loss, v["loss"].get<double>(), loss_tol * v["loss"].get<double>());
         found = true;
       }
     }
     EXPECT_TRUE(found) << "no evaluation after " << v["after_steps"] << " steps";
   }
+  std::printf("%s, %d group(s): losses within %.2e of PyTorch's (bound %.0e)\n", pc.fixture,
+              pc.groups, worst, loss_tol);
   // The outputs a user reads: metrics, a loadable checkpoint, placement with one entry per group.
   EXPECT_TRUE(std::filesystem::exists(out.path() + "/metrics.jsonl"));
   EXPECT_EQ(model::ReadCheckpointShape(model::ResolveModelFile(out.path())),
@@ -126,7 +141,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{"odd", "synthetic:pack:1 numa:1 l3:4 core:1 pu:1", 4, "l3"},
                       // 3 micro-batches per step (gradient accumulation, loss scaled 1/3)
                       ParityCase{"accum", "this", 1},
-                      ParityCase{"accum", "synthetic:pack:2 numa:1 core:1 pu:1", 2}),
+                      ParityCase{"accum", "synthetic:pack:2 numa:1 core:1 pu:1", 2},
+                      // train.precision: bf16 against torch.autocast
+                      ParityCase{"bf16", "this", 1},
+                      ParityCase{"bf16", "synthetic:pack:2 numa:1 core:1 pu:1", 2},
+                      ParityCase{"bf16", "synthetic:pack:4 numa:1 core:1 pu:1", 4},
+                      ParityCase{"bf16", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1", 2, "l3"}),
     [](const auto& info) {
       return std::string(info.param.fixture) + "_" + std::to_string(info.param.groups) + "groups" +
              (std::string(info.param.group_by) == "l3" ? "_one_node" : "");

@@ -3,7 +3,9 @@
 
 A nanoGPT-style model (nn.Linear, pre-LayerNorm blocks, causal attention with a mask, GELU tanh,
 LM head tied to wte over the real vocabulary), trained with torch.optim.AdamW on random tokens,
-fp32 — the same shapes and arithmetic as cputrain-numa's step. Prints one JSON object:
+fp32 — the same shapes and arithmetic as cputrain-numa's step — or, with --autocast bf16, under
+torch.autocast("cpu", dtype=torch.bfloat16), the recipe of IPEX/PyTorch CPU guides (what
+`train.precision: bf16` is compared with). Prints one JSON object:
 {"tokens_per_s", "step_ms": [...], "forward_ms", "backward_ms", "optimizer_ms", "setup", "blas"}
 (the three parts are medians over the timed steps, of rank 0 under DDP, where backward includes
 the gradient allreduce that DDP overlaps with it).
@@ -36,6 +38,8 @@ def parse():
     p.add_argument("--batch", type=int, required=True, help="global batch (sequences per step)")
     p.add_argument("--steps", type=int, default=5, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    p.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                   help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--threads", type=int)
     mode.add_argument("--ddp", type=int)
@@ -114,7 +118,8 @@ def run(args, rank=0, world=1, init_file=None):
         if world > 1:
             torch.distributed.barrier()
         t0 = time.perf_counter()
-        loss = model(idx[:, :-1], idx[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            loss = model(idx[:, :-1], idx[:, 1:])
         t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -167,7 +172,8 @@ def main():
                       "forward_ms": median([p[0] for p in parts]) * 1e3,
                       "backward_ms": median([p[1] for p in parts]) * 1e3,
                       "optimizer_ms": median([p[2] for p in parts]) * 1e3,
-                      "setup": setup, "blas": os.environ.get("LD_LIBRARY_PATH", "")}))
+                      "setup": setup, "blas": os.environ.get("LD_LIBRARY_PATH", ""),
+                      "autocast": args.autocast}))
     return 0
 
 

@@ -456,6 +456,21 @@ const std::vector<Key>& Keys() {
       };
       v.push_back(k);
     }
+    {
+      Key k{"train",
+            "precision",
+            "one of fp32, bf16",
+            "fp32, or bf16 mixed precision as torch.autocast: the matrix products in bf16 with "
+            "fp32 accumulation, the rest and the master weights fp32 (needs AVX512_BF16; "
+            "docs/bf16.md)",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.train.bf16 = AsChoice(n, o, "train.precision", {"fp32", "bf16"}) == "bf16";
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.train.bf16 ? "bf16" : "fp32"); };
+      v.push_back(k);
+    }
     // ---- comm
     v.push_back(NumberKey("comm", "bucket_mb",
                           "gradient bucket size in MB (10^6 bytes) synced while backward runs",

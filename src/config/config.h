@@ -53,6 +53,7 @@ struct TrainConfig {
   std::string resume = "auto";  // auto | never | a checkpoint path (train/resume.h)
   int keep_checkpoints = 3;     // newest step directories kept; 0 = all
   bool skip_nonfinite = false;  // on_nonfinite: skip_step (true) or stop (false)
+  bool bf16 = false;            // precision: bf16 (true) or fp32 (false)
 };
 
 struct CommConfig {

@@ -58,4 +58,31 @@ inline float Bf16ToFloat(uint16_t b) {
 // vectorizes at the baseline ISA, no AVX512-BF16 needed).
 void ConvertToBf16(WorkerPool& pool, uint16_t* dst, const float* src, std::size_t n);
 
+// C (M,N) fp32 (+)= A (M,K) bf16 @ B (K,N) bf16, products accumulated in fp32 (VDPBF16PS). A is
+// stored (M,K) with row stride lda, or (K,M) if ta; B is stored (K,N) with row stride ldb, or
+// (N,K) if tb; C has row stride ldc and is overwritten, or added to with `add`. The summation
+// order depends on K alone (k pairs in order, blocks of 384), so results are bit-identical for
+// any split of M and N between threads. Call only where DetectBf16().avx512_bf16 (compiled with
+// a target attribute; the build's baseline has no AVX512). Thread safety: reentrant; uses
+// thread_local packing buffers (allocated on a thread's first call, reused after).
+void Bf16Gemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B, bool tb,
+              int ldb, float* C, int ldc, bool add = false);
+
+// The matrix products of train.precision: bf16 (what torch.autocast does on CPU: bf16 operands,
+// fp32 accumulation), with the same shapes, splits and write/accumulate rules as MatmulForward
+// and MatmulBackward (kernels.h); the outputs and gradients stay fp32.
+//
+// out (N,OC) = bf16(inp) (N,C) @ weight (OC,C)^T + bias; weight is the bf16 copy of the fp32
+// weight; inp is converted into scratch (N*C bf16) first.
+void MatmulForwardBf16(WorkerPool& pool, float* out, const float* inp, uint16_t* inp_bf16,
+                       const uint16_t* weight, const float* bias, std::size_t N, int C, int OC,
+                       int ldo);
+// dinp (N,C) = bf16(dout) @ weight (null: skipped); dweight (OC,C) = bf16(dout)^T @ bf16(inp)
+// (added with accumulate); dbias = column sums of the fp32 dout. dout (row stride ldd) is
+// converted into dout_bf16 (N*ldd bf16), inp into inp_bf16 (N*C bf16).
+void MatmulBackwardBf16(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
+                        const float* dout, uint16_t* dout_bf16, const float* inp,
+                        uint16_t* inp_bf16, const uint16_t* weight, std::size_t N, int C, int OC,
+                        int ldd, bool accumulate = false);
+
 }  // namespace cputrain::kernels

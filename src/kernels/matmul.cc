@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "kernels/kernels.h"
+#include "kernels/matmul_split.h"
 
 extern "C" {
 // OpenBLAS extensions (declared in openblas_config.h of some builds; declared here to be sure).
@@ -50,35 +51,22 @@ void InitBlas() {
 
 void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* weight,
                    const float* bias, std::size_t N, int C, int OC, int ldo) {
-  const bool split_cols = static_cast<std::size_t>(OC) >= N;
-  pool.ForEachThread([&](int tid) {
-    std::size_t b, e;
-    MatmulSlice(split_cols ? static_cast<std::size_t>(OC) : N, pool.size(), tid, &b, &e);
-    if (b >= e) return;
-    const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
-    const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : static_cast<std::size_t>(OC);
-    float beta = 0.f;
-    if (bias) {
-      for (std::size_t r = r0; r < r1; ++r) std::copy(bias + c0, bias + c1, out + r * ldo + c0);
-      beta = 1.f;
-    }
-    // out[r0:r1, c0:c1] (+)= inp[r0:r1, :] @ weight[c0:c1, :]^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(r1 - r0), I(c1 - c0), C, 1.f,
-                inp + r0 * C, C, weight + c0 * C, C, beta, out + r0 * ldo + c0, ldo);
-  });
+  internal::ForwardBlocks(
+      pool, out, bias, N, OC, ldo,
+      [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, bool add) {
+        // out[r0:r1, c0:c1] (+)= inp[r0:r1, :] @ weight[c0:c1, :]^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(r1 - r0), I(c1 - c0), C, 1.f,
+                    inp + r0 * C, C, weight + c0 * C, C, add ? 1.f : 0.f, out + r0 * ldo + c0, ldo);
+      });
 }
 
 void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias, const float* dout,
                     const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
                     bool accumulate) {
-  pool.ForEachThread([&](int tid) {
-    const int nt = pool.size();
-    if (dinp) {
-      // dinp[N,C] = dout[N,OC] @ weight[OC,C], split over rows (or columns if N is small).
-      const bool split_rows = N >= static_cast<std::size_t>(C);
-      std::size_t b, e;
-      MatmulSlice(split_rows ? N : static_cast<std::size_t>(C), nt, tid, &b, &e);
-      if (b < e) {
+  internal::BackwardBlocks(
+      pool, dinp != nullptr, dbias, dout, N, C, OC, ldd, accumulate,
+      [&](bool split_rows, std::size_t b, std::size_t e) {
+        // dinp[N,C] = dout[N,OC] @ weight[OC,C], rows or columns [b,e)
         if (split_rows) {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
                       dout + b * ldd, ldd, weight, C, 0.f, dinp + b * C, C);
@@ -86,22 +74,12 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), I(e - b), OC, 1.f, dout, ldd,
                       weight + b, C, 0.f, dinp + b, C);
         }
-      }
-    }
-    // dweight[OC,C] = dout^T @ inp and dbias = column sums of dout, split over OC.
-    std::size_t o0, o1;
-    MatmulSlice(static_cast<std::size_t>(OC), nt, tid, &o0, &o1);
-    if (o0 >= o1) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(o1 - o0), C, I(N), 1.f, dout + o0, ldd,
-                inp, C, accumulate ? 1.f : 0.f, dweight + o0 * C, C);
-    if (dbias) {
-      if (!accumulate) std::fill(dbias + o0, dbias + o1, 0.f);
-      for (std::size_t n = 0; n < N; ++n) {
-        const float* d = dout + n * ldd;
-        for (std::size_t o = o0; o < o1; ++o) dbias[o] += d[o];
-      }
-    }
-  });
+      },
+      [&](std::size_t o0, std::size_t o1) {
+        // dweight[o0:o1, :] (+)= dout[:, o0:o1]^T @ inp
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(o1 - o0), C, I(N), 1.f, dout + o0,
+                    ldd, inp, C, accumulate ? 1.f : 0.f, dweight + o0 * C, C);
+      });
 }
 
 }  // namespace cputrain::kernels

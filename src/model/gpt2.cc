@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/sanitizers.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "model/limits.h"
 
@@ -277,12 +278,22 @@ void Activations::PoisonRedZones() {
 }
 
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
-               int B, int T, bool with_loss) {
+               int B, int T, bool with_loss, const Bf16Operands* bf16) {
   namespace k = kernels;
   const Shape& s = layout.shape();
   const int C = s.C;
   const std::size_t N = static_cast<std::size_t>(B) * T;
   auto P = [&](Tensor t, int l = 0) { return params + layout.offset(t, l); };
+  // out (N,OC) = inp (N,IC) @ w^T + bias, in fp32 or with bf16 operands.
+  auto linear = [&](float* out, const float* inp, Tensor w, const float* bias, int l, int IC,
+                    int OC, int ldo) {
+    if (bf16) {
+      k::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l), bias, N,
+                           IC, OC, ldo);
+    } else {
+      k::MatmulForward(pool, out, inp, P(w, l), bias, N, IC, OC, ldo);
+    }
+  };
 
   a.PoisonRedZones();  // from here on, the activations are accessed view by view
   k::EncoderForward(pool, a.encoded, a.inputs, P(kWte), P(kWpe), B, T, C);
@@ -290,21 +301,21 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   for (int l = 0; l < s.L; ++l) {
     Activations::Layer& A = a.layers[l];
     k::LayerNormForward(pool, A.ln1, A.ln1_mean, A.ln1_rstd, x, P(kLn1w, l), P(kLn1b, l), N, C);
-    k::MatmulForward(pool, A.qkv, A.ln1, P(kQkvw, l), P(kQkvb, l), N, C, 3 * C, 3 * C);
+    linear(A.qkv, A.ln1, kQkvw, P(kQkvb, l), l, C, 3 * C, 3 * C);
     k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, s.NH);
-    k::MatmulForward(pool, A.attproj, A.atty, P(kAttprojw, l), P(kAttprojb, l), N, C, C, C);
+    linear(A.attproj, A.atty, kAttprojw, P(kAttprojb, l), l, C, C, C);
     k::ResidualForward(pool, A.residual2, x, A.attproj, N * C);
     k::LayerNormForward(pool, A.ln2, A.ln2_mean, A.ln2_rstd, A.residual2, P(kLn2w, l), P(kLn2b, l),
                         N, C);
-    k::MatmulForward(pool, A.fch, A.ln2, P(kFcw, l), P(kFcb, l), N, C, 4 * C, 4 * C);
+    linear(A.fch, A.ln2, kFcw, P(kFcb, l), l, C, 4 * C, 4 * C);
     k::GeluForward(pool, A.fch_gelu, A.fch, N * 4 * C);
-    k::MatmulForward(pool, A.fcproj, A.fch_gelu, P(kFcprojw, l), P(kFcprojb, l), N, 4 * C, C, C);
+    linear(A.fcproj, A.fch_gelu, kFcprojw, P(kFcprojb, l), l, 4 * C, C, C);
     k::ResidualForward(pool, A.residual3, A.residual2, A.fcproj, N * C);
     x = A.residual3;
   }
   k::LayerNormForward(pool, a.lnf, a.lnf_mean, a.lnf_rstd, x, P(kLnfw), P(kLnfb), N, C);
   // LM head tied to wte, real vocabulary only: logits (N, Vp), columns [0, V).
-  k::MatmulForward(pool, a.logits, a.lnf, P(kWte), nullptr, N, C, s.V, s.Vp);
+  linear(a.logits, a.lnf, kWte, nullptr, 0, C, s.V, s.Vp);
   if (!with_loss) return 0.0;
   k::CrossEntropyForward(pool, a.losses, a.lse, a.logits, a.targets, N, s.V, s.Vp);
   double sum = 0;  // in position order: the same for any pool size
@@ -314,7 +325,7 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
 
 void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
               Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
-              bool accumulate) {
+              bool accumulate, const Bf16Operands* bf16) {
   namespace k = kernels;
   const bool acc = accumulate;
   const Shape& s = layout.shape();
@@ -322,10 +333,20 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   const std::size_t N = static_cast<std::size_t>(B) * T;
   auto P = [&](Tensor t, int l = 0) { return params + layout.offset(t, l); };
   auto G = [&](Tensor t, int l = 0) { return grads + layout.offset(t, l); };
+  // Backward of linear(out, inp, w, b): dinp (N,IC), G(w) and dbias from dout (N,OC), stride ldd.
+  auto linear_back = [&](float* dinp, Tensor w, float* dbias, int l, const float* dout,
+                         const float* inp, int IC, int OC, int ldd) {
+    if (bf16) {
+      k::MatmulBackwardBf16(pool, dinp, G(w, l), dbias, dout, bf16->dout, inp, bf16->in,
+                            bf16->weights + layout.offset(w, l), N, IC, OC, ldd, acc);
+    } else {
+      k::MatmulBackward(pool, dinp, G(w, l), dbias, dout, inp, P(w, l), N, IC, OC, ldd, acc);
+    }
+  };
 
   // Loss and LM head: dlogits in place; dwte = dlogits^T lnf (written), dlnf = dlogits wte.
   k::CrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.targets, dloss, N, s.V, s.Vp);
-  k::MatmulBackward(pool, a.dln, G(kWte), nullptr, a.logits, a.lnf, P(kWte), N, C, s.V, s.Vp, acc);
+  linear_back(a.dln, kWte, nullptr, 0, a.logits, a.lnf, C, s.V, s.Vp);
   // The residual stream's gradient starts at zero; LayerNormBackward adds into it.
   pool.ParallelFor(N * C, [&](std::size_t b, std::size_t e, int) {
     std::fill(a.dresidual + b, a.dresidual + e, 0.f);
@@ -339,19 +360,15 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
     Activations::Layer& A = a.layers[l];
     const float* x = l > 0 ? a.layers[l - 1].residual3 : a.encoded;
     // a.dresidual holds d residual3 = d fcproj = d residual2 (before ln2's share is added).
-    k::MatmulBackward(pool, a.dfch, G(kFcprojw, l), G(kFcprojb, l), a.dresidual, A.fch_gelu,
-                      P(kFcprojw, l), N, 4 * C, C, C, acc);
+    linear_back(a.dfch, kFcprojw, G(kFcprojb, l), l, a.dresidual, A.fch_gelu, 4 * C, C, C);
     k::GeluBackward(pool, a.dfch, A.fch, a.dfch, N * 4 * C);
-    k::MatmulBackward(pool, a.dln, G(kFcw, l), G(kFcb, l), a.dfch, A.ln2, P(kFcw, l), N, C, 4 * C,
-                      4 * C, acc);
+    linear_back(a.dln, kFcw, G(kFcb, l), l, a.dfch, A.ln2, C, 4 * C, 4 * C);
     k::LayerNormBackward(pool, a.dresidual, G(kLn2w, l), G(kLn2b, l), a.dln, A.residual2,
                          P(kLn2w, l), A.ln2_mean, A.ln2_rstd, N, C, acc);
     // a.dresidual now holds d residual2 = d attproj = d x (before ln1's share is added).
-    k::MatmulBackward(pool, a.datty, G(kAttprojw, l), G(kAttprojb, l), a.dresidual, A.atty,
-                      P(kAttprojw, l), N, C, C, C, acc);
+    linear_back(a.datty, kAttprojw, G(kAttprojb, l), l, a.dresidual, A.atty, C, C, C);
     k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, s.NH);
-    k::MatmulBackward(pool, a.dln, G(kQkvw, l), G(kQkvb, l), a.dqkv, A.ln1, P(kQkvw, l), N, C,
-                      3 * C, 3 * C, acc);
+    linear_back(a.dln, kQkvw, G(kQkvb, l), l, a.dqkv, A.ln1, C, 3 * C, 3 * C);
     k::LayerNormBackward(pool, a.dresidual, G(kLn1w, l), G(kLn1b, l), a.dln, x, P(kLn1w, l),
                          A.ln1_mean, A.ln1_rstd, N, C, acc);
     on_ready(layout.block_begin(l));

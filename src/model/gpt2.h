@@ -175,10 +175,30 @@ class Activations {
   std::vector<std::pair<std::size_t, std::size_t>> red_zones_;
 };
 
+// train.precision: bf16 (docs/bf16.md). The products of the linear layers and the LM head take
+// bf16 operands and accumulate in fp32 (kernels/bf16.h); everything else, and every output and
+// gradient, stays fp32. `weights` is a bf16 copy of the whole flat parameter buffer (same
+// offsets), which the caller refreshes whenever the fp32 parameters change; `in` and `dout` are
+// scratch for the converted product inputs and output gradients.
+struct Bf16Operands {
+  const uint16_t* weights = nullptr;  // layout.total()
+  uint16_t* in = nullptr;             // InElems
+  uint16_t* dout = nullptr;           // DoutElems
+  // Scratch sizes for B rows of T positions: the widest product input is (B,T,4C); the widest
+  // output gradient is the LM head's (B,T,Vp).
+  static std::size_t InElems(const Shape& s, int B, int T) {
+    return static_cast<std::size_t>(B) * T * 4 * s.C;
+  }
+  static std::size_t DoutElems(const Shape& s, int B, int T) {
+    return static_cast<std::size_t>(B) * T * (4 * s.C > s.Vp ? 4 * s.C : s.Vp);
+  }
+};
+
 // Forward over B rows of T tokens (acts.inputs, and acts.targets if with_loss). Returns the sum
-// of the B*T position losses (0 if !with_loss); acts.logits holds the logits either way.
+// of the B*T position losses (0 if !with_loss); acts.logits holds the logits either way. bf16:
+// run the products in bf16 (null: fp32).
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& acts,
-               int B, int T, bool with_loss);
+               int B, int T, bool with_loss, const Bf16Operands* bf16 = nullptr);
 
 // Backward after Forward(with_loss). Writes every gradient in `grads` (same layout as params;
 // padding rows and unused wpe rows are never written: keep them zero). dloss is d(loss)/d(each
@@ -186,10 +206,10 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
 // [from, layout.total()) of grads is final: after lnf, after each block (L-1 down to 0), and
 // with 0 after the embeddings. accumulate: ADD every gradient into `grads` instead of writing it
 // (gradient accumulation: each micro-batch after the first of a step); false is exactly the
-// writing path.
+// writing path. bf16: as in Forward (the same operands Forward ran with).
 void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
               Activations& acts, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
-              bool accumulate = false);
+              bool accumulate = false, const Bf16Operands* bf16 = nullptr);
 
 // Model FLOPs of one training step (forward + backward) per token, the usual accounting: 6 per
 // parameter of the matrix products (incl. the LM head, V real rows) plus 12*L*T*C... see .cc.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "kernels/bf16.h"
+
 namespace cputrain::train {
 
 void ReplicaGroup::Job::operator()() const {
@@ -23,7 +25,7 @@ bool ShareReplica(const topo::Plan& plan) {
 }
 
 ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& plan,
-                             const model::Shape& shape, int rows, int T, bool comm_pools)
+                             const model::Shape& shape, int rows, int T, bool comm_pools, bool bf16)
     : layout_(shape),
       binder_(topo::MakeBinder(topology)),
       groups_(plan.groups.size()),
@@ -51,8 +53,20 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
     grp.tokens = alloc::NodeBuffer<int>(grp.node, 2 * static_cast<std::size_t>(rows) * T);
     grp.scalars = alloc::NodeBuffer<float>(grp.node, 16);
     grp.act->Bind(grp.acts.data(), grp.tokens.data());
+    if (bf16) {
+      if (grp.replica == g)
+        grp.params_bf16 = alloc::NodeBuffer<uint16_t>(grp.node, layout_.total());
+      const std::size_t in = model::Bf16Operands::InElems(shape, rows, T);
+      grp.scratch_bf16 = alloc::NodeBuffer<uint16_t>(
+          grp.node, in + model::Bf16Operands::DoutElems(shape, rows, T));
+      grp.bf16ops.in = grp.scratch_bf16.data();
+      grp.bf16ops.dout = grp.scratch_bf16.data() + in;
+    }
   }
-  for (ReplicaGroup& grp : groups_) grp.weights = groups_[grp.replica].params.data();
+  for (ReplicaGroup& grp : groups_) {
+    grp.weights = groups_[grp.replica].params.data();
+    if (bf16) grp.bf16ops.weights = grp.weights_bf16 = groups_[grp.replica].params_bf16.data();
+  }
   FirstTouch();
 }
 
@@ -70,6 +84,12 @@ void ReplicaGroups::FirstTouch() {
           });
         }
         std::fill(grp.tokens.begin(), grp.tokens.end(), 0);
+        for (alloc::NodeBuffer<uint16_t>* b : {&grp.params_bf16, &grp.scratch_bf16}) {
+          uint16_t* p = b->data();
+          grp.pool->ParallelFor(b->size(), [&](std::size_t lo, std::size_t hi, int) {
+            std::fill(p + lo, p + hi, uint16_t{0});
+          });
+        }
       },
       [](const std::string&) {});
 }
@@ -125,6 +145,16 @@ nlohmann::json ReplicaGroups::PlacementJson(const topo::Plan& plan) const {
                         {"activations", nodes(grp.acts.data(), grp.acts.bytes())}}}});
   }
   return groups;
+}
+
+void ReplicaGroups::RefreshBf16Weights() {
+  OnAll(
+      [&](ReplicaGroup& grp) {
+        if (grp.params_bf16.size() == 0) return;  // fp32, or another group's replica
+        kernels::ConvertToBf16(*grp.pool, grp.params_bf16.data(), grp.params.data(),
+                               layout_.total());
+      },
+      [](const std::string&) {});
 }
 
 }  // namespace cputrain::train

@@ -51,7 +51,16 @@ struct ReplicaGroup {
   alloc::NodeBuffer<int> tokens;    // 2 * rows * T: inputs, targets
   alloc::NodeBuffer<float> scalars;         // 16 floats for small allreduces
   std::unique_ptr<model::Activations> act;  // views into acts and tokens
-  comm::Range owned;                        // its ZeRO-1 shard of the flat buffer
+  // train.precision: bf16 only (empty otherwise): the bf16 copy of the replica's parameters (if
+  // replica == index; refreshed from them after every update, train/step.h), and the scratch
+  // for the products' converted operands. bf16ops points into them (and at the replica's copy).
+  alloc::NodeBuffer<uint16_t> params_bf16;  // layout.total()
+  alloc::NodeBuffer<uint16_t> scratch_bf16;
+  uint16_t* weights_bf16 = nullptr;  // = groups[replica].params_bf16.data()
+  model::Bf16Operands bf16ops;
+  // The operands Forward and Backward take: null in fp32.
+  const model::Bf16Operands* bf16() const { return bf16ops.weights ? &bf16ops : nullptr; }
+  comm::Range owned;  // its ZeRO-1 shard of the flat buffer
   // Results of the group's last step or evaluation, read by the main thread after OnAll.
   double loss_sum = 0;
   double grad_norm = 0;
@@ -75,9 +84,10 @@ class ReplicaGroups {
  public:
   // One group per plan group, each training `rows` rows of T tokens of `shape`, its buffers
   // zero-filled by its own workers (first touch on its node). comm_pools: also start the plan's
-  // comm CPUs as a pool per group (only useful when gradients are synced).
+  // comm CPUs as a pool per group (only useful when gradients are synced). bf16: also the bf16
+  // weight copy and scratch of train.precision: bf16.
   ReplicaGroups(const topo::Topology& topology, const topo::Plan& plan, const model::Shape& shape,
-                int rows, int T, bool comm_pools);
+                int rows, int T, bool comm_pools, bool bf16 = false);
   ReplicaGroups(const ReplicaGroups&) = delete;
   ReplicaGroups& operator=(const ReplicaGroups&) = delete;
 
@@ -96,6 +106,10 @@ class ReplicaGroups {
   // Fills group 0's replica with init(pool, params) on group 0's workers, then every other
   // replica copies it with its own workers (its first touch).
   void InitParams(FunctionRef<void(WorkerPool&, float*)> init);
+
+  // bf16 only: every replica's bf16 copy from its fp32 parameters, converted by the replica's
+  // own group (after the parameters were set from outside the step: init, load, resume).
+  void RefreshBf16Weights();
 
   // This process's placement: per group its CPUs, the bindings its workers read back, and the
   // NUMA nodes its memory actually sits on (placement.json's "groups").

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "kernels/bf16.h"
+
 namespace cputrain::train {
 namespace {
 
@@ -45,8 +47,15 @@ void Stepper::Abort(const std::string& reason) {
   if (comm_) comm_->Abort(reason);
 }
 
+void Stepper::RefreshBf16Once() {
+  if (bf16_fresh_) return;
+  if (groups_[0].bf16()) groups_.RefreshBf16Weights();
+  bf16_fresh_ = true;
+}
+
 StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
                          optim::AdamWStep update, double grad_clip, bool skip_nonfinite) {
+  RefreshBf16Once();
   groups_.OnAll(
       [&](ReplicaGroup& grp) { StepOnGroup(grp, step, load, update, grad_clip, skip_nonfinite); },
       [&](const std::string& why) { Abort(why); });
@@ -71,7 +80,8 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
     const bool last = j == accum_ - 1;
     load(grp, j);
     auto t = Clock::now();
-    grp.loss_sum += model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T_, true);
+    grp.loss_sum +=
+        model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T_, true, grp.bf16());
     grp.timings.forward_ms += MsSince(t);
     // backward; inline bucket reductions happen inside the last one and count as communication
     double sync_ms = 0;
@@ -85,7 +95,7 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
           sync_->OnBackwardReady(g, step, from);
           sync_ms += MsSince(c);
         },
-        /*accumulate=*/j > 0);
+        /*accumulate=*/j > 0, grp.bf16());
     grp.timings.backward_ms += MsSince(t) - sync_ms;
     *comm_ms += sync_ms;
   }
@@ -121,6 +131,14 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
     optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(), grp.v.data(),
                        grp.owned.lo, grp.owned.hi, update);
   }
+  // bf16: the copy of what this group just updated. A shared replica's copy is shared too, and
+  // each group refreshes its own shard of it (disjoint writes; read only from the next step on).
+  // Own replicas get the other shards with the allgather below, and are refreshed whole after it.
+  const bool own_replicas = comm_ && !groups_.shared_replica();
+  if (grp.bf16() && !own_replicas) {
+    kernels::ConvertToBf16(pool, grp.weights_bf16 + grp.owned.lo, grp.weights + grp.owned.lo,
+                           grp.owned.size());
+  }
   grp.timings.optimizer_ms = MsSince(t);
 
   // 4. Every group pulls the other shards into its replica before the next forward. With one
@@ -128,22 +146,28 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
   // update, so they all happen before any group's next forward. And no group updates while
   // another still reads the weights in backward: the sum-of-squares allreduce above is a
   // barrier after every group's backward.
-  if (comm_ && !groups_.shared_replica()) {
+  if (own_replicas) {
     t = Clock::now();
     pool.ForEachThread([&](int th) {
       comm_->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
     });
     comm_ms += MsSince(t);
+    if (grp.bf16()) {
+      t = Clock::now();
+      kernels::ConvertToBf16(pool, grp.weights_bf16, grp.weights, layout.total());
+      grp.timings.optimizer_ms += MsSince(t);
+    }
   }
   grp.timings.comm_ms = comm_ms;
 }
 
 void Stepper::AddForwardLoss(FunctionRef<void(ReplicaGroup&)> load, double* sum) {
+  RefreshBf16Once();
   groups_.OnAll(
       [&](ReplicaGroup& grp) {
         load(grp);
-        grp.loss_sum =
-            model::Forward(*grp.pool, groups_.layout(), grp.weights, *grp.act, grp.rows, T_, true);
+        grp.loss_sum = model::Forward(*grp.pool, groups_.layout(), grp.weights, *grp.act, grp.rows,
+                                      T_, true, grp.bf16());
       },
       [&](const std::string& why) { Abort(why); });
   for (const ReplicaGroup& grp : groups_.all()) *sum += grp.loss_sum;

@@ -10,7 +10,10 @@
 //      (global norm, clipping coefficient);
 //   3. AdamW updates the shard, with moments allocated for that shard only, on the group's node;
 //   4. the shards are allgathered into every group's replica before the next forward (not
-//      needed when the groups share one replica).
+//      needed when the groups share one replica);
+//   5. with train.precision: bf16, the replicas' bf16 weight copies are refreshed from the
+//      updated fp32 weights: each group's own shard of a shared replica, or its whole replica
+//      after the allgather.
 // The loss is the mean over the global batch (all k micro-batches): each group's sum over its
 // micro-batches in order, group sums added in group order, then across processes in rank order, so
 // with a fixed plan every sum has a fixed order and two runs give bit-identical results.
@@ -69,6 +72,10 @@ class Stepper {
   void AccumulateGradients(ReplicaGroup& grp, uint64_t step,
                            FunctionRef<void(ReplicaGroup&, int)> load, double* comm_ms);
   void Abort(const std::string& reason);
+  // bf16: the replicas' bf16 weight copies from the fp32 weights, before the first step or
+  // evaluation (the weights were set before the Stepper existed: init, load, resume); from then
+  // on each step refreshes them after its update (StepOnGroup).
+  void RefreshBf16Once();
 
   ReplicaGroups& groups_;
   const int B_, T_;
@@ -76,6 +83,7 @@ class Stepper {
   const int accum_;
   std::unique_ptr<GradSync> sync_;            // with more than one group or process
   std::unique_ptr<comm::Communicator> comm_;  // with more than one group
+  bool bf16_fresh_ = false;
 };
 
 }  // namespace cputrain::train

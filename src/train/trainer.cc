@@ -11,6 +11,7 @@
 #include "alloc/numa_alloc.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
@@ -236,9 +237,26 @@ void InitState(Run& run) {
   run.pos = {run.resume->state.next_window, run.resume->state.tokens};
 }
 
+// train.precision: bf16 runs its products on VDPBF16PS (kernels/bf16.h): refused up front on a
+// CPU without it, before any memory is touched.
+void CheckPrecision(const Config& cfg) {
+  if (!cfg.train.bf16) return;
+  const kernels::Bf16Support s = kernels::DetectBf16();
+  if (s.native() && s.avx512_bf16) return;
+  throw InputError(
+      fmt::format("train.precision is bf16 but this CPU lacks {}",
+                  s.native() ? "AVX512_BF16 (it has AMX-BF16 only; the bf16 products use "
+                               "VDPBF16PS)"
+                             : s.Missing()),
+      "set train.precision: fp32, or train on a CPU with AVX512_BF16 (Intel Cooper Lake, "
+      "Sapphire Rapids or later; AMD Zen 4 or later); `cputrain-numa topo` prints which "
+      "precisions this machine runs natively");
+}
+
 // Plans the groups and reads the model's shape; checks the batch splits over them.
 void PlanAndShape(Run& run) {
   const Config& cfg = run.cfg;
+  CheckPrecision(cfg);
   run.topology = topo::LoadTopology(cfg.topology);
   if (const std::string w = topo::AdoptLaunchBinding(run.topology); !w.empty()) log::Warn("{}", w);
   run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
@@ -252,8 +270,9 @@ void BuildGroups(Run& run) {
   const Config& cfg = run.cfg;
   const int G = static_cast<int>(run.plan.groups.size());
   alloc::Configure(alloc::OptionsFor(run.topology));
-  run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
-                                               run.B / (run.R * G), run.T, G > 1 || run.dist);
+  run.groups =
+      std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape, run.B / (run.R * G), run.T,
+                                      G > 1 || run.dist, cfg.train.bf16);
   InitState(run);
   run.stepper = std::make_unique<Stepper>(
       *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
