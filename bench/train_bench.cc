@@ -26,6 +26,13 @@
 //   [LABEL:] key=value; key=value ...   any config overrides (as --set), e.g.
 //              "mine: placement.cpus=[[0],[1]]; comm.bucket_mb=5"
 //
+// Precision (--precision bf16): every placement also runs with train.precision: bf16, right after
+// its fp32 row, and every PyTorch setup also runs under torch.autocast("cpu", torch.bfloat16);
+// the summary puts our best bf16 row beside PyTorch's best autocast row (target >= 1.5x) and each
+// bf16 row beside its fp32 twin (target >= 1.6x). A bf16 row's MFU is over the measured
+// VDPBF16PS peak (bench/peak.h), an fp32 row's over the FMA peak. Without AVX512_BF16 the bf16
+// rows are skipped with a warning.
+//
 // Gradient accumulation (--accum K, default 8; 0 = off): the first two placements also run with
 // train.grad_accum_steps=K, each right after its k=1 row, and the summary prints the per-token
 // ratio (tokens/s counts all K micro-batches; the sync runs once per K).
@@ -51,6 +58,7 @@
 #include "common/log.h"
 #include "common/subprocess.h"
 #include "data/token_file.h"
+#include "kernels/bf16.h"
 #include "model/gpt2.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
@@ -203,6 +211,7 @@ struct Row {
   double gflops = 0, mfu = 0;
   double others_pct = 0;          // CPU share other processes took meanwhile (OthersMeter)
   double slowest_core_pct = 100;  // slowest core's FMA speed before/after, % of its peak
+  bool bf16 = false;              // train.precision: bf16, or PyTorch under bf16 autocast
   bool ok = false;
 };
 
@@ -230,6 +239,10 @@ class TrainSuite : public Suite {
                     "also run the first two placements with this many micro-batches per step "
                     "(gradient accumulation; default 8, 0 = off)")
         ->check(CLI::Range(0, 4096));
+    cmd->add_option("--precision", precision_,
+                    "bf16: also run every placement in train.precision: bf16 and PyTorch under "
+                    "bf16 autocast, with the ratios (default fp32)")
+        ->check(CLI::IsMember({"fp32", "bf16"}));
     cmd->add_flag("--pytorch", pytorch_, "also train the same model with PyTorch");
     cmd->add_option("--python", python_, "Python with torch (default /usr/bin/python3)");
     cmd->add_option("--pytorch-script", script_,
@@ -242,7 +255,14 @@ class TrainSuite : public Suite {
                              const PlacementSpec& spec, const std::string& tokens,
                              const std::string& out_dir, SuiteRecords* report);
   void RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteRecords* report);
-  double PeakFor(int cores) const { return peak_per_core_ * cores; }
+  // --precision bf16: each bf16 row against its fp32 twin, and our best bf16 row against
+  // PyTorch's best autocast row (rows [0, ours) are ours, the rest PyTorch's).
+  static void PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& rows, std::size_t ours,
+                              const std::vector<std::pair<std::string, std::string>>& pairs,
+                              SuiteRecords* report);
+  double PeakFor(int cores, bool bf16 = false) const {
+    return (bf16 ? bf16_peak_per_core_ : peak_per_core_) * cores;
+  }
   // The slowest core's FMA rate right now, in % of the per-core peak (CoreRates on all cores).
   double SlowestCorePct() {
     const std::vector<double> r = CoreRates(*check_pool_, 0.03);
@@ -252,6 +272,7 @@ class TrainSuite : public Suite {
   std::vector<std::string> models_, placements_;
   int steps_ = 0, warmup_ = -1;
   int accum_ = 8;
+  std::string precision_ = "fp32";
   bool pytorch_ = false;
   std::string python_ = "/usr/bin/python3";
   std::string script_;
@@ -259,6 +280,7 @@ class TrainSuite : public Suite {
   int steps_run_ = 0, warmup_run_ = 0;
   int real_cores_ = 0;
   double peak_per_core_ = 0;
+  double bf16_peak_per_core_ = 0;  // VDPBF16PS; 0 without AVX512_BF16
   std::string peak_isa_;
   std::string torch_version_;  // "" = not available
   std::unique_ptr<topo::Binder> check_binder_;
@@ -346,7 +368,8 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   row.other = Median(other);
   const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
   row.gflops = fpt * row.tokens_per_s / 1e9;
-  row.mfu = row.gflops / PeakFor(cores_used);
+  row.bf16 = cfg.train.bf16;
+  row.mfu = row.gflops / PeakFor(cores_used, row.bf16);
   row.others_pct = others_pct;
   row.slowest_core_pct = slowest;
   row.ok = true;
@@ -369,7 +392,8 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
               {"other_ms", row.other},
               {"flops_per_token", fpt},
               {"gflops", row.gflops},
-              {"peak_gflops", PeakFor(cores_used)},
+              {"precision", row.bf16 ? "bf16" : "fp32"},
+              {"peak_gflops", PeakFor(cores_used, row.bf16)},
               {"mfu", row.mfu},
               {"others_cpu_pct", others_pct},
               {"slowest_core_pct", slowest}});
@@ -383,6 +407,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
   struct Setup {
     std::string label, mode, blas;
     std::vector<std::string> args, env;
+    bool bf16 = false;  // under torch.autocast("cpu", torch.bfloat16)
   };
   std::vector<Setup> setups = {{fmt::format("PyTorch 1x{} pthread-BLAS", N),
                                 "threads",
@@ -401,6 +426,15 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
   if (N >= 2 && m.B % N == 0) {
     setups.push_back(
         {fmt::format("PyTorch DDP {}x1", N), "ddp", "pthread", {"--ddp", std::to_string(N)}, {}});
+  }
+  if (precision_ == "bf16") {  // each setup again under autocast, right after its fp32 row
+    for (std::size_t i = 0; i < setups.size(); i += 2) {
+      Setup a = setups[i];
+      a.label += " autocast-bf16";
+      a.args.insert(a.args.end(), {"--autocast", "bf16"});
+      a.bf16 = true;
+      setups.insert(setups.begin() + static_cast<std::ptrdiff_t>(i) + 1, a);
+    }
   }
   const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
   for (const Setup& s : setups) {
@@ -432,11 +466,17 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
         if (!j.is_discarded() && j.contains("tokens_per_s")) out = j;
       }
     }
-    nlohmann::json rec = {
-        {"impl", "pytorch"},      {"model", m.name}, {"model_shape", m.Describe()},
-        {"placement", s.label},   {"mode", s.mode},  {"blas", s.blas},
-        {"cores_used", N},        {"B", m.B},        {"T", m.T},
-        {"torch", torch_version_}};
+    nlohmann::json rec = {{"impl", "pytorch"},
+                          {"model", m.name},
+                          {"model_shape", m.Describe()},
+                          {"placement", s.label},
+                          {"mode", s.mode},
+                          {"blas", s.blas},
+                          {"cores_used", N},
+                          {"B", m.B},
+                          {"T", m.T},
+                          {"torch", torch_version_},
+                          {"precision", s.bf16 ? "bf16" : "fp32"}};
     if (pr.exit_code != 0 || out.is_null()) {
       log::Warn("bench train: {} failed (exit status {}); its row is left out", s.label,
                 pr.exit_code);
@@ -454,7 +494,8 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
     row.opt = out.value("optimizer_ms", 0.0);
     row.other = std::max(0.0, row.step_ms - row.fwd - row.bwd - row.opt);
     row.gflops = fpt * row.tokens_per_s / 1e9;
-    row.mfu = row.gflops / PeakFor(N);
+    row.bf16 = s.bf16;
+    row.mfu = row.gflops / PeakFor(N, s.bf16);
     row.others_pct = others_pct;
     row.slowest_core_pct = slowest;
     row.ok = true;
@@ -471,11 +512,59 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
                 {"other_ms", row.other},
                 {"flops_per_token", fpt},
                 {"gflops", row.gflops},
-                {"peak_gflops", PeakFor(N)},
+                {"peak_gflops", PeakFor(N, s.bf16)},
                 {"mfu", row.mfu},
                 {"others_cpu_pct", others_pct},
                 {"slowest_core_pct", slowest}});
     report->Add(rec);
+  }
+}
+
+void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& rows,
+                                 std::size_t ours,
+                                 const std::vector<std::pair<std::string, std::string>>& pairs,
+                                 SuiteRecords* report) {
+  auto find = [&](const std::string& label) -> const Row* {
+    for (std::size_t i = 0; i < ours; ++i)
+      if (rows[i].label == label) return &rows[i];
+    return nullptr;
+  };
+  auto met = [](double ratio, double target) {
+    return ratio >= target ? std::string("met")
+                           : fmt::format("missed by {:.0f}%", 100 * (1 - ratio / target));
+  };
+  const Row *best = nullptr, *torch = nullptr;
+  for (const auto& [fp32, bf16] : pairs) {
+    const Row *a = find(fp32), *b = find(bf16);
+    if (!a || !b) continue;
+    if (!best || b->tokens_per_s > best->tokens_per_s) best = b;
+    const double ratio = b->tokens_per_s / a->tokens_per_s;
+    std::printf("  bf16 on %s: %.1f tokens/s vs fp32 %.1f -> %.2fx (target >= 1.6: %s)\n",
+                fp32.c_str(), b->tokens_per_s, a->tokens_per_s, ratio, met(ratio, 1.6).c_str());
+    report->Add({{"kind", "bf16_vs_fp32"},
+                 {"model", m.name},
+                 {"placement", fp32},
+                 {"tokens_per_s_fp32", a->tokens_per_s},
+                 {"tokens_per_s_bf16", b->tokens_per_s},
+                 {"ratio", ratio}});
+  }
+  for (std::size_t i = ours; i < rows.size(); ++i) {
+    if (rows[i].bf16 && (!torch || rows[i].tokens_per_s > torch->tokens_per_s)) torch = &rows[i];
+  }
+  if (best && torch) {
+    const double ratio = best->tokens_per_s / torch->tokens_per_s;
+    std::printf(
+        "  bf16, ours best: %s, %.1f tokens/s (MFU %.1f%% of the bf16 peak); PyTorch autocast "
+        "best: %s, %.1f -> %.2fx (target >= 1.5: %s)\n",
+        best->label.c_str(), best->tokens_per_s, 100 * best->mfu, torch->label.c_str(),
+        torch->tokens_per_s, ratio, met(ratio, 1.5).c_str());
+    report->Add({{"kind", "bf16_vs_pytorch_autocast"},
+                 {"model", m.name},
+                 {"placement", best->label},
+                 {"pytorch_placement", torch->label},
+                 {"tokens_per_s", best->tokens_per_s},
+                 {"pytorch_tokens_per_s", torch->tokens_per_s},
+                 {"ratio", ratio}});
   }
 }
 
@@ -504,6 +593,28 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     specs.insert(specs.begin() + static_cast<std::ptrdiff_t>(i) + 1, k);
   }
 
+  // bf16 twins: every placement again in train.precision: bf16, right after its fp32 row.
+  std::vector<std::pair<std::string, std::string>> bf16_pairs;  // (fp32 label, bf16 label)
+  if (precision_ == "bf16") {
+    if (!(kernels::DetectBf16().native() && kernels::DetectBf16().avx512_bf16)) {
+      log::Warn("bench train: --precision bf16 needs AVX512_BF16 ({}); the bf16 rows are skipped",
+                kernels::DetectBf16().Describe());
+      report->Add({{"kind", "bf16_unavailable"}, {"cpu", kernels::DetectBf16().Describe()}});
+    } else {
+      std::vector<PlacementSpec> with;
+      for (const PlacementSpec& sp : specs) {
+        with.push_back(sp);
+        PlacementSpec b = sp;
+        b.label += " bf16";
+        b.note += "; train.precision: bf16";
+        b.sets.push_back("train.precision=bf16");
+        bf16_pairs.emplace_back(sp.label, b.label);
+        with.push_back(b);
+      }
+      specs = std::move(with);
+    }
+  }
+
   // The peak: this machine's allowed cores (one per physical core), all busy at once, and one
   // alone (bench/peak.h: the larger of the two readings counts).
   const topo::Topology real = topo.simulated ? topo::LoadTopology("this") : topo;
@@ -514,13 +625,15 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     check_pool_ = std::make_unique<WorkerPool>(cores, check_binder_.get(), "check");
     const PeakResult p = MeasurePeak(*check_pool_, check_binder_.get(), ctx.quick);
     peak_per_core_ = p.group() / real_cores_;
+    bf16_peak_per_core_ = p.group_bf16_peak() / real_cores_;
     peak_isa_ = p.best_isa();
   }
   report->Add({{"kind", "peak"},
                {"cores", real_cores_},
                {"isa", peak_isa_},
                {"gflops", peak_per_core_ * real_cores_},
-               {"per_core_gflops", peak_per_core_}});
+               {"per_core_gflops", peak_per_core_},
+               {"bf16_per_core_gflops", bf16_peak_per_core_}});
 
   // PyTorch available?
   if (pytorch_) {
@@ -550,8 +663,11 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   ScratchDir scratch("cputrain-bench-train");
   std::printf(
       "train: %d timed step(s) after %d warm-up, medians; peak %.1f GFLOP/s per core "
-      "(%s FMA loop, %d cores busy)%s\n",
+      "(%s FMA loop, %d cores busy)%s%s\n",
       steps_run_, warmup_run_, peak_per_core_, peak_isa_.c_str(), real_cores_,
+      bf16_peak_per_core_ > 0
+          ? fmt::format(", bf16 {:.1f} (VDPBF16PS loop)", bf16_peak_per_core_).c_str()
+          : "",
       pytorch_ ? (torch_version_.empty() ? "; PyTorch: not available"
                                          : fmt::format("; PyTorch {}", torch_version_).c_str())
                : "; PyTorch: not run (--pytorch)");
@@ -574,7 +690,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
         "core's FMA speed just before and after it, %% of peak (a shared VM's core can "
         "run at half speed for a while): a few %% / below ~90%% mean a disturbed row\n",
         m.name.c_str(), m.Describe().c_str(), fpt / 1e6);
-    std::printf("  %-26s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %6s %5s | %s\n", "placement",
+    std::printf("  %-38s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %6s %5s | %s\n", "placement",
                 "tokens/s", "GFLOP/s", "MFU", "step ms", "forward", "backward", "comm", "optim",
                 "other", "others", "core", "how");
     std::vector<Row> rows;
@@ -588,16 +704,18 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf(
-          "  %-26s %9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %5.0f%% %4.0f%% | "
+          "  %-38s %9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %5.0f%% %4.0f%% | "
           "%s\n",
           r.label.c_str(), r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm,
           r.opt, r.other, r.others_pct, r.slowest_core_pct, r.note.c_str());
       if (i + 1 == ours && ours < rows.size()) std::printf("  %s\n", std::string(60, '-').c_str());
     }
     // Summary against the targets (reported, not asserted).
+    // The fp32 rows' best (the bf16 rows have their own summary, PrintBf16Ratios).
     auto best_of = [&](std::size_t b, std::size_t e) -> const Row* {
       const Row* best = nullptr;
       for (std::size_t i = b; i < e; ++i) {
+        if (rows[i].bf16) continue;
         if (!best || rows[i].tokens_per_s > best->tokens_per_s) best = &rows[i];
       }
       return best;
@@ -623,6 +741,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                    {"tokens_per_s_k", b->tokens_per_s},
                    {"ratio", ratio}});
     }
+    PrintBf16Ratios(m, rows, ours, bf16_pairs, report);
     const Row* our_best = best_of(0, ours);
     const Row* torch_best = best_of(ours, rows.size());
     nlohmann::json summary = {{"kind", "summary"}, {"model", m.name}};

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "common/stop.h"
 #include "config/config.h"
+#include "kernels/bf16.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "test_util.h"
@@ -133,6 +134,18 @@ TEST(Resume, StoppedAndResumedIsBitIdenticalShuffledWithAccumulation) {
 
 TEST(Resume, StoppedAndResumedIsBitIdenticalTwoGroups) {
   ExpectExactResume({kTwoGroups, "placement.threads_per_group=1"});
+}
+
+// train.precision: bf16 keeps fp32 master weights in the checkpoint; the bf16 copy is made from
+// them at the start, as after every update, so a resumed bf16 run is the straight one, bit for
+// bit: with 1 group, 2 replicas, and 2 groups sharing one replica (each refreshes its shard).
+TEST(Resume, StoppedAndResumedIsBitIdenticalInBf16) {
+  if (!(kernels::DetectBf16().native() && kernels::DetectBf16().avx512_bf16))
+    GTEST_SKIP() << kernels::DetectBf16().Describe();
+  ExpectExactResume({"train.precision=bf16"});
+  ExpectExactResume({"train.precision=bf16", kTwoGroups, "placement.threads_per_group=1"});
+  ExpectExactResume({"train.precision=bf16", "topology=synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
+                     "placement.group_by=l3"});
 }
 
 // A 1-group checkpoint resumed on 2 groups: each group takes its shard of the full moments. The

@@ -5,7 +5,8 @@
 #      threads and small buckets — the last two must give bit-identical metrics; gradient
 #      accumulation (fixture accum: 3 micro-batches a step) within 1e-4 on 2 ranks; a shuffled run
 #      reads the same windows on 2 ranks as on 1 process of 2 groups (within 1e-5, while shuffled
-#      and unshuffled differ by far more);
+#      and unshuffled differ by far more); train.precision: bf16 within 2e-3 of torch.autocast
+#      (fixture bf16) on 2 ranks, where the CPU has AVX512_BF16;
 #   2. a rank started with a different config: every rank exits 2 naming it; two ranks of one
 #      host pinning the same CPUs (mpirun --bind-to none): exit 2 naming them;
 #   3. a rank killed mid-run (SIGKILL): the job ends non-zero within 20 s (mpirun notices);
@@ -78,6 +79,17 @@ accum=$src/tests/reference/fixtures/accum
 "${mpirun[@]}" "$bin" $(fixture=$accum train_args "$work/acc") 2>"$work/acc.log" \
   || { cat "$work/acc.log"; fail "accumulation run"; }
 /usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$work/acc/metrics.jsonl" "$accum/losses.json"
+
+echo "== 1e. train.precision: bf16 against torch.autocast (fixture bf16), 2 ranks x 1 group"
+if "$bin" topo --json | /usr/bin/python3 -c 'import json,sys; sys.exit(0 if json.load(sys.stdin)["precisions"]["bf16"] else 1)'; then
+  bf16=$src/tests/reference/fixtures/bf16
+  # shellcheck disable=SC2046
+  "${mpirun[@]}" "$bin" $(fixture=$bf16 train_args "$work/bf16") 2>"$work/bf16.log" \
+    || { cat "$work/bf16.log"; fail "bf16 run"; }
+  /usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$work/bf16/metrics.jsonl" "$bf16/losses.json" 2e-3
+else
+  echo "skipped: this CPU has no native bf16 ($("$bin" topo | grep precisions))"
+fi
 
 echo "== 1d. shuffled: the same windows on 2 ranks as on 1 process of 2 groups"
 shuffled=(--set data.shuffle=true --set data.seed=11 --set train.eval_every=0)
