@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernels/bf16.h"
+#include "kernels/vmath.h"
 #include "model/gpt2.h"
 #include "runtime/worker_pool.h"
 
@@ -101,6 +104,34 @@ TEST(AdamW, SameBitsWhereverThreadsAndShardsCut) {
       EXPECT_EQ(one.v, other.v) << threads << " threads, " << shards << " shards";
     }
   }
+}
+
+// train.precision: bf16 refreshes the bf16 weight copy inside AdamW: every updated parameter's
+// bf16 is FloatToBf16 of the fp32 result (tails and shard cuts included), and the fp32 results
+// are the same bits as without the copy.
+TEST(AdamW, Bf16CopyIsTheRoundingOfEveryUpdatedParameter) {
+  const model::ParamLayout layout(OddShape());
+  const std::size_t n = layout.total();
+  const State plain = Update(layout, 1, 1);
+  for (int shards : {1, 3}) {
+    State s = RandomState(n);
+    std::vector<uint16_t> bf16(n, 0xdead);
+    WorkerPool pool(std::vector<int>(3, 0), nullptr, "adamw");
+    for (int k = 0; k < shards; ++k) {
+      const std::size_t lo = n * k / shards, hi = n * (k + 1) / shards;
+      AdamWUpdate(pool, layout, s.p.data(), s.g.data(), s.m.data() + lo, s.v.data() + lo, lo, hi,
+                  kStep, bf16.data());
+    }
+    EXPECT_EQ(s.p, plain.p);
+    EXPECT_EQ(s.m, plain.m);
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(bf16[i], kernels::FloatToBf16(s.p[i])) << i << " of " << n << ", " << shards;
+  }
+  // NaN and infinities round as FloatToBf16 does (the vector path's blend).
+  const float odd[8] = {NAN, INFINITY, -INFINITY, 0.f, -0.f, 1e-40f, 3.4e38f, 1.00390625f};
+  alignas(16) uint16_t out[8];
+  _mm_store_si128(reinterpret_cast<__m128i*>(out), kernels::Bf16x8(_mm256_loadu_ps(odd)));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], kernels::FloatToBf16(odd[i])) << i;
 }
 
 }  // namespace

@@ -74,6 +74,21 @@ inline void StorePartial(float* p, std::size_t n, __m256 v) {
   for (std::size_t i = 0; i < n; ++i) p[i] = tmp[i];
 }
 
+// The 8 lanes rounded to bf16 as kernels::FloatToBf16 rounds one (nearest, ties to even; NaN to
+// 0x7fc0), packed into 8 uint16 in lane order.
+inline __m128i Bf16x8(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r =
+      _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), nan);
+  // 32 -> 16 bits (every value < 2^16), per 128-bit half; then the two halves' low quadwords.
+  const __m256i packed = _mm256_packus_epi32(r, r);
+  return _mm_unpacklo_epi64(_mm256_castsi256_si128(packed), _mm256_extracti128_si256(packed, 1));
+}
+
 // sum(a[i] * b[i]) with 8 lanes, then HSum8: fixed order.
 inline float Dot(const float* a, const float* b, std::size_t n) {
   __m256 acc = _mm256_setzero_ps();

@@ -29,8 +29,11 @@ struct AdamWConsts {
   float step_size, decay_keep, b1, one_minus_b1, b2, one_minus_b2, bc2, eps, scale;
 };
 
+// pb (may be null): also writes the bf16 rounding of every updated parameter there (the bf16
+// weight copy of train.precision: bf16), while p is still in registers.
 template <bool kDecay>
-void AdamWRange(float* p, const float* g, float* m, float* v, std::size_t n, const AdamWConsts& k) {
+void AdamWRange(float* p, const float* g, float* m, float* v, uint16_t* pb, std::size_t n,
+                const AdamWConsts& k) {
   const __m256 step = _mm256_set1_ps(k.step_size), keep = _mm256_set1_ps(k.decay_keep),
                b1 = _mm256_set1_ps(k.b1), c1 = _mm256_set1_ps(k.one_minus_b1),
                b2 = _mm256_set1_ps(k.b2), c2 = _mm256_set1_ps(k.one_minus_b2),
@@ -52,6 +55,7 @@ void AdamWRange(float* p, const float* g, float* m, float* v, std::size_t n, con
     _mm256_storeu_ps(m + i, mi);
     _mm256_storeu_ps(v + i, vi);
     _mm256_storeu_ps(p + i, pi);
+    if (pb) _mm_storeu_si128(reinterpret_cast<__m128i*>(pb + i), kernels::Bf16x8(pi));
   }
   if (i < n) {
     const std::size_t r = n - i;
@@ -61,6 +65,11 @@ void AdamWRange(float* p, const float* g, float* m, float* v, std::size_t n, con
     kernels::StorePartial(m + i, r, mi);
     kernels::StorePartial(v + i, r, vi);
     kernels::StorePartial(p + i, r, pi);
+    if (pb) {
+      alignas(16) uint16_t tmp[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), kernels::Bf16x8(pi));
+      std::copy(tmp, tmp + r, pb + i);
+    }
   }
 }
 
@@ -68,7 +77,7 @@ void AdamWRange(float* p, const float* g, float* m, float* v, std::size_t n, con
 
 void AdamWUpdate(WorkerPool& pool, const model::ParamLayout& layout, float* params,
                  const float* grads, float* m, float* v, std::size_t lo, std::size_t hi,
-                 const AdamWStep& s) {
+                 const AdamWStep& s, uint16_t* params_bf16) {
   if (lo >= hi) return;
   // Scalars as torch forms them: Python doubles, rounded to float where they meet a tensor.
   const double bc1 = 1.0 - std::pow(s.beta1, s.t);
@@ -89,7 +98,8 @@ void AdamWUpdate(WorkerPool& pool, const model::ParamLayout& layout, float* para
       const std::size_t from = std::max(seg.begin, begin), to = std::min(seg.end, end);
       if (from >= to) continue;
       auto* run = seg.decay && s.weight_decay != 0.0 ? &AdamWRange<true> : &AdamWRange<false>;
-      run(params + from, grads + from, m + (from - lo), v + (from - lo), to - from, k);
+      run(params + from, grads + from, m + (from - lo), v + (from - lo),
+          params_bf16 ? params_bf16 + from : nullptr, to - from, k);
     }
   });
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "model/gpt2.h"
@@ -30,9 +31,11 @@ struct AdamWStep {
 // are torch's, in torch's order:
 //   g = g * grad_scale;  p = p * (1 - lr*wd);  m = m*b1 + g*(1-b1);  v = v*b2 + g*g*(1-b2);
 //   p = p + (-lr/(1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
+// params_bf16 (train.precision: bf16; null otherwise): also writes each updated parameter's bf16
+// rounding to params_bf16[i] (kernels::FloatToBf16's), in the same pass.
 void AdamWUpdate(WorkerPool& pool, const model::ParamLayout& layout, float* params,
                  const float* grads, float* m, float* v, std::size_t lo, std::size_t hi,
-                 const AdamWStep& step);
+                 const AdamWStep& step, uint16_t* params_bf16 = nullptr);
 
 // sum(x[i]^2) over [lo, hi) in double, summed in a fixed order (per-thread partials added in
 // thread order), for the global gradient norm.

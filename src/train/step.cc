@@ -127,18 +127,14 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
   // 3. AdamW on the owned shard, unless the norm is not finite and such steps are skipped
   t = Clock::now();
   update.grad_scale = optim::ClipCoefficient(grp.grad_norm, grad_clip);
+  // bf16: AdamW also refreshes the bf16 copy of the shard it updates (in the same pass). A shared
+  // replica's copy is shared too: each group writes its own shard of it (disjoint writes, read
+  // only from the next step on). Own replicas get the other shards with the allgather below.
   if (!skip_nonfinite || std::isfinite(grp.grad_norm)) {
     optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(), grp.v.data(),
-                       grp.owned.lo, grp.owned.hi, update);
+                       grp.owned.lo, grp.owned.hi, update, grp.weights_bf16);
   }
-  // bf16: the copy of what this group just updated. A shared replica's copy is shared too, and
-  // each group refreshes its own shard of it (disjoint writes; read only from the next step on).
-  // Own replicas get the other shards with the allgather below, and are refreshed whole after it.
   const bool own_replicas = comm_ && !groups_.shared_replica();
-  if (grp.bf16() && !own_replicas) {
-    kernels::ConvertToBf16(pool, grp.weights_bf16 + grp.owned.lo, grp.weights + grp.owned.lo,
-                           grp.owned.size());
-  }
   grp.timings.optimizer_ms = MsSince(t);
 
   // 4. Every group pulls the other shards into its replica before the next forward. With one
@@ -152,9 +148,11 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
       comm_->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
     });
     comm_ms += MsSince(t);
-    if (grp.bf16()) {
+    if (grp.bf16()) {  // the shards the other groups updated
       t = Clock::now();
-      kernels::ConvertToBf16(pool, grp.weights_bf16, grp.weights, layout.total());
+      kernels::ConvertToBf16(pool, grp.weights_bf16, grp.weights, grp.owned.lo);
+      kernels::ConvertToBf16(pool, grp.weights_bf16 + grp.owned.hi, grp.weights + grp.owned.hi,
+                             layout.total() - grp.owned.hi);
       grp.timings.optimizer_ms += MsSince(t);
     }
   }

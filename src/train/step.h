@@ -12,8 +12,8 @@
 //   4. the shards are allgathered into every group's replica before the next forward (not
 //      needed when the groups share one replica);
 //   5. with train.precision: bf16, the replicas' bf16 weight copies are refreshed from the
-//      updated fp32 weights: each group's own shard of a shared replica, or its whole replica
-//      after the allgather.
+//      updated fp32 weights: each group's own shard by AdamW itself (same pass), and, with a
+//      replica per group, the other shards after the allgather.
 // The loss is the mean over the global batch (all k micro-batches): each group's sum over its
 // micro-batches in order, group sums added in group order, then across processes in rank order, so
 // with a fixed plan every sum has a fixed order and two runs give bit-identical results.
