@@ -142,6 +142,13 @@ TEST(HostileInput, XmlBitmapWithALeadingCommaAbortedHwloc) {
                              "has a malformed bitmap");
 }
 
+// Found by fuzz_topology: hwloc loads an XML whose second PU says os_index="0" with cpuset 0x2; the
+// plan followed os_index and pinned two workers to CPU 0.
+TEST(HostileInput, XmlPuWhoseCpusetIsNotItsOsIndexGotAGroupTwice) {
+  ExpectXmlRegressionRefused("two-pus-with-os-index-0-pinned-two-workers-to-one-cpu.bin",
+                             "PU with OS index 0 has a cpuset that is not that one CPU");
+}
+
 TEST(HostileInput, XmlTopologyFromDevZeroSaidNoSuchFile) {
   test::CliResult r = test::RunCli({"topo", "--topology", "xml:/dev/zero"}, {}, kTimeoutS);
   ExpectInputError(r, {"'/dev/zero' is not a regular file (a character device)"});
@@ -245,10 +252,47 @@ TEST(HostileInput, HugeSyntheticTopologyRanForMinutes) {
   ExpectInputError(r, {"describes more than 16384 PUs"});
 }
 
+// Found by fuzz_topology in CI: hwloc needs no space between levels, so "pack:32643Tile53:2 662"
+// is 32643 x 2 x 662 PUs; the size check had split levels at spaces only, measured 2 x 662, and
+// hwloc then ran out of memory building the machine.
+TEST(HostileInput, LevelsWithoutSpacesWereMeasuredAsOneLevel) {
+  test::CliResult r =
+      test::RunCli({"topo", "--topology", "synthetic:pack:32643Tile53:2 662"}, {}, kTimeoutS);
+  ExpectInputError(r, {"describes more than 16384 PUs"});
+}
+
+// Found by fuzz_topology: hwloc sizes a bitmap by the largest OS index of an `indexes=` list, so
+// a 30-digit index ran it out of memory (and 2^64-1 became CPU "-1" in the plan).
+TEST(HostileInput, HugeOsIndexRanHwlocOutOfMemory) {
+  test::CliResult r = test::RunCli(
+      {"topo", "--topology", "synthetic:pack:2 pu:2(indexes=333333333333333333333333333330,4,1,5)"},
+      {}, kTimeoutS);
+  ExpectInputError(r, {"an `indexes=` list names an OS index above 1048576"});
+}
+
+// Found by fuzz_topology: the size check skipped everything after a '[' that never closed, and a
+// level "l1:10000002" behind one made hwloc build for minutes.
+TEST(HostileInput, AnUnclosedBracketHidALevelFromTheSizeCheck) {
+  test::CliResult r =
+      test::RunCli({"topo", "--topology", "synthetic:pack:1 nu[KK l1:10000002pu:2"}, {}, kTimeoutS);
+  ExpectInputError(r, {"describes more than 16384 PUs"});
+}
+
 TEST(HostileInput, EmptySyntheticTopologyWasReportedAsASetError) {
   test::CliResult r = test::RunCli({"topo", "--topology", "synthetic:"}, {}, kTimeoutS);
   ExpectInputError(r, {"topology 'synthetic:': the synthetic description is empty"});
   EXPECT_EQ(r.err.find("--set"), std::string::npos) << r.err;
+}
+
+// Found by fuzz_topology in CI: a synthetic `indexes=` list that repeats an OS index makes hwloc
+// nest a package and a core inside a core; the lookup of a PU's core then threw an uncaught
+// std::out_of_range ("error: map::at", and a crash under the fuzzer). A type on several levels of
+// the tree is now refused, naming the fix.
+TEST(HostileInput, RepeatedPuIndexesEndedInMapAt) {
+  test::CliResult r = test::RunCli(
+      {"topo", "--topology", "synthetic:pack:2 core:1 pu:2(indexes=5,5,2,5)"}, {}, kTimeoutS);
+  ExpectInputError(r, {"has packages on several levels of its tree", "must not repeat one"});
+  EXPECT_EQ(r.err.find("map::at"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <utility>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -30,20 +31,35 @@ std::vector<int> CpusetToList(hwloc_const_cpuset_t set) {
   return out;
 }
 
-// The count of one synthetic level ("core:8", "8", "numa:2(memory=1GB)"), or 1 if unreadable.
-long long LevelCount(std::string_view level) {
-  level = level.substr(0, level.find('('));
-  const std::size_t colon = level.rfind(':');
-  if (colon != std::string_view::npos) level = level.substr(colon + 1);
-  if (level.empty()) return 1;
-  // The leading digits, as hwloc's strtoul reads them ("555555\x04..." is 555555, not
-  // unreadable: a fuzzer found hwloc building such a level for minutes).
+// The leading digits of s, as hwloc's strtoul reads them ("555555\x04..." is 555555: a fuzzer
+// found hwloc building such a level for minutes), capped at `cap`; -1 if none.
+long long LeadingCount(std::string_view s, long long cap = kMaxTopologyPus + 1) {
   long long n = 0;
   std::size_t digits = 0;
-  for (; digits < level.size() && level[digits] >= '0' && level[digits] <= '9'; ++digits) {
-    n = std::min(n * 10 + (level[digits] - '0'), kMaxTopologyPus + 1);
+  for (; digits < s.size() && s[digits] >= '0' && s[digits] <= '9'; ++digits) {
+    n = std::min(n * 10 + (s[digits] - '0'), cap);
   }
-  return digits == 0 ? 1 : n;
+  return digits == 0 ? -1 : n;
+}
+
+// Calls f(count) for every level in one space-separated token of a synthetic description, its
+// attribute groups already blanked ("core:8", "8"). hwloc needs no space between levels:
+// "pack:3core:2" is two, so every ":count" is a level, as is a token that starts with a count
+// (found by fuzz_topology: "pack:32643Tile...:2" had been measured as 2 PUs and hwloc built tens
+// of millions). A level whose count is unreadable counts 1.
+template <class F>
+void ForEachLevelCount(std::string_view token, F f) {
+  bool any = false;
+  if (const long long n = LeadingCount(token); n >= 0) {
+    f(n);
+    any = true;
+  }
+  for (std::size_t i = token.find(':'); i != std::string_view::npos; i = token.find(':', i + 1)) {
+    const long long n = LeadingCount(token.substr(i + 1));
+    f(n >= 0 ? n : 1);
+    any = true;
+  }
+  if (!any) f(1);
 }
 
 void CheckSyntheticSize(const std::string& spec, const std::string& desc) {
@@ -55,6 +71,22 @@ void CheckSyntheticSize(const std::string& spec, const std::string& desc) {
   if (desc.find('\0') != std::string::npos) {  // hwloc would read only up to it
     throw InputError(fmt::format("topology 'synthetic:...': the description holds a NUL byte"),
                      "describe the levels in plain text, e.g. 'synthetic:pack:2 core:8 pu:2'");
+  }
+  // hwloc sizes a bitmap by the largest OS index of an `indexes=` list: a 90-digit index ran it
+  // out of memory (found by fuzz_topology). Real OS indexes stay far below this bound.
+  constexpr long long kMaxOsIndex = 1 << 20;
+  for (std::size_t at = desc.find("indexes="); at != std::string::npos;
+       at = desc.find("indexes=", at + 1)) {
+    const std::size_t end = std::min(desc.find(')', at), desc.size());
+    for (std::size_t i = at + 8; i < end; ++i) {
+      const long long n = LeadingCount(std::string_view(desc).substr(i, end - i), kMaxOsIndex + 1);
+      if (n > kMaxOsIndex) {
+        throw InputError(fmt::format("topology '{}': an `indexes=` list names an OS index above {}",
+                                     spec, kMaxOsIndex),
+                         "list the machine's real OS indexes (e.g. `pu:2(indexes=0,4,1,5)`)");
+      }
+      while (i < end && desc[i] >= '0' && desc[i] <= '9') ++i;
+    }
   }
   const SyntheticSize size = MeasureSynthetic(desc);
   if (size.pus > kMaxTopologyPus) {
@@ -235,13 +267,25 @@ void AddCoresAndPus(hwloc_topology_t h, hwloc_const_bitmap_t allowed, hwloc_cons
   }
   for (int i = 0; i < npu; ++i) {
     hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_PU, i);
+    if (o->complete_cpuset == nullptr || hwloc_bitmap_weight(o->complete_cpuset) != 1 ||
+        !hwloc_bitmap_isset(o->complete_cpuset, o->os_index)) {
+      // A PU's cpuset is its own OS index; hwloc accepts an XML where they disagree (found by
+      // fuzz_topology, with a second PU claiming OS index 0), and the plan follows os_index.
+      throw InputError(fmt::format("topology '{}': PU with OS index {} has a cpuset that is not "
+                                   "that one CPU",
+                                   t.spec, o->os_index),
+                       "each PU's cpuset must be its own OS index: export the machine again with "
+                       "`lstopo --of xml`");
+    }
     Pu pu;
     pu.os_index = static_cast<int>(o->os_index);
     pu.allowed = hwloc_bitmap_isset(allowed, o->os_index);
     pu.in_cpuset = hwloc_bitmap_isset(cpuset, o->os_index);
     hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_CORE, o);
     if (core) {
-      pu.core = core_index.at(core);
+      const auto it = core_index.find(core);
+      CPUTRAIN_CHECK(it != core_index.end(), "a PU's core is not among the topology's cores");
+      pu.core = it->second;
     } else {  // no core objects: every PU is its own core
       pu.core = static_cast<int>(t.cores.size());
       t.cores.emplace_back();
@@ -254,7 +298,14 @@ void AddCoresAndPus(hwloc_topology_t h, hwloc_const_bitmap_t allowed, hwloc_cons
     c.package = pu.package;
     c.numa = pu.numa;
     c.l3 = pu.l3;
-    t.pu_by_os.emplace(pu.os_index, static_cast<int>(t.pus.size()));
+    if (!t.pu_by_os.emplace(pu.os_index, static_cast<int>(t.pus.size())).second) {
+      // hwloc accepts an XML whose PUs repeat an OS index (found by fuzz_topology: the plan then
+      // pinned two workers to one CPU).
+      throw InputError(
+          fmt::format("topology '{}' has two PUs with OS index {}", t.spec, pu.os_index),
+          "each PU needs its own OS index: export the machine again with "
+          "`lstopo --of xml`");
+    }
     t.pus.push_back(pu);
   }
 }
@@ -311,20 +362,32 @@ void ReadNumaDistances(hwloc_topology_t h, Topology& t) {
 }  // namespace
 
 SyntheticSize MeasureSynthetic(const std::string& description) {
+  // Balanced "(...)" (attributes) and "[...]" (memory children) groups are blanked out; an
+  // unbalanced opener is kept as text, so it cannot hide the levels after it (found by
+  // fuzz_topology: a stray '[' hid "l1:10000002", and hwloc built the machine for minutes).
+  std::string flat = description;
+  std::vector<std::size_t> open;
+  for (std::size_t i = 0; i < flat.size(); ++i) {
+    if (flat[i] == '(' || flat[i] == '[') open.push_back(i);
+    const bool closes = (flat[i] == ')' || flat[i] == ']') && !open.empty() &&
+                        flat[open.back()] == (flat[i] == ')' ? '(' : '[');
+    if (!closes) continue;
+    std::fill(flat.begin() + static_cast<std::ptrdiff_t>(open.back()),
+              flat.begin() + static_cast<std::ptrdiff_t>(i) + 1, ' ');
+    open.pop_back();
+  }
   SyntheticSize size;
-  int depth = 0;  // inside "(...)" or "[...]", where spaces do not separate levels
   std::size_t begin = 0;
-  for (std::size_t i = 0; i <= description.size(); ++i) {
-    const char ch = i < description.size() ? description[i] : ' ';
-    if (ch == '(' || ch == '[') ++depth;
-    if ((ch == ')' || ch == ']') && depth > 0) --depth;
-    if (depth > 0 || (ch != ' ' && ch != '\t' && ch != '\n')) continue;
-    const std::string_view level = std::string_view(description).substr(begin, i - begin);
+  for (std::size_t i = 0; i <= flat.size(); ++i) {
+    const char ch = i < flat.size() ? flat[i] : ' ';
+    if (ch != ' ' && ch != '\t' && ch != '\n') continue;
+    const std::string_view level = std::string_view(flat).substr(begin, i - begin);
     begin = i + 1;
-    if (level.empty() || level[0] == '[') continue;  // a memory child: not a level of PUs
-    const long long n = LevelCount(level);
-    size.pus = std::min(size.pus * n, kMaxTopologyPus + 1);
-    size.widest = std::max(size.widest, n);
+    if (level.empty()) continue;
+    ForEachLevelCount(level, [&](long long n) {
+      size.pus = std::min(size.pus * n, kMaxTopologyPus + 1);
+      size.widest = std::max(size.widest, n);
+    });
   }
   return size;
 }
@@ -380,6 +443,20 @@ Topology LoadTopology(const std::string& spec) {
   t.spec = spec.empty() ? "this" : spec;
   t.simulated = simulated;
 
+  // hwloc builds a malformed tree from some descriptions: a synthetic `indexes=` list that repeats
+  // an OS index nests a package and a core inside a core (found by fuzz_topology; the lookup of a
+  // PU's core then failed with an uncaught map::at). A type on several levels has no object count
+  // (hwloc returns -1) and cannot be planned on.
+  for (const auto& [type, name] :
+       {std::pair{HWLOC_OBJ_PACKAGE, "packages"}, std::pair{HWLOC_OBJ_CORE, "cores"},
+        std::pair{HWLOC_OBJ_PU, "PUs"}}) {
+    if (hwloc_get_type_depth(h, type) == HWLOC_TYPE_DEPTH_MULTIPLE) {
+      throw InputError(
+          fmt::format("topology '{}' has {} on several levels of its tree", t.spec, name),
+          "give every PU its own OS index (a synthetic `indexes=` list must not "
+          "repeat one), or export the machine again with `lstopo --of xml`");
+    }
+  }
   const int npkg = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
   const int nnuma = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
   const int nl3 = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_L3CACHE);
