@@ -8,7 +8,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "common/error.h"
@@ -52,20 +51,24 @@ std::vector<Domain> BuildDomains(const Topology& t, GroupBy by,
   }
   // Linear in the CPUs of all domains: each domain visits only its own CPUs' cores (visiting
   // every core for every domain was quadratic on a machine of many small packages).
-  std::unordered_map<int, std::size_t> owner;  // CPU -> the first domain that contains it
-  for (std::size_t i = 0; i < raw.size(); ++i)
-    for (int os : raw[i].second) owner.emplace(os, i);
+  // A CPU's domain is the first that contains it: LoadTopology already gave each PU the index of
+  // the first package, NUMA node and L3 holding it (topology.h).
+  auto domain_of = [by](const Pu& pu) {
+    return by == GroupBy::kSocket ? pu.package : by == GroupBy::kNuma ? pu.numa : pu.l3;
+  };
   std::vector<Domain> out;
   for (std::size_t i = 0; i < raw.size(); ++i) {
     const std::string& name = raw[i].first;
-    std::vector<int> cpus;              // the domain's own CPUs
-    std::optional<std::size_t> sharer;  // the first earlier domain that took some of its CPUs
+    std::vector<int> cpus;      // the domain's own CPUs
+    std::optional<int> sharer;  // the first earlier domain that took some of its CPUs
     for (int os : raw[i].second) {
-      const std::size_t o = owner.at(os);
-      if (o == i) {
+      const Pu* pu = t.FindPu(os);
+      if (!pu) continue;
+      const int d = domain_of(*pu);
+      if (d == static_cast<int>(i)) {
         cpus.push_back(os);
-      } else if (!sharer || o < *sharer) {
-        sharer = o;
+      } else if (d >= 0 && (!sharer || d < *sharer)) {
+        sharer = d;
       }
     }
     const std::unordered_set<int> in(cpus.begin(), cpus.end());
