@@ -205,6 +205,12 @@ std::vector<std::string> DefaultSpecs(const topo::Topology& topo) {
   return v;
 }
 
+// "met", or "missed by N%" (how far below the target the ratio is): the summary's verdicts.
+std::string Verdict(double ratio, double target) {
+  return ratio >= target ? std::string("met")
+                         : fmt::format("missed by {:.0f}%", 100 * (1 - ratio / target));
+}
+
 struct Row {
   std::string label, note;
   double tokens_per_s = 0, step_ms = 0, fwd = 0, bwd = 0, comm = 0, opt = 0, other = 0;
@@ -529,10 +535,6 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& r
       if (rows[i].label == label) return &rows[i];
     return nullptr;
   };
-  auto met = [](double ratio, double target) {
-    return ratio >= target ? std::string("met")
-                           : fmt::format("missed by {:.0f}%", 100 * (1 - ratio / target));
-  };
   const Row *best = nullptr, *torch = nullptr;
   for (const auto& [fp32, bf16] : pairs) {
     const Row *a = find(fp32), *b = find(bf16);
@@ -540,7 +542,7 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& r
     if (!best || b->tokens_per_s > best->tokens_per_s) best = b;
     const double ratio = b->tokens_per_s / a->tokens_per_s;
     std::printf("  bf16 on %s: %.1f tokens/s vs fp32 %.1f -> %.2fx (target >= 1.6: %s)\n",
-                fp32.c_str(), b->tokens_per_s, a->tokens_per_s, ratio, met(ratio, 1.6).c_str());
+                fp32.c_str(), b->tokens_per_s, a->tokens_per_s, ratio, Verdict(ratio, 1.6).c_str());
     report->Add({{"kind", "bf16_vs_fp32"},
                  {"model", m.name},
                  {"placement", fp32},
@@ -557,7 +559,7 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& r
         "  bf16, ours best: %s, %.1f tokens/s (MFU %.1f%% of the bf16 peak); PyTorch autocast "
         "best: %s, %.1f -> %.2fx (target >= 1.5: %s)\n",
         best->label.c_str(), best->tokens_per_s, 100 * best->mfu, torch->label.c_str(),
-        torch->tokens_per_s, ratio, met(ratio, 1.5).c_str());
+        torch->tokens_per_s, ratio, Verdict(ratio, 1.5).c_str());
     report->Add({{"kind", "bf16_vs_pytorch_autocast"},
                  {"model", m.name},
                  {"placement", best->label},
@@ -596,7 +598,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   // bf16 twins: every placement again in train.precision: bf16, right after its fp32 row.
   std::vector<std::pair<std::string, std::string>> bf16_pairs;  // (fp32 label, bf16 label)
   if (precision_ == "bf16") {
-    if (!(kernels::DetectBf16().native() && kernels::DetectBf16().avx512_bf16)) {
+    if (!kernels::DetectBf16().trains()) {
       log::Warn("bench train: --precision bf16 needs AVX512_BF16 ({}); the bf16 rows are skipped",
                 kernels::DetectBf16().Describe());
       report->Add({{"kind", "bf16_unavailable"}, {"cpu", kernels::DetectBf16().Describe()}});
@@ -756,8 +758,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       std::printf(
           "  PyTorch, best: %s, %.1f tokens/s -> ours / PyTorch's best = %.2fx "
           "(target >= 1: %s)\n",
-          torch_best->label.c_str(), torch_best->tokens_per_s, ratio,
-          ratio >= 1 ? "met" : fmt::format("missed by {:.0f}%", 100 * (1 - ratio)).c_str());
+          torch_best->label.c_str(), torch_best->tokens_per_s, ratio, Verdict(ratio, 1).c_str());
       summary["pytorch_best_placement"] = torch_best->label;
       summary["pytorch_best_tokens_per_s"] = torch_best->tokens_per_s;
       summary["ratio_vs_pytorch_best"] = ratio;
@@ -772,8 +773,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     if (one && two) {
       const double ratio = two->tokens_per_s / one->tokens_per_s;
       std::printf("  %s vs %s: %.2fx (target >= 1: %s)\n", two->label.c_str(), one->label.c_str(),
-                  ratio,
-                  ratio >= 1 ? "met" : fmt::format("missed by {:.0f}%", 100 * (1 - ratio)).c_str());
+                  ratio, Verdict(ratio, 1).c_str());
       summary["two_groups_vs_one"] = ratio;
       summary["two_groups_label"] = two->label;
       summary["one_group_label"] = one->label;

@@ -91,22 +91,20 @@ TEST(AllocFreeStep, TwoGroupsWithCommThreads) {
 }
 
 // bf16's products need AVX512_BF16; elsewhere training refuses it (CliTrain tests that).
-bool HasBf16() { return kernels::DetectBf16().native() && kernels::DetectBf16().avx512_bf16; }
-
 TEST(AllocFreeStep, Bf16OneGroup) {
-  if (!HasBf16()) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  if (!kernels::DetectBf16().trains()) GTEST_SKIP() << kernels::DetectBf16().Describe();
   ExpectNoAllocationAfterTheFirstStep(AllocationsPerStep({"train.precision=bf16"}));
 }
 
 TEST(AllocFreeStep, Bf16TwoReplicas) {
-  if (!HasBf16()) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  if (!kernels::DetectBf16().trains()) GTEST_SKIP() << kernels::DetectBf16().Describe();
   ExpectNoAllocationAfterTheFirstStep(
       AllocationsPerStep({"train.precision=bf16", "topology=synthetic:pack:2 numa:1 core:1 pu:1",
                           "comm.bucket_mb=0.05"}));
 }
 
 TEST(AllocFreeStep, Bf16TwoGroupsSharingAReplica) {
-  if (!HasBf16()) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  if (!kernels::DetectBf16().trains()) GTEST_SKIP() << kernels::DetectBf16().Describe();
   ExpectNoAllocationAfterTheFirstStep(AllocationsPerStep(
       {"train.precision=bf16", "topology=synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
        "placement.group_by=l3", "comm.bucket_mb=0.05"}));

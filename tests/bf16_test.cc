@@ -111,11 +111,13 @@ TEST(Bf16Detect, HookForcesTheCapabilityOff) {
   __builtin_cpu_init();
   EXPECT_EQ(on.avx512_bf16, __builtin_cpu_supports("avx512bf16") != 0);
   EXPECT_EQ(on.native(), on.avx512_bf16 || on.amx_bf16);
+  EXPECT_EQ(on.trains(), on.avx512_bf16);
   EXPECT_EQ(on.Missing().empty(), on.native());
   ASSERT_EQ(setenv(kernels::kDisableBf16Env, "1", 1), 0);
   const kernels::Bf16Support off = kernels::DetectBf16();
   ASSERT_EQ(unsetenv(kernels::kDisableBf16Env), 0);
   EXPECT_FALSE(off.native());
+  EXPECT_FALSE(off.trains());
   EXPECT_NE(off.Missing().find("AVX512_BF16"), std::string::npos) << off.Missing();
   EXPECT_NE(off.Missing().find(kernels::kDisableBf16Env), std::string::npos) << off.Missing();
   EXPECT_NE(off.Describe().find("not native"), std::string::npos) << off.Describe();

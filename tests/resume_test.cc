@@ -140,8 +140,7 @@ TEST(Resume, StoppedAndResumedIsBitIdenticalTwoGroups) {
 // them at the start, as after every update, so a resumed bf16 run is the straight one, bit for
 // bit: with 1 group, 2 replicas, and 2 groups sharing one replica (each refreshes its shard).
 TEST(Resume, StoppedAndResumedIsBitIdenticalInBf16) {
-  if (!(kernels::DetectBf16().native() && kernels::DetectBf16().avx512_bf16))
-    GTEST_SKIP() << kernels::DetectBf16().Describe();
+  if (!kernels::DetectBf16().trains()) GTEST_SKIP() << kernels::DetectBf16().Describe();
   ExpectExactResume({"train.precision=bf16"});
   ExpectExactResume({"train.precision=bf16", kTwoGroups, "placement.threads_per_group=1"});
   ExpectExactResume({"train.precision=bf16", "topology=synthetic:pack:1 numa:1 l3:2 core:1 pu:1",

@@ -26,6 +26,9 @@ struct Bf16Support {
   bool amx_bf16 = false;     // AMX-BF16 reported by CPUID (tile state not requested here)
   bool disabled = false;     // forced off by kDisableBf16Env
   bool native() const { return !disabled && (avx512_bf16 || amx_bf16); }
+  // train.precision: bf16 can run: its products use VDPBF16PS (Bf16Gemm), so AMX alone is not
+  // enough.
+  bool trains() const { return !disabled && avx512_bf16; }
   // What is missing for native BF16, for an error message ("" when native()).
   std::string Missing() const;
   // One line: "bf16 native (AVX512_BF16)" / "bf16 not native: no AVX512_BF16 or AMX-BF16".

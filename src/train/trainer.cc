@@ -242,7 +242,7 @@ void InitState(Run& run) {
 void CheckPrecision(const Config& cfg) {
   if (!cfg.train.bf16) return;
   const kernels::Bf16Support s = kernels::DetectBf16();
-  if (s.native() && s.avx512_bf16) return;
+  if (s.trains()) return;
   throw InputError(
       fmt::format("train.precision is bf16 but this CPU lacks {}",
                   s.native() ? "AVX512_BF16 (it has AMX-BF16 only; the bf16 products use "
