@@ -56,14 +56,14 @@ __attribute__((target("avx512f,avx512bw"))) void InterleaveRows(const uint16_t* 
 // product with a k-contiguous operand: the forward's two, the backward's dout).
 __attribute__((target("avx512f"))) void GatherPairs(const uint16_t* row0, std::ptrdiff_t ld,
                                                     int rows, int pairs, int width, uint32_t* dst) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Byte offsets of 16 consecutive rows from the first (< 16 * ld * 2 bytes: far below 2^31).
+  const __m512i offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int>(ld * sizeof(uint16_t))));
   for (int r = 0; r < width; r += 16) {
     const int n = std::clamp(rows - r, 0, 16);
     const __mmask16 load = static_cast<__mmask16>((1u << n) - 1);
     const __mmask16 store = static_cast<__mmask16>((1u << std::min(16, width - r)) - 1);
-    // Byte offsets of the 16 rows from row r (< 16 * ld * 2 bytes: far below 2^31).
-    const __m512i offsets =
-        _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(ld * sizeof(uint16_t))));
     const char* base = reinterpret_cast<const char*>(row0 + (n > 0 ? r * ld : 0));
     for (int p = 0; p < pairs; ++p) {
       const __m512i v =

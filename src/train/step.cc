@@ -134,7 +134,6 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
     optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(), grp.v.data(),
                        grp.owned.lo, grp.owned.hi, update, grp.weights_bf16);
   }
-  const bool own_replicas = comm_ && !groups_.shared_replica();
   grp.timings.optimizer_ms = MsSince(t);
 
   // 4. Every group pulls the other shards into its replica before the next forward. With one
@@ -142,7 +141,7 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
   // update, so they all happen before any group's next forward. And no group updates while
   // another still reads the weights in backward: the sum-of-squares allreduce above is a
   // barrier after every group's backward.
-  if (own_replicas) {
+  if (comm_ && !groups_.shared_replica()) {
     t = Clock::now();
     pool.ForEachThread([&](int th) {
       comm_->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
