@@ -1,6 +1,7 @@
 // Our VDPBF16PS kernel (kernels::Bf16Gemm) against a plain triple loop over the same bf16 values
 // in double, on every layout (A and B each plain or transposed, strided), odd K (the padded last
-// pair), edges smaller than the 12x32 tile, sizes crossing the blocking, and `add` (C += A @ B).
+// pair), edges smaller than the 12x32 tile, sizes crossing the blocking, and `add` (C += A @ B);
+// then the products built on it: the model's linear layers and attention.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,6 +140,124 @@ TEST(MatmulBf16, BitIdenticalRerunsForAPoolSize) {
   kernels::MatmulForwardBf16(pool, b.data(), inp.data(), in16.data(), w16.data(), nullptr, N, C, OC,
                              OC);
   EXPECT_EQ(a, b);
+}
+
+// Attention with bf16 products against a double-precision reference over the same bf16-rounded
+// operands. Where the kernel rounds one of its own fp32 intermediates (P for P v and P^T dy), the
+// reference rounds the kernel's P too, so only fp32 summation separates them (1e-5); dS is
+// recomputed in double and rounded by the reference, and a value within an ulp of a rounding
+// boundary may round the other way there (2^-8 on one of T terms), hence 1e-3 of the largest |dq|,
+// |dk| (a wrong operand, scale or transpose is off by O(1)). T = 150 crosses the 72-row blocks.
+struct AttentionCase {
+  int B = 2, T = 150, C = 64, NH = 4;
+  std::vector<float> qkv, dout;
+  AttentionCase() : qkv(static_cast<std::size_t>(B) * T * 3 * C), dout(std::size_t(B) * T * C) {
+    for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = 8 * kernels::Bf16ToFloat(Value(i, 3));
+    for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = kernels::Bf16ToFloat(Value(i, 4));
+  }
+};
+
+float R(float x) { return kernels::Bf16ToFloat(kernels::FloatToBf16(x)); }
+
+double MaxAbs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+TEST(AttentionBf16, ForwardAndBackwardAreTheProductsOfRoundedOperands) {
+  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  const AttentionCase c;
+  const int B = c.B, T = c.T, C = c.C, NH = c.NH, hs = C / NH, C3 = 3 * C;
+  const double scale = 1.0 / std::sqrt(double(hs));
+  WorkerPool pool(std::vector<int>(3, 0), nullptr, "attn");
+  std::vector<float> out(std::size_t(B) * T * C), att(std::size_t(B) * NH * T * T),
+      dqkv(c.qkv.size(), -99.f), scratch(kernels::AttentionScratchFloats(3, T));
+  std::vector<uint16_t> qkv_b(c.qkv.size()), dout_b(c.dout.size()),
+      sb(kernels::AttentionScratchBf16(3, T));
+  kernels::AttentionForwardBf16(pool, out.data(), att.data(), c.qkv.data(), qkv_b.data(), sb.data(),
+                                B, T, C, NH);
+  kernels::AttentionBackwardBf16(pool, dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
+                                 dout_b.data(), c.dout.data(), c.qkv.data(), att.data(), B, T, C,
+                                 NH);
+  auto q = [&](int b, int t, int h, int d, int part) {  // part 0 q, 1 k, 2 v: rounded
+    return double(R(c.qkv[(std::size_t(b) * T + t) * C3 + part * C + h * hs + d]));
+  };
+  auto dy = [&](int b, int t, int h, int d) {
+    return double(R(c.dout[(std::size_t(b) * T + t) * C + h * hs + d]));
+  };
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      const float* P = att.data() + (std::size_t(b) * NH + h) * T * T;
+      std::vector<double> dS(std::size_t(T) * T, 0.0), ref_y(std::size_t(T) * hs),
+          ref_dq(std::size_t(T) * hs), ref_dk(std::size_t(T) * hs), ref_dv(std::size_t(T) * hs);
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> s(t + 1), dP(t + 1);
+        double mx = -1e300, sum = 0, dot = 0;
+        for (int j = 0; j <= t; ++j) {
+          for (int d = 0; d < hs; ++d) s[j] += q(b, t, h, d, 0) * q(b, j, h, d, 1) * scale;
+          mx = std::max(mx, s[j]);
+        }
+        for (int j = 0; j <= t; ++j) sum += std::exp(s[j] - mx);
+        for (int j = 0; j < T; ++j) {
+          const double p = j <= t ? std::exp(s[j] - mx) / sum : 0.0;
+          ASSERT_NEAR(P[std::size_t(t) * T + j], p, 1e-5) << "P at " << b << "," << h << "," << t;
+        }
+        for (int j = 0; j <= t; ++j) {
+          for (int d = 0; d < hs; ++d) dP[j] += dy(b, t, h, d) * q(b, j, h, d, 2);
+          dot += double(P[std::size_t(t) * T + j]) * dP[j];
+        }
+        for (int j = 0; j <= t; ++j) {
+          const double p = P[std::size_t(t) * T + j];
+          dS[std::size_t(t) * T + j] = R(float(p * (dP[j] - dot) * scale));
+          for (int d = 0; d < hs; ++d) {
+            ref_y[t * hs + d] += R(float(p)) * q(b, j, h, d, 2);
+            ref_dv[j * hs + d] += R(float(p)) * dy(b, t, h, d);
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        for (int j = 0; j <= t; ++j) {
+          for (int d = 0; d < hs; ++d) {
+            ref_dq[t * hs + d] += dS[std::size_t(t) * T + j] * q(b, j, h, d, 1);
+            ref_dk[j * hs + d] += dS[std::size_t(t) * T + j] * q(b, t, h, d, 0);
+          }
+        }
+      }
+      const double tol_dq = 1e-3 * MaxAbs(ref_dq), tol_dk = 1e-3 * MaxAbs(ref_dk);
+      for (int t = 0; t < T; ++t) {
+        for (int d = 0; d < hs; ++d) {
+          const std::size_t at = (std::size_t(b) * T + t) * C3 + h * hs + d;
+          ASSERT_NEAR(out[(std::size_t(b) * T + t) * C + h * hs + d], ref_y[t * hs + d], 1e-5);
+          ASSERT_NEAR(dqkv[at], ref_dq[t * hs + d], tol_dq) << "dq " << b << "," << h << "," << t;
+          ASSERT_NEAR(dqkv[at + C], ref_dk[t * hs + d], tol_dk) << "dk " << b << "," << h;
+          ASSERT_NEAR(dqkv[at + 2 * C], ref_dv[t * hs + d], 1e-5) << "dv " << b << "," << h;
+        }
+      }
+    }
+  }
+}
+
+// One task runs on one worker, so any pool size gives the same bits.
+TEST(AttentionBf16, BitIdenticalForAnyPoolSize) {
+  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  const AttentionCase c;
+  std::vector<float> first;
+  for (int threads : {1, 2, 3}) {
+    WorkerPool pool(std::vector<int>(threads, 0), nullptr, "attn");
+    std::vector<float> out(std::size_t(c.B) * c.T * c.C), att(std::size_t(c.B) * c.NH * c.T * c.T),
+        dqkv(c.qkv.size()), scratch(kernels::AttentionScratchFloats(threads, c.T));
+    std::vector<uint16_t> qkv_b(c.qkv.size()), dout_b(c.dout.size()),
+        sb(kernels::AttentionScratchBf16(threads, c.T));
+    kernels::AttentionForwardBf16(pool, out.data(), att.data(), c.qkv.data(), qkv_b.data(),
+                                  sb.data(), c.B, c.T, c.C, c.NH);
+    kernels::AttentionBackwardBf16(pool, dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
+                                   dout_b.data(), c.dout.data(), c.qkv.data(), att.data(), c.B, c.T,
+                                   c.C, c.NH);
+    out.insert(out.end(), dqkv.begin(), dqkv.end());
+    if (first.empty()) first = out;
+    ASSERT_EQ(out, first) << threads << " threads";
+  }
 }
 
 }  // namespace

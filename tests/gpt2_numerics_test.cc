@@ -158,9 +158,10 @@ TEST(Gpt2Bf16, OneBatchIsWithinBf16OfAutocastAndOfFp32) {
     LoadCheckpoint(Fixture("bf16", "model.bin"), r.layout, r.params.data());
     std::vector<uint16_t> weights(layout.total()),
         in(Bf16Operands::InElems(s, autocast.B, autocast.T)),
-        dout(Bf16Operands::DoutElems(s, autocast.B, autocast.T));
+        dout(Bf16Operands::DoutElems(s, autocast.B, autocast.T)),
+        attn(Bf16Operands::AttnElems(autocast.T, threads));
     kernels::ConvertToBf16(pool, weights.data(), r.params.data(), layout.total());
-    const Bf16Operands ops{weights.data(), in.data(), dout.data()};
+    const Bf16Operands ops{weights.data(), in.data(), dout.data(), attn.data()};
     const std::size_t N = static_cast<std::size_t>(autocast.B) * autocast.T;
     std::copy(autocast.x.begin(), autocast.x.end(), r.acts.inputs);
     std::copy(autocast.y.begin(), autocast.y.end(), r.acts.targets);

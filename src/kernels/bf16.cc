@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/vmath.h"
+
 namespace cputrain::kernels {
 namespace {
 
@@ -50,9 +52,17 @@ Bf16Support DetectBf16() {
   return s;
 }
 
+void ConvertRowToBf16(uint16_t* dst, const float* src, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), Bf16x8(_mm256_loadu_ps(src + i)));
+  }
+  for (; i < n; ++i) dst[i] = FloatToBf16(src[i]);
+}
+
 void ConvertToBf16(WorkerPool& pool, uint16_t* dst, const float* src, std::size_t n) {
   pool.ParallelFor(n, [&](std::size_t lo, std::size_t hi, int) {
-    for (std::size_t i = lo; i < hi; ++i) dst[i] = FloatToBf16(src[i]);
+    ConvertRowToBf16(dst + lo, src + lo, hi - lo);
   });
 }
 

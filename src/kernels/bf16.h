@@ -60,14 +60,16 @@ inline float Bf16ToFloat(uint16_t b) {
 // dst[i] = FloatToBf16(src[i]) for n elements, split over the pool (memory bound: the loop
 // vectorizes at the baseline ISA, no AVX512-BF16 needed).
 void ConvertToBf16(WorkerPool& pool, uint16_t* dst, const float* src, std::size_t n);
+// The same on the calling thread alone.
+void ConvertRowToBf16(uint16_t* dst, const float* src, std::size_t n);
 
 // C (M,N) fp32 (+)= A (M,K) bf16 @ B (K,N) bf16, products accumulated in fp32 (VDPBF16PS). A is
 // stored (M,K) with row stride lda, or (K,M) if ta; B is stored (K,N) with row stride ldb, or
 // (N,K) if tb; C has row stride ldc and is overwritten, or added to with `add`. The summation
-// order depends on K alone (k pairs in order, blocks of 384), so results are bit-identical for
-// any split of M and N between threads. Call only where DetectBf16().avx512_bf16 (compiled with
-// a target attribute; the build's baseline has no AVX512). Thread safety: reentrant; uses
-// thread_local packing buffers (allocated on a thread's first call, reused after).
+// order depends on K alone (k pairs in order, in equal blocks of at most 512), so results are
+// bit-identical for any split of M and N between threads. Call only where DetectBf16().avx512_bf16
+// (compiled with a target attribute; the build's baseline has no AVX512). Thread safety: reentrant;
+// uses thread_local packing buffers (allocated on a thread's first call, reused after).
 void Bf16Gemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B, bool tb,
               int ldb, float* C, int ldc, bool add = false);
 
@@ -87,5 +89,21 @@ void MatmulBackwardBf16(WorkerPool& pool, float* dinp, float* dweight, float* db
                         const float* dout, uint16_t* dout_bf16, const float* inp,
                         uint16_t* inp_bf16, const uint16_t* weight, std::size_t N, int C, int OC,
                         int ldd, bool accumulate = false);
+
+// Causal attention with bf16 products (what torch.autocast runs in bf16: q k^T and P v, and in
+// backward dP = dy v^T, dq = dS k, dk = dS^T q, dv = P^T dy), fp32 accumulation; the softmax, its
+// backward and every output stay fp32. Shapes and outputs as AttentionForward / AttentionBackward
+// (kernels.h). qkv_bf16: B*T*3C bf16 (qkv converted into it); dout_bf16: B*T*C (dout converted
+// into it); scratch_bf16: AttentionScratchBf16(pool.size(), T); scratch (backward): as
+// AttentionBackward's, AttentionScratchFloats(pool.size(), T).
+void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float* qkv,
+                          uint16_t* qkv_bf16, uint16_t* scratch_bf16, int B, int T, int C, int NH);
+void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16_t* scratch_bf16,
+                           uint16_t* qkv_bf16, uint16_t* dout_bf16, const float* dout,
+                           const float* qkv, const float* att, int B, int T, int C, int NH);
+// Per worker: the bf16 copies of one head's dS and P (T x T each).
+inline std::size_t AttentionScratchBf16(int threads, int T) {
+  return static_cast<std::size_t>(threads) * 2 * T * T;
+}
 
 }  // namespace cputrain::kernels

@@ -302,7 +302,11 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
     Activations::Layer& A = a.layers[l];
     k::LayerNormForward(pool, A.ln1, A.ln1_mean, A.ln1_rstd, x, P(kLn1w, l), P(kLn1b, l), N, C);
     linear(A.qkv, A.ln1, kQkvw, P(kQkvb, l), l, C, 3 * C, 3 * C);
-    k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, s.NH);
+    if (bf16) {
+      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, s.NH);
+    } else {
+      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, s.NH);
+    }
     linear(A.attproj, A.atty, kAttprojw, P(kAttprojb, l), l, C, C, C);
     k::ResidualForward(pool, A.residual2, x, A.attproj, N * C);
     k::LayerNormForward(pool, A.ln2, A.ln2_mean, A.ln2_rstd, A.residual2, P(kLn2w, l), P(kLn2b, l),
@@ -367,7 +371,12 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
                          P(kLn2w, l), A.ln2_mean, A.ln2_rstd, N, C, acc);
     // a.dresidual now holds d residual2 = d attproj = d x (before ln1's share is added).
     linear_back(a.datty, kAttprojw, G(kAttprojb, l), l, a.dresidual, A.atty, C, C, C);
-    k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, s.NH);
+    if (bf16) {
+      k::AttentionBackwardBf16(pool, a.dqkv, a.att_scratch, bf16->attn, bf16->in, bf16->dout,
+                               a.datty, A.qkv, A.att, B, T, C, s.NH);
+    } else {
+      k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, s.NH);
+    }
     linear_back(a.dln, kQkvw, G(kQkvb, l), l, a.dqkv, A.ln1, C, 3 * C, 3 * C);
     k::LayerNormBackward(pool, a.dresidual, G(kLn1w, l), G(kLn1b, l), a.dln, x, P(kLn1w, l),
                          A.ln1_mean, A.ln1_rstd, N, C, acc);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/function_ref.h"
+#include "kernels/bf16.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::model {
@@ -175,15 +176,17 @@ class Activations {
   std::vector<std::pair<std::size_t, std::size_t>> red_zones_;
 };
 
-// train.precision: bf16 (docs/bf16.md). The products of the linear layers and the LM head take
-// bf16 operands and accumulate in fp32 (kernels/bf16.h); everything else, and every output and
-// gradient, stays fp32. `weights` is a bf16 copy of the whole flat parameter buffer (same
-// offsets), which the caller refreshes whenever the fp32 parameters change; `in` and `dout` are
-// scratch for the converted product inputs and output gradients.
+// train.precision: bf16 (docs/bf16.md). The products of the linear layers, the LM head and
+// attention take bf16 operands and accumulate in fp32 (kernels/bf16.h); everything else, and every
+// output and gradient, stays fp32. `weights` is a bf16 copy of the whole flat parameter buffer
+// (same offsets), which the caller refreshes whenever the fp32 parameters change; `in` and `dout`
+// are scratch for the converted product inputs and output gradients, `attn` for attention's
+// per-worker bf16 copies of P and dS.
 struct Bf16Operands {
   const uint16_t* weights = nullptr;  // layout.total()
   uint16_t* in = nullptr;             // InElems
   uint16_t* dout = nullptr;           // DoutElems
+  uint16_t* attn = nullptr;           // AttnElems
   // Scratch sizes for B rows of T positions: the widest product input is (B,T,4C); the widest
   // output gradient is the LM head's (B,T,Vp).
   static std::size_t InElems(const Shape& s, int B, int T) {
@@ -191,6 +194,10 @@ struct Bf16Operands {
   }
   static std::size_t DoutElems(const Shape& s, int B, int T) {
     return static_cast<std::size_t>(B) * T * (4 * s.C > s.Vp ? 4 * s.C : s.Vp);
+  }
+  // For a pool of `threads` workers (the Activations' threads).
+  static std::size_t AttnElems(int T, int threads) {
+    return kernels::AttentionScratchBf16(threads, T);
   }
 };
 

@@ -56,11 +56,13 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
     if (bf16) {
       if (grp.replica == g)
         grp.params_bf16 = alloc::NodeBuffer<uint16_t>(grp.node, layout_.total());
-      const std::size_t in = model::Bf16Operands::InElems(shape, rows, T);
+      const std::size_t in = model::Bf16Operands::InElems(shape, rows, T),
+                        dout = model::Bf16Operands::DoutElems(shape, rows, T);
       grp.scratch_bf16 = alloc::NodeBuffer<uint16_t>(
-          grp.node, in + model::Bf16Operands::DoutElems(shape, rows, T));
+          grp.node, in + dout + model::Bf16Operands::AttnElems(T, grp.pool->size()));
       grp.bf16ops.in = grp.scratch_bf16.data();
-      grp.bf16ops.dout = grp.scratch_bf16.data() + in;
+      grp.bf16ops.dout = grp.bf16ops.in + in;
+      grp.bf16ops.attn = grp.bf16ops.dout + dout;
     }
   }
   for (ReplicaGroup& grp : groups_) {
