@@ -460,9 +460,9 @@ const std::vector<Key>& Keys() {
       Key k{"train",
             "precision",
             "one of fp32, bf16",
-            "fp32, or bf16 mixed precision as torch.autocast: the matrix products in bf16 with "
-            "fp32 accumulation, the rest and the master weights fp32 (needs AVX512_BF16; "
-            "docs/bf16.md)",
+            "fp32, or bf16 mixed precision as torch.autocast: the matrix products (linear "
+            "layers, LM head, attention) in bf16 with fp32 accumulation, the rest and the master "
+            "weights fp32 (needs AVX512_BF16; docs/bf16.md)",
             nullptr,
             nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
