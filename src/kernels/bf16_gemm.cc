@@ -130,11 +130,14 @@ __attribute__((target("avx512f,avx512bf16"))) void Kernel12x32(int pairs, const 
                                                                const uint32_t* b, float* c, int ldc,
                                                                int m, int n, bool add) {
   __m512 acc[kMR][2];
+  // Prefetch the C tile. An edge tile's rows and columns past m and n may lie past the end of C:
+  // there it prefetches its last row, and its first 16 columns again.
+  const int col2 = n > 16 ? 16 : 0;
   for (int r = 0; r < kMR; ++r) {
     acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    const float* cr = c + static_cast<std::ptrdiff_t>(r) * ldc;
+    const float* cr = c + static_cast<std::ptrdiff_t>(std::min(r, m - 1)) * ldc;
     _mm_prefetch(reinterpret_cast<const char*>(cr), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(cr + 16), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(cr + col2), _MM_HINT_T0);
   }
   for (int p = 0; p < pairs; ++p) {
     const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b));
