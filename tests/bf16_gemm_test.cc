@@ -155,6 +155,25 @@ struct AttentionCase {
     for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = 8 * kernels::Bf16ToFloat(Value(i, 3));
     for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = kernels::Bf16ToFloat(Value(i, 4));
   }
+  // AttentionForwardBf16 then AttentionBackwardBf16 on a pool of `threads` workers.
+  struct Result {
+    std::vector<float> out, att, dqkv;
+  };
+  Result Run(int threads) const {
+    WorkerPool pool(std::vector<int>(threads, 0), nullptr, "attn");
+    Result r{std::vector<float>(std::size_t(B) * T * C),
+             std::vector<float>(std::size_t(B) * NH * T * T),
+             std::vector<float>(qkv.size(), -99.f)};
+    std::vector<float> scratch(kernels::AttentionScratchFloats(threads, T));
+    std::vector<uint16_t> qkv_b(qkv.size()), dout_b(dout.size()),
+        sb(kernels::AttentionScratchBf16(threads, T));
+    kernels::AttentionForwardBf16(pool, r.out.data(), r.att.data(), qkv.data(), qkv_b.data(),
+                                  sb.data(), B, T, C, NH);
+    kernels::AttentionBackwardBf16(pool, r.dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
+                                   dout_b.data(), dout.data(), qkv.data(), r.att.data(), B, T, C,
+                                   NH);
+    return r;
+  }
 };
 
 float R(float x) { return kernels::Bf16ToFloat(kernels::FloatToBf16(x)); }
@@ -170,16 +189,7 @@ TEST(AttentionBf16, ForwardAndBackwardAreTheProductsOfRoundedOperands) {
   const AttentionCase c;
   const int B = c.B, T = c.T, C = c.C, NH = c.NH, hs = C / NH, C3 = 3 * C;
   const double scale = 1.0 / std::sqrt(double(hs));
-  WorkerPool pool(std::vector<int>(3, 0), nullptr, "attn");
-  std::vector<float> out(std::size_t(B) * T * C), att(std::size_t(B) * NH * T * T),
-      dqkv(c.qkv.size(), -99.f), scratch(kernels::AttentionScratchFloats(3, T));
-  std::vector<uint16_t> qkv_b(c.qkv.size()), dout_b(c.dout.size()),
-      sb(kernels::AttentionScratchBf16(3, T));
-  kernels::AttentionForwardBf16(pool, out.data(), att.data(), c.qkv.data(), qkv_b.data(), sb.data(),
-                                B, T, C, NH);
-  kernels::AttentionBackwardBf16(pool, dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
-                                 dout_b.data(), c.dout.data(), c.qkv.data(), att.data(), B, T, C,
-                                 NH);
+  const auto [out, att, dqkv] = c.Run(3);
   auto q = [&](int b, int t, int h, int d, int part) {  // part 0 q, 1 k, 2 v: rounded
     return double(R(c.qkv[(std::size_t(b) * T + t) * C3 + part * C + h * hs + d]));
   };
@@ -244,16 +254,7 @@ TEST(AttentionBf16, BitIdenticalForAnyPoolSize) {
   const AttentionCase c;
   std::vector<float> first;
   for (int threads : {1, 2, 3}) {
-    WorkerPool pool(std::vector<int>(threads, 0), nullptr, "attn");
-    std::vector<float> out(std::size_t(c.B) * c.T * c.C), att(std::size_t(c.B) * c.NH * c.T * c.T),
-        dqkv(c.qkv.size()), scratch(kernels::AttentionScratchFloats(threads, c.T));
-    std::vector<uint16_t> qkv_b(c.qkv.size()), dout_b(c.dout.size()),
-        sb(kernels::AttentionScratchBf16(threads, c.T));
-    kernels::AttentionForwardBf16(pool, out.data(), att.data(), c.qkv.data(), qkv_b.data(),
-                                  sb.data(), c.B, c.T, c.C, c.NH);
-    kernels::AttentionBackwardBf16(pool, dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
-                                   dout_b.data(), c.dout.data(), c.qkv.data(), att.data(), c.B, c.T,
-                                   c.C, c.NH);
+    auto [out, att, dqkv] = c.Run(threads);
     out.insert(out.end(), dqkv.begin(), dqkv.end());
     if (first.empty()) first = out;
     ASSERT_EQ(out, first) << threads << " threads";

@@ -159,7 +159,7 @@ TEST(Gpt2Bf16, OneBatchIsWithinBf16OfAutocastAndOfFp32) {
     std::vector<uint16_t> weights(layout.total()),
         in(Bf16Operands::InElems(s, autocast.B, autocast.T)),
         dout(Bf16Operands::DoutElems(s, autocast.B, autocast.T)),
-        attn(Bf16Operands::AttnElems(autocast.T, threads));
+        attn(Bf16Operands::AttnElems(threads, autocast.T));
     kernels::ConvertToBf16(pool, weights.data(), r.params.data(), layout.total());
     const Bf16Operands ops{weights.data(), in.data(), dout.data(), attn.data()};
     const std::size_t N = static_cast<std::size_t>(autocast.B) * autocast.T;

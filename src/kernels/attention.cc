@@ -137,12 +137,12 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
 }
 
 void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float* qkv,
-                          uint16_t* qkv_bf16, uint16_t* scratch, int B, int T, int C, int NH) {
+                          uint16_t* qkv_bf16, uint16_t* scratch_bf16, int B, int T, int C, int NH) {
   const int hs = C / NH, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   ConvertToBf16(pool, qkv_bf16, qkv, static_cast<std::size_t>(B) * T * C3);
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int tid) {
-    uint16_t* Pb = scratch + static_cast<std::size_t>(tid) * AttentionScratchBf16(1, T);
+    uint16_t* Pb = scratch_bf16 + static_cast<std::size_t>(tid) * AttentionScratchBf16(1, T);
     for (std::size_t task = t0; task < t1; ++task) {
       const HeadAt at = Head(task, NH, T, C);
       const auto [q, k, v] = QkvOf<const uint16_t>(qkv_bf16, at, C);

@@ -196,7 +196,7 @@ struct Bf16Operands {
     return static_cast<std::size_t>(B) * T * (4 * s.C > s.Vp ? 4 * s.C : s.Vp);
   }
   // For a pool of `threads` workers (the Activations' threads).
-  static std::size_t AttnElems(int T, int threads) {
+  static std::size_t AttnElems(int threads, int T) {
     return kernels::AttentionScratchBf16(threads, T);
   }
 };

@@ -59,7 +59,7 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
       const std::size_t in = model::Bf16Operands::InElems(shape, rows, T),
                         dout = model::Bf16Operands::DoutElems(shape, rows, T);
       grp.scratch_bf16 = alloc::NodeBuffer<uint16_t>(
-          grp.node, in + dout + model::Bf16Operands::AttnElems(T, grp.pool->size()));
+          grp.node, in + dout + model::Bf16Operands::AttnElems(grp.pool->size(), T));
       grp.bf16ops.in = grp.scratch_bf16.data();
       grp.bf16ops.dout = grp.bf16ops.in + in;
       grp.bf16ops.attn = grp.bf16ops.dout + dout;
