@@ -214,19 +214,21 @@ class GemmSuite : public Suite {
 void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const ModelPreset& m,
                                 int G, int g, double target, SuiteRecords* report) {
   const int B = m.B / G;
+  // The bf16 column needs oneDNN (optional: bench/onednn_gemm.h).
+  const bool bf16 = peak.bf16 && OnednnBf16Gemm::Available();
   const std::vector<AttentionProductTiming> rows =
-      TimeAttentionProducts(pool, peak.bf16 ? &onednn_ : nullptr, B, m.T, m.C, m.NH, target);
+      TimeAttentionProducts(pool, bf16 ? &onednn_ : nullptr, B, m.T, m.C, m.NH, target);
   std::printf("  attention products (one GEMM per (b, head), %d x %d of them, full T x T):\n", B,
               m.NH);
   double s32 = 0, s16 = 0, flops = 0;
   for (const AttentionProductTiming& r : rows) {
     const double g32 = r.flops / r.fp32_seconds / 1e9;
-    const double g16 = peak.bf16 ? r.flops / r.bf16_seconds / 1e9 : 0;
+    const double g16 = bf16 ? r.flops / r.bf16_seconds / 1e9 : 0;
     std::printf(
         "  %-8s %-10s %6d %6d %6d | fp32 %7.1f %5.0f%% | bf16 %7.1f %5.0f%% | %5.2fx | err %.1e\n",
         "attn", r.product.c_str(), r.M, r.N, r.K, g32, 100 * g32 / peak.group(), g16,
-        peak.bf16 ? 100 * g16 / peak.group_bf16_peak() : 0.0,
-        peak.bf16 ? r.fp32_seconds / r.bf16_seconds : 0.0, r.bf16_rel_err);
+        bf16 ? 100 * g16 / peak.group_bf16_peak() : 0.0,
+        bf16 ? r.fp32_seconds / r.bf16_seconds : 0.0, r.bf16_rel_err);
     s32 += r.fp32_seconds * m.L;
     s16 += r.bf16_seconds * m.L;
     flops += r.flops * m.L;
@@ -449,6 +451,10 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     const double bf16_peak = peak.group_bf16_peak();
     if (peak.bf16) {
       impls.assign(std::begin(kAllImpls), std::end(kAllImpls));
+      if (!OnednnBf16Gemm::Available()) {
+        std::erase_if(impls, [](Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt; });
+        std::printf("  onednn-bf16 rows skipped: %s\n", OnednnBf16Gemm::kMissing);
+      }
       std::printf("  bf16 peak (VDPBF16PS, GFLOP/s): one core %.1f; group %.1f -> %.1f for %%\n",
                   peak.core_bf16, peak.group_bf16, bf16_peak);
       for (auto [scope, gflops, threads] :

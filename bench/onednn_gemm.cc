@@ -28,6 +28,7 @@ OnednnBf16Gemm::OnednnBf16Gemm() : state_(std::make_unique<State>()) {}
 OnednnBf16Gemm::~OnednnBf16Gemm() = default;
 
 void OnednnBf16Gemm::SetCallerThreads(int n) { omp_set_num_threads(n); }
+bool OnednnBf16Gemm::Available() { return true; }
 
 std::string OnednnBf16Gemm::impl() const {
   std::lock_guard<std::mutex> lock(state_->mu);

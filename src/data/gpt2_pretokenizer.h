@@ -2,7 +2,7 @@
 //
 //   /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu
 //
-// implemented by hand, exactly as the JavaScript reference (npm gpt-3-encoder) matches it:
+// implemented by hand, exactly as the reference (OpenAI's tiktoken) matches it:
 //   - contractions are tried first, only at the start of a piece and case-sensitively
 //     ("'S" is Other + Letter);
 //   - " ?" takes one U+0020 SPACE only (never a tab, newline or NBSP) and only when the next
@@ -10,8 +10,8 @@
 //   - a whitespace run followed by non-whitespace gives all but its last code point
 //     (`\s+(?!\S)`); that last one is a SPACE that starts the next piece, or a piece of its own
 //     (`\s+`); a run that ends the text is one piece.
-// Bytes that are not valid UTF-8 are Other, one byte each (the reference cannot see them: node
-// decodes them to U+FFFD), so every input splits and the pieces always concatenate to it.
+// Bytes that are not valid UTF-8 are Other, one byte each (the reference cannot see them: it
+// takes Unicode strings), so every input splits and the pieces always concatenate to it.
 //
 // Thread safety: a Gpt2PreTokenizer is used by one thread; distinct ones are independent.
 #pragma once

