@@ -6,8 +6,8 @@
 #      tests/cli/mpi_build_test.sh on it: no libmpi linked, mpirun's environment refused;
 #   2. cpack -G DEB: cputrain-numa_<version>_amd64.deb; its Depends must name the libraries
 #      and no MPI;
-#   3. a minimal bookworm root made by Debian's mmdebstrap (--variant=minbase, from
-#      deb.debian.org; cached as build-deb/minbase-bookworm.tar for a week), unpacked to a
+#   3. a minimal bookworm root made by Debian's mmdebstrap (--variant=minbase, from this
+#      machine's own apt sources: tests/install/debian_root.sh; cached for a week), unpacked to a
 #      temporary directory;
 #   4. in that root (chroot, in a private mount namespace with /proc, /sys and /dev):
 #      `apt-get install ./cputrain-numa.deb bible-kjv`, then the quickstart's steps on the
@@ -18,6 +18,8 @@
 # network access to the Debian mirror (scripts/install-deps.sh --test installs mmdebstrap).
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/install/debian_root.sh
+. "$src/tests/install/debian_root.sh"
 build=${1:-$src/build-deb}
 fail() { echo "FAILED: $*"; exit 1; }
 t0=$(date +%s)
@@ -46,18 +48,11 @@ grep -q './usr/share/cputrain-numa/gpt2/encoder.json' <<<"$contents" ||
   fail "the .deb lacks the GPT-2 vocabulary (scripts/install-deps.sh --gpt2-vocab, then reconfigure)"
 
 echo "-- deb_test: 3. a minimal bookworm root (mmdebstrap)"
-tarball=$build/minbase-bookworm.tar
-if [ ! -f "$tarball" ] || [ ! -s "$tarball" ] || [ -n "$(find "$tarball" -mtime +7)" ]; then
-  # mmdebstrap picks its output format from the name: say tar, since the temporary name is not
-  # *.tar (a plain *.tmp became a directory on a clean CI machine).
-  rm -rf "$tarball" "$tarball.tmp"
-  mmdebstrap --variant=minbase --format=tar --quiet bookworm "$tarball.tmp" http://deb.debian.org/debian
-  mv "$tarball.tmp" "$tarball"
-fi
+tarball=${XDG_CACHE_HOME:-$HOME/.cache}/cputrain-numa/minbase-bookworm.tar
+debian_minbase "$tarball"
 root=$(mktemp -d /tmp/cputrain-deb-root.XXXXXX)
 trap 'rm -rf --one-file-system "$root"' EXIT
-tar -C "$root" -xf "$tarball"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
+debian_root_unpack "$tarball" "$root"
 cp "$deb" "$root/tmp/cputrain-numa.deb"
 echo "   root ready in $(since): $(du -sm "$root" | cut -f1) MiB"
 
@@ -84,15 +79,7 @@ head -c 20000 data/kjv/kjv.txt >/tmp/small.txt
 cputrain-numa prepare-data --tokenizer gpt2 -o /tmp/gpt2 /tmp/small.txt
 ls /usr/share/cputrain-numa/configs
 INSIDE
-unshare -m bash -s -- "$root" <<'NS' 2>&1 | tee "$build/deb_test.log"
-set -euo pipefail
-root=$1
-mount --make-rprivate /
-mount -t proc proc "$root/proc"
-mount --rbind /sys "$root/sys"
-mount --rbind /dev "$root/dev"
-chroot "$root" /bin/bash /tmp/inside.sh
-NS
+debian_root_run "$root" /tmp/inside.sh 2>&1 | tee "$build/deb_test.log"
 [ "${PIPESTATUS[0]}" = 0 ] || fail "inside the root (above)"
 python3 - "$root/root/out/quickstart/metrics.jsonl" <<'PY' || fail "the loss did not fall"
 import json, sys

