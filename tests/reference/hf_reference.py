@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A tiny GPT-2 in Hugging Face's layout, and its logits, for the import/export tests.
 
-transformers is not installed (and cannot be: Debian's python3-torch only), so this writes what
-`GPT2LMHeadModel.save_pretrained(dir, safe_serialization=True)` writes, by hand:
+This runs on Debian's python3-torch (1.13, without transformers), so it writes what
+`GPT2LMHeadModel.save_pretrained(dir, safe_serialization=True)` writes, by hand (the real
+transformers, from PyPI, checks the same format in transformers_parity.py):
 
   config.json        GPT2Config's keys, sorted, two-space indent (as transformers writes it)
   model.safetensors  GPT2LMHeadModel's state_dict names ("transformer.h.0.attn.c_attn.weight"),

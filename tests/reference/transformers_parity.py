@@ -1,0 +1,389 @@
+#!/usr/bin/env python3
+"""Our Hugging Face GPT-2 format against the real transformers library (CTest, tests/reference).
+
+Run with the peers' environment (scripts/peers-env.sh: PyPI's torch 2.x and transformers), which
+CMake passes as CPUTRAIN_PEERS_PYTHON. Nothing is downloaded: every model is made here.
+
+  export        the engine trains the `odd` fixture (tests/reference/fixtures/odd) for a few
+                steps, `cputrain-numa export --format hf` writes the result, and
+                transformers.GPT2LMHeadModel.from_pretrained loads it with no missing, unexpected
+                or mismatched tensor; its logits on (B=2, T=maxT) token ids must be the logits
+                the engine computes from the trained model.bin itself (engine_logits.cc), within
+                1e-5 relative; and `cputrain-numa eval` on the exported directory must give
+                transformers' mean loss on val.bin within 1e-5 relative.
+  import-train  a GPT2LMHeadModel(GPT2Config(...)) made by transformers (seeded, dropout 0, every
+                bias and LayerNorm parameter perturbed so a wrong mapping shows from step 0) is
+                save_pretrained'ed (safetensors). The engine's logits from that directory (its
+                import) must be transformers' within 1e-5 relative. `cputrain-numa train` starts
+                from the directory (model.init_from) and PyTorch trains the same transformers
+                model with the trainer's rules (below): the per-step losses and pre-clip gradient
+                norms must agree within 1e-4 relative, the learning rates within 1e-12, the
+                validation losses within 1e-4 relative, and the trained weights, exported with
+                `export --format hf` and read back by transformers, PyTorch's within 1e-3 of each
+                tensor's largest value (WEIGHTS_TOL says why looser).
+
+The training rules are the PyTorch reference's (gpt2_reference.py, README.md next to it), reused
+from it: its RunConfig and config_yaml (the trainer's config), lr_at (warmup then cosine),
+window (data.shuffle false: window p mod n, micro-batch j of step s at position s*k + j),
+make_tokens / encode_tokens (data), and its train() loop, transcribed for a transformers model:
+AdamW (torch.optim.AdamW, foreach=False) with weight decay on the 2-D tensors only (wte, wpe and
+the four Conv1D weights: the reference's DECAYED), loss = mean cross-entropy of the logits against
+the next tokens, each of k micro-batch losses scaled 1/k, clip_grad_norm_ over all parameters.
+
+Exit 0 when every check holds, 1 otherwise (and when torch or transformers cannot be imported).
+"""
+import os
+import sys
+
+sys.dont_write_bytecode = True  # gpt2_reference is imported from the source tree
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    import transformers
+    from safetensors.numpy import load_file, save_file
+    from transformers import GPT2Config, GPT2LMHeadModel
+except ImportError as e:  # a failure, never a skip: the check must not silently disappear
+    sys.exit(f"FAIL: {sys.executable} cannot import {e.name or e} ({e}): the transformers parity "
+             f"tests need the peers' environment; run: bash scripts/install-deps.sh --peers")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import gpt2_reference as ref  # noqa: E402
+
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+
+LOGITS_TOL = 1e-5  # rel_diff below
+EVAL_TOL = 1e-5    # relative, eval's mean loss
+LOSS_TOL = 1e-4    # relative, per-step training loss, pre-clip grad norm and val loss
+                   # (tests/train_test.cc's bound against the hand-written reference)
+# Per tensor, max |ours - torch| / max |torch| after the import-train run. Looser than the losses:
+# AdamW divides by sqrt(v) + eps, so a gradient that is rounding noise (the key bias's: softmax
+# ignores a shift shared by all keys, so it is 0 in exact arithmetic) moves its parameter by a
+# noise-driven fraction of lr each step; measured 4e-5 (c_proj), 3e-6 absolute. A tensor mapped to
+# the wrong name or left untransposed is off by O(1).
+WEIGHTS_TOL = 1e-3
+
+# The import-train run: L=2, C=64, NH=4, V=300 (padded to 384 by the engine), maxT=64, T=32 < maxT;
+# AdamW with betas (0.9, 0.95), weight decay 0.1, clipping at 1.0, warmup 4 then cosine to 3e-4;
+# 2 micro-batches of B=4 per step (train.grad_accum_steps), 7 windows so the data order wraps.
+IMPORT_RUN = ref.RunConfig(
+    name="transformers", layers=2, channels=64, heads=4, vocab_size=300, max_seq_len=64,
+    seed=1234, batch_size=4, seq_len=32, train_windows=7, train_extra=29, val_windows=2,
+    lr=3e-3, min_lr=3e-4, schedule="cosine", warmup_steps=4, beta1=0.9, beta2=0.95, eps=1e-8,
+    weight_decay=0.1, grad_clip=1.0, steps=16, eval_every=8, eval_batches=2, checkpoint_every=0,
+    grad_accum_steps=2)
+IMPORT_SEED = 20250901  # torch.manual_seed before GPT2LMHeadModel(config)
+
+EXPORT_STEPS = 6  # the export test trains the `odd` fixture this long before exporting
+
+
+class Checks:
+    """Collects failed checks; prints every one and the numbers."""
+
+    def __init__(self):
+        self.failed = []
+
+    def expect(self, ok: bool, what: str):
+        print(("ok    " if ok else "FAIL  ") + what, flush=True)
+        if not ok:
+            self.failed.append(what)
+
+    def exit_code(self) -> int:
+        if self.failed:
+            print(f"{len(self.failed)} check(s) FAILED (transformers {transformers.__version__}, "
+                  f"torch {torch.__version__})")
+            return 1
+        print(f"all checks passed (transformers {transformers.__version__}, "
+              f"torch {torch.__version__})")
+        return 0
+
+
+def run(cmd, cwd=None) -> str:
+    """Runs a command; its stdout, or exit 1 with its stderr."""
+    t0 = time.time()
+    r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    print(f"  ran {os.path.basename(cmd[0])} {cmd[1]} in {time.time() - t0:.1f} s", flush=True)
+    return r.stdout
+
+
+def load_hf(d: str, checks: Checks) -> GPT2LMHeadModel:
+    """from_pretrained(d), fp32, eval mode; every tensor of the model must come from the file."""
+    model, info = GPT2LMHeadModel.from_pretrained(d, output_loading_info=True,
+                                                  torch_dtype=torch.float32)
+    problems = {k: v for k, v in info.items() if v}
+    checks.expect(not problems, f"from_pretrained({os.path.basename(d)}): no missing, unexpected "
+                  f"or mismatched tensors {problems or ''}")
+    model.eval()
+    return model
+
+
+def rel_diff(ours: np.ndarray, theirs: np.ndarray) -> float:
+    """The larger of max |ours - theirs| / max(1, |theirs|) (elementwise, as
+    tests/hf_gpt2_test.cc) and max |ours - theirs| / max |theirs| (against the tensor's scale:
+    stricter for the small logits of a model near its init), in double."""
+    a, b = ours.astype(np.float64), theirs.astype(np.float64)
+    d = np.abs(a - b)
+    return float(max(np.max(d / np.maximum(1.0, np.abs(b))), np.max(d) / np.max(np.abs(b))))
+
+
+def hf_loss(model: GPT2LMHeadModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the logits of x against y (the next tokens): the engine's loss.
+    (labels= would shift inside the model and drop the last position.)"""
+    logits = model(input_ids=x).logits
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+# ---- export: engine -> HF directory -> transformers ------------------------------------------
+def check_export(cli: str, engine_logits: str, tmp: str) -> int:
+    checks = Checks()
+    fx = os.path.join(HERE, "fixtures", "odd")
+    cfg = ref.CONFIGS["odd"]
+    ms = ref.shape_of(cfg)
+    run_dir, hf_dir = os.path.join(tmp, "run"), os.path.join(tmp, "hf")
+    # A few engine steps from the fixture's init, so the exported weights are trained ones
+    # (biases and LayerNorm parameters no longer 0 and 1).
+    run([cli, "train", "--progress", "quiet", "--config", os.path.join(fx, "config.yaml"),
+         "--set", "model.init_from=" + os.path.join(fx, "model.bin"),
+         "--set", "data.train=" + os.path.join(fx, "train.bin"),
+         "--set", "data.val=" + os.path.join(fx, "val.bin"),
+         "--set", f"train.steps={EXPORT_STEPS}", "--set", "train.eval_every=0",
+         "--set", "train.out_dir=" + run_dir])
+    run([cli, "export", "--format", "hf", "--checkpoint", run_dir, "-o", hf_dir])
+
+    model = load_hf(hf_dir, checks)
+    c = model.config
+    got = (c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.n_positions, c.activation_function,
+           c.layer_norm_epsilon, c.tie_word_embeddings)
+    want = (ms.L, ms.C, ms.NH, ms.V, ms.maxT, "gelu_new", 1e-5, True)
+    checks.expect(got == want, f"config.json as transformers reads it: {got} (want {want})")
+    checks.expect(model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr(),
+                  "lm_head is tied to wte")
+
+    # The trained weights moved away from the init (else the test would check little).
+    _, init = ref.decode_checkpoint(open(os.path.join(fx, "model.bin"), "rb").read())
+    moved = (model.transformer.h[0].ln_1.bias.detach() - init["ln1b"][0]).abs().max().item()
+    checks.expect(moved > 1e-3, f"the exported model is trained (ln_1.bias moved {moved:.2e})")
+
+    # Token ids: B=2 rows of T=maxT (every position row of wpe), V-1 and 0 included.
+    rng = np.random.default_rng(7)
+    idx = rng.integers(0, ms.V, size=(2, ms.maxT)).astype(np.int64)
+    idx[0, 0], idx[1, -1] = ms.V - 1, 0
+    ids_path, out_path = os.path.join(tmp, "idx.safetensors"), os.path.join(tmp, "logits.st")
+    save_file({"idx": idx.astype(np.float32)}, ids_path)
+    # The engine's logits come from the trainer's own model.bin, not from the export.
+    run([engine_logits, run_dir, ids_path, out_path])
+    ours = load_file(out_path)["logits"]
+    with torch.no_grad():
+        theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
+    checks.expect(ours.shape == theirs.shape, f"logits shape {ours.shape} == {theirs.shape}")
+    d = rel_diff(ours, theirs) if ours.shape == theirs.shape else float("inf")
+    print(f"  logits of the export: relative {d:.3e} (rel_diff), "
+          f"max abs {np.max(np.abs(ours - theirs)):.3e} (|logits| up to "
+          f"{np.max(np.abs(theirs)):.2f})")
+    checks.expect(d <= LOGITS_TOL, f"logits of the export within {LOGITS_TOL:g}: {d:.3e}")
+
+    # eval on the exported directory (the HF import path of eval) against transformers' loss.
+    B, T, nb = 4, 24, 3
+    out = run([cli, "eval", "--checkpoint", hf_dir, "--data", os.path.join(fx, "val.bin"),
+               "--batches", str(nb), "--json", "--set", f"data.batch_size={B}",
+               "--set", f"data.seq_len={T}"])
+    doc = json.loads(out.strip().splitlines()[-1])
+    val = ref.decode_tokens(open(os.path.join(fx, "val.bin"), "rb").read())
+    with torch.no_grad():
+        losses = [hf_loss(model, *ref.window(val, B, T, i)).item() for i in range(nb)]
+    want_loss = sum(losses) / len(losses)
+    e = abs(doc["loss"] - want_loss) / abs(want_loss)
+    print(f"  eval: ours {doc['loss']:.8f} over {doc['windows']} windows, transformers "
+          f"{want_loss:.8f}: relative {e:.3e}")
+    checks.expect(doc["windows"] == nb and e <= EVAL_TOL,
+                  f"eval loss of the export within {EVAL_TOL:g}: {e:.3e}")
+    return checks.exit_code()
+
+
+# ---- import-train: transformers' save_pretrained -> engine training vs PyTorch ----------------
+def make_hf_model(cfg: "ref.RunConfig") -> GPT2LMHeadModel:
+    """transformers' own GPT-2 at its own init, dropout off, plus a seeded perturbation of every
+    1-D tensor (biases, LayerNorm): GPT-2's init makes them 0 and 1, which would hide a bias or
+    LayerNorm mapped to the wrong place until training moved them."""
+    torch.manual_seed(IMPORT_SEED)
+    config = GPT2Config(n_layer=cfg.layers, n_embd=cfg.channels, n_head=cfg.heads,
+                        vocab_size=cfg.vocab_size, n_positions=cfg.max_seq_len, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.2)
+    return model
+
+
+def train_hf(cfg: "ref.RunConfig", model: GPT2LMHeadModel, train_tokens: np.ndarray,
+             val_tokens: np.ndarray) -> dict:
+    """gpt2_reference.train's loop for a transformers model: same lr schedule, data order,
+    accumulation, clipping and AdamW groups (decay on the 2-D tensors: the reference's DECAYED)."""
+    model.train()  # dropout is 0: train and eval mode compute the same
+    params = [p for _, p in model.named_parameters()]  # the tied lm_head appears once, as wte
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    assert len(decay) == 2 + 4 * cfg.layers and len(no_decay) == 2 + 8 * cfg.layers
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=False)
+    rec = {"steps": [], "lrs": [], "grad_norms": [], "val": []}
+
+    def maybe_eval(done: int):
+        if done == 0 or done == cfg.steps or (cfg.eval_every and done % cfg.eval_every == 0):
+            with torch.no_grad():
+                ls = [hf_loss(model, *ref.window(val_tokens, cfg.batch_size, cfg.seq_len, i))
+                      .item() for i in range(cfg.eval_batches)]
+            rec["val"].append({"after_steps": done, "loss": sum(ls) / len(ls)})
+
+    maybe_eval(0)
+    k = cfg.grad_accum_steps
+    for s in range(cfg.steps):
+        lr = ref.lr_at(cfg, s)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for j in range(k):
+            loss = hf_loss(model, *ref.window(train_tokens, cfg.batch_size, cfg.seq_len, s * k + j))
+            (loss / k).backward()
+            loss_sum += float(loss.item())
+        norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        opt.step()
+        rec["steps"].append(loss_sum / k)
+        rec["lrs"].append(lr)
+        rec["grad_norms"].append(float(norm.item()))
+        maybe_eval(s + 1)
+    return rec
+
+
+def check_import_train(cli: str, engine_logits: str, tmp: str) -> int:
+    checks = Checks()
+    cfg = IMPORT_RUN
+    hf_dir, run_dir = os.path.join(tmp, "hf"), os.path.join(tmp, "run")
+    make_hf_model(cfg).save_pretrained(hf_dir, safe_serialization=True)
+    checks.expect(os.path.exists(os.path.join(hf_dir, "model.safetensors")),
+                  "save_pretrained wrote model.safetensors")
+    train_tokens, val_tokens = ref.make_tokens(cfg)
+    for name, toks in (("train.bin", train_tokens), ("val.bin", val_tokens)):
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(ref.encode_tokens(toks))
+    with open(os.path.join(tmp, "config.yaml"), "w") as f:
+        f.write(ref.config_yaml(cfg))
+    # The trainer's config is the reference's (model shape keys included: they must agree with
+    # the HF config.json), started from the HF directory.
+    run([cli, "train", "--progress", "quiet", "--config", os.path.join(tmp, "config.yaml"),
+         "--set", "model.init_from=" + hf_dir,
+         "--set", "data.train=" + os.path.join(tmp, "train.bin"),
+         "--set", "data.val=" + os.path.join(tmp, "val.bin"),
+         "--set", "train.out_dir=" + run_dir])
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    ours = [r for r in rows if "loss" in r]
+    ours_val = [r for r in rows if "val_loss" in r]
+
+    # PyTorch: the model as the engine got it, read back from the directory.
+    model = load_hf(hf_dir, checks)
+
+    # Before training: the engine's logits from the HF directory itself (its import) against
+    # transformers', on B=2 rows of T=maxT ids (every row of wpe), V-1 and 0 included.
+    rng = np.random.default_rng(11)
+    idx = rng.integers(0, cfg.vocab_size, size=(2, cfg.max_seq_len)).astype(np.int64)
+    idx[0, 0], idx[1, -1] = cfg.vocab_size - 1, 0
+    ids_path, out_path = os.path.join(tmp, "idx.safetensors"), os.path.join(tmp, "logits.st")
+    save_file({"idx": idx.astype(np.float32)}, ids_path)
+    run([engine_logits, hf_dir, ids_path, out_path])
+    ours_logits = load_file(out_path)["logits"]
+    with torch.no_grad():
+        theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
+    d = rel_diff(ours_logits, theirs) if ours_logits.shape == theirs.shape else float("inf")
+    print(f"  logits of the import: relative {d:.3e} (rel_diff), "
+          f"max abs {np.max(np.abs(ours_logits - theirs)):.3e} (|logits| up to "
+          f"{np.max(np.abs(theirs)):.2f})")
+    checks.expect(d <= LOGITS_TOL, f"logits of the imported model within {LOGITS_TOL:g}: {d:.3e}")
+
+    want = train_hf(cfg, model, train_tokens, val_tokens)
+    checks.expect(len(ours) == cfg.steps, f"{len(ours)} step rows in metrics.jsonl ({cfg.steps})")
+    worst_loss = worst_norm = worst_lr = 0.0
+    for s, r in enumerate(ours[: cfg.steps]):
+        dl = abs(r["loss"] - want["steps"][s]) / abs(want["steps"][s])
+        dn = abs(r["grad_norm"] - want["grad_norms"][s]) / abs(want["grad_norms"][s])
+        dr = abs(r["lr"] - want["lrs"][s])
+        worst_loss, worst_norm, worst_lr = max(worst_loss, dl), max(worst_norm, dn), max(worst_lr,
+                                                                                          dr)
+        print(f"  step {s:2d}  loss ours {r['loss']:.7f} torch {want['steps'][s]:.7f} "
+              f"(rel {dl:.1e})  grad norm ours {r['grad_norm']:.6f} torch "
+              f"{want['grad_norms'][s]:.6f} (rel {dn:.1e})  lr {r['lr']:.3e}")
+    checks.expect(worst_loss <= LOSS_TOL, f"per-step losses within {LOSS_TOL:g}: {worst_loss:.3e}")
+    checks.expect(worst_norm <= LOSS_TOL,
+                  f"per-step pre-clip grad norms within {LOSS_TOL:g}: {worst_norm:.3e}")
+    checks.expect(worst_lr <= 1e-12, f"learning rates within 1e-12: {worst_lr:.1e}")
+    clipped = sum(n > cfg.grad_clip for n in want["grad_norms"])
+    margin = min(abs(n - cfg.grad_clip) / cfg.grad_clip for n in want["grad_norms"])
+    print(f"  clipping: {clipped} of {cfg.steps} steps; the closest pre-clip norm is "
+          f"{margin:.1%} from {cfg.grad_clip}")
+    by_step = {r["step"]: r["val_loss"] for r in ours_val}
+    worst_val = 0.0
+    for v in want["val"]:
+        got = by_step.get(v["after_steps"])
+        if got is None:
+            checks.expect(False, f"an evaluation after {v['after_steps']} steps")
+            continue
+        worst_val = max(worst_val, abs(got - v["loss"]) / abs(v["loss"]))
+        print(f"  val after {v['after_steps']:2d} steps: ours {got:.7f} torch {v['loss']:.7f}")
+    checks.expect(worst_val <= LOSS_TOL, f"validation losses within {LOSS_TOL:g}: {worst_val:.3e}")
+
+    # The trained weights, exported and read back by transformers, against PyTorch's after the
+    # same steps: per tensor, max |ours - torch| / max |torch|.
+    out_dir = os.path.join(tmp, "trained-hf")
+    run([cli, "export", "--format", "hf", "--checkpoint", run_dir, "-o", out_dir])
+    trained = load_hf(out_dir, checks).state_dict()
+    worst_w, worst_name = 0.0, ""
+    for name, t in model.state_dict().items():
+        if name.endswith(".attn.bias") or name.endswith(".attn.masked_bias"):
+            continue  # buffers (older transformers), not parameters
+        d = ((trained[name].double() - t.double()).abs().max() / t.double().abs().max()).item()
+        if d > worst_w:
+            worst_w, worst_name = d, name
+    print(f"  trained weights: worst tensor {worst_name}, max |ours - torch| / max |torch| = "
+          f"{worst_w:.3e}")
+    checks.expect(worst_w <= WEIGHTS_TOL,
+                  f"trained weights (exported) within {WEIGHTS_TOL:g} of PyTorch's: {worst_w:.3e}")
+    return checks.exit_code()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("mode", choices=["export", "import-train"])
+    ap.add_argument("--cli", required=True, help="the cputrain-numa binary")
+    ap.add_argument("--engine-logits", required=True, help="the engine_logits binary")
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR and keep it (default: a temp dir)")
+    args = ap.parse_args(argv)
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}, "
+          f"{sys.executable}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="transformers_parity.") as tmp:
+        work = args.keep or tmp
+        os.makedirs(work, exist_ok=True)
+        if args.mode == "export":
+            return check_export(args.cli, args.engine_logits, work)
+        return check_import_train(args.cli, args.engine_logits, work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
