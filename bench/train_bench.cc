@@ -10,10 +10,18 @@
 // (the same formula for PyTorch); MFU = that over the measured FMA peak of the cores the run
 // occupies (bench/peak.h: per-core peak, measured with all cores busy, times the cores used).
 //
-// PyTorch (bench/pytorch/train_gpt2.py, Debian's /usr/bin/python3): 1 process x N threads with
-// the default (pthread) OpenBLAS and with the OpenMP OpenBLAS (LD_LIBRARY_PATH), and gloo DDP
-// with N processes x 1 thread; N = the machine's allowed physical cores. Same model, batch,
-// warm-up and timed steps; its tokens/s from the median step.
+// PyTorch (bench/pytorch/train_gpt2.py), by default PyTorch 2.x from PyPI in the peers' venv
+// (the python `bash scripts/peers-env.sh` prints, asked at run time; --python overrides; without
+// the venv the rows are skipped, naming `bash scripts/install-deps.sh --peers`). Each setup is a
+// row, measured in the same run: 1 process x N threads eager; the same under torch.compile
+// (inductor; its warm-up steps absorb the compilation); the same after ipex.optimize where
+// intel_extension_for_pytorch imports; and gloo DDP with N processes x 1 thread; N = the
+// machine's allowed physical cores. A setup that cannot run here (torch.compile fails, IPEX does
+// not import) is skipped with the reason. DDP is gloo only: oneccl_bind_pt (the ccl backend) is
+// not on PyPI. With Debian's python3-torch 1.x (--python /usr/bin/python3) the setups are the
+// 1.x ones instead: eager with the default (pthread) OpenBLAS and with the OpenMP OpenBLAS
+// (LD_LIBRARY_PATH), and gloo DDP. Same model, batch, warm-up and timed steps; its tokens/s from
+// the median step; the torch and IPEX versions are in the records.
 //
 // Placements (--placement, repeatable; default: derived from the topology, see DefaultSpecs):
 //   GxT        G groups of T worker threads: explicit CPU lists, one CPU per physical core,
@@ -27,7 +35,8 @@
 //              "mine: placement.cpus=[[0],[1]]; comm.bucket_mb=5"
 //
 // Precision (--precision bf16): every placement also runs with train.precision: bf16, right after
-// its fp32 row, and every PyTorch setup also runs under torch.autocast("cpu", torch.bfloat16);
+// its fp32 row, and every PyTorch setup also runs under torch.autocast("cpu", torch.bfloat16)
+// (IPEX's: ipex.optimize(..., dtype=torch.bfloat16) and autocast);
 // the summary puts our best bf16 row beside PyTorch's best autocast row (target >= 1.5x) and each
 // bf16 row beside its fp32 twin (target >= 1.6x). A bf16 row's MFU is over the measured
 // VDPBF16PS peak (bench/peak.h), an fp32 row's over the FMA peak. Without AVX512_BF16 the bf16
@@ -41,6 +50,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -250,7 +260,9 @@ class TrainSuite : public Suite {
                     "bf16 autocast, with the ratios (default fp32)")
         ->check(CLI::IsMember({"fp32", "bf16"}));
     cmd->add_flag("--pytorch", pytorch_, "also train the same model with PyTorch");
-    cmd->add_option("--python", python_, "Python with torch (default /usr/bin/python3)");
+    cmd->add_option("--python", python_,
+                    "Python with torch (default: the peers' venv, `bash scripts/peers-env.sh`; "
+                    "/usr/bin/python3 runs Debian's PyTorch 1.x setups)");
     cmd->add_option("--pytorch-script", script_,
                     "bench/pytorch/train_gpt2.py (default: the source tree's)");
   }
@@ -260,7 +272,13 @@ class TrainSuite : public Suite {
   std::optional<Row> RunOurs(const BenchContext& ctx, const ModelPreset& m,
                              const PlacementSpec& spec, const std::string& tokens,
                              const std::string& out_dir, SuiteRecords* report);
-  void RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteRecords* report);
+  // PyTorch's setups on model m: rows appended to *rows, the setups that could not run to
+  // *skipped as (label, why).
+  void RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
+                  std::vector<std::pair<std::string, std::string>>* skipped, SuiteRecords* report);
+  // Finds the Python (python_, else the peers' venv) and what it has: torch_version_, torch_blas_,
+  // ipex_version_ / ipex_why_. Leaves torch_version_ empty, with a warning, when there is none.
+  void ProbePytorch(SuiteRecords* report);
   // --precision bf16: each bf16 row against its fp32 twin, and our best bf16 row against
   // PyTorch's best autocast row (rows [0, ours) are ours, the rest PyTorch's).
   static void PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& rows, std::size_t ours,
@@ -280,7 +298,7 @@ class TrainSuite : public Suite {
   int accum_ = 8;
   std::string precision_ = "fp32";
   bool pytorch_ = false;
-  std::string python_ = "/usr/bin/python3";
+  std::string python_;  // "" = the peers' venv (scripts/peers-env.sh)
   std::string script_;
   // Run state.
   int steps_run_ = 0, warmup_run_ = 0;
@@ -289,6 +307,9 @@ class TrainSuite : public Suite {
   double bf16_peak_per_core_ = 0;  // VDPBF16PS; 0 without AVX512_BF16
   std::string peak_isa_;
   std::string torch_version_;  // "" = not available
+  std::string torch_blas_;     // e.g. "MKL, oneDNN"
+  std::string ipex_version_;   // "" = IPEX does not import (ipex_why_ says why)
+  std::string ipex_why_;
   std::unique_ptr<topo::Binder> check_binder_;
   std::unique_ptr<WorkerPool> check_pool_;  // one pinned thread per core, for SlowestCorePct
 };
@@ -407,36 +428,176 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   return row;
 }
 
-void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteRecords* report) {
+// The last n non-empty lines of a program's output, joined with " | " (a failure's reason).
+std::string LastLines(const std::string& text, std::size_t n) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t b = line.find_first_not_of(" \t\r");
+    if (b != std::string::npos) lines.push_back(line.substr(b));
+  }
+  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
+  return fmt::format("{}", fmt::join(lines, " | "));
+}
+
+std::string TrimSpace(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  const std::size_t b = s.find_first_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b);
+}
+
+void TrainSuite::ProbePytorch(SuiteRecords* report) {
+  if (python_.empty()) {
+    // The peers' venv, asked at run time: scripts/peers-env.sh knows where it lives
+    // ($CPUTRAIN_PEERS_VENV, the cache directory) and whether it is current.
+    const std::string env_sh = std::string(CPUTRAIN_SOURCE_DIR) + "/scripts/peers-env.sh";
+    std::string why;
+    if (access(env_sh.c_str(), R_OK) != 0) {
+      why = fmt::format("{} is not there", env_sh);
+    } else {
+      const SubprocessResult pr = RunSubprocess({"bash", env_sh});
+      const std::string path = TrimSpace(pr.out);
+      if (pr.exit_code == 0 && !path.empty() && access(path.c_str(), X_OK) == 0) {
+        python_ = path;
+      } else {
+        why = pr.err.empty() ? fmt::format("scripts/peers-env.sh: exit status {}", pr.exit_code)
+                             : LastLines(pr.err, 2);
+      }
+    }
+    if (python_.empty()) {
+      log::Warn(
+          "bench train: the peers' Python environment (PyTorch 2.x from PyPI) is not available "
+          "({}); the PyTorch rows are skipped: run `bash scripts/install-deps.sh --peers`, or pass "
+          "--python",
+          why);
+      report->Add({{"kind", "pytorch_unavailable"},
+                   {"python", ""},
+                   {"reason", why},
+                   {"fix", "bash scripts/install-deps.sh --peers"}});
+      return;
+    }
+  }
+  SubprocessOptions opts;
+  opts.timeout_seconds = 300;
+  const SubprocessResult pr =
+      RunSubprocess({python_, "-c",
+                     "import torch\n"
+                     "b = 'MKL' if torch.backends.mkl.is_available() else 'no MKL'\n"
+                     "b += ', oneDNN' if torch.backends.mkldnn.is_available() else ''\n"
+                     "print(torch.__version__)\nprint(b)\n"},
+                    opts);
+  std::istringstream lines(pr.out);
+  std::getline(lines, torch_version_);
+  std::getline(lines, torch_blas_);
+  torch_version_ = TrimSpace(torch_version_);
+  torch_blas_ = TrimSpace(torch_blas_);
+  if (pr.exit_code != 0 || torch_version_.empty()) {
+    torch_version_.clear();
+    log::Warn(
+        "bench train: '{}' cannot import torch (exit status {}: {}); the PyTorch rows are "
+        "skipped (the peers' venv: bash scripts/install-deps.sh --peers; Debian's 1.x: apt-get "
+        "install python3-torch)",
+        python_, pr.exit_code, LastLines(pr.err, 1));
+    report->Add({{"kind", "pytorch_unavailable"}, {"python", python_}});
+    return;
+  }
+  if (torch_version_.rfind("1.", 0) != 0) {
+    // IPEX in its own process: a mismatched one exits, an unsupported CPU can kill it.
+    const SubprocessResult ip = RunSubprocess(
+        {python_, "-c", "import intel_extension_for_pytorch as i; print(i.__version__)"}, opts);
+    ipex_version_ = ip.exit_code == 0 ? TrimSpace(LastLines(ip.out, 1)) : "";
+    if (ipex_version_.empty()) {
+      ipex_why_ = ip.timed_out ? std::string("import timed out")
+                               : fmt::format("exit status {}: {}", ip.exit_code,
+                                             LastLines(ip.err.empty() ? ip.out : ip.err, 1));
+    }
+  } else {
+    ipex_why_ = "not used with PyTorch 1.x";
+  }
+  report->Add({{"kind", "pytorch_env"},
+               {"python", python_},
+               {"torch", torch_version_},
+               {"blas", torch_blas_},
+               {"ipex", ipex_version_},
+               {"ipex_unavailable", ipex_why_},
+               {"ccl", "not available: oneccl_bind_pt is not on PyPI"}});
+}
+
+void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
+                            std::vector<std::pair<std::string, std::string>>* skipped,
+                            SuiteRecords* report) {
   const int N = real_cores_;
-  const std::string openmp_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
+  const bool legacy = torch_version_.rfind("1.", 0) == 0;  // Debian's python3-torch
   struct Setup {
-    std::string label, mode, blas;
+    std::string label, mode, blas, config = "eager", note;
     std::vector<std::string> args, env;
     bool bf16 = false;  // under torch.autocast("cpu", torch.bfloat16)
   };
-  std::vector<Setup> setups = {{fmt::format("PyTorch 1x{} pthread-BLAS", N),
-                                "threads",
-                                "pthread",
-                                {"--threads", std::to_string(N)},
-                                {}}};
-  if (access(openmp_dir.c_str(), R_OK) == 0) {
-    const char* old = std::getenv("LD_LIBRARY_PATH");
-    setups.push_back(
-        {fmt::format("PyTorch 1x{} openmp-BLAS", N),
-         "threads",
-         "openmp",
-         {"--threads", std::to_string(N)},
-         {"LD_LIBRARY_PATH=" + openmp_dir + (old && *old ? ":" + std::string(old) : "")}});
+  const std::string threads = std::to_string(N);
+  std::vector<Setup> setups;
+  if (legacy) {
+    // Debian's torch 1.x links the system OpenBLAS: its pthread build, and its OpenMP build
+    // through LD_LIBRARY_PATH.
+    const std::string openmp_dir = "/usr/lib/x86_64-linux-gnu/openblas-openmp";
+    setups.push_back({fmt::format("PyTorch 1x{} pthread-BLAS", N),
+                      "threads",
+                      "pthread",
+                      "eager",
+                      "default BLAS",
+                      {"--threads", threads},
+                      {}});
+    if (access(openmp_dir.c_str(), R_OK) == 0) {
+      const char* old = std::getenv("LD_LIBRARY_PATH");
+      const std::string ld =
+          "LD_LIBRARY_PATH=" + openmp_dir + (old && *old ? ":" + std::string(old) : "");
+      setups.push_back({fmt::format("PyTorch 1x{} openmp-BLAS", N),
+                        "threads",
+                        "openmp",
+                        "eager",
+                        ld,
+                        {"--threads", threads},
+                        {ld}});
+    }
+  } else {
+    // PyPI's torch 2.x brings its own MKL and oneDNN: no BLAS to choose.
+    setups.push_back({fmt::format("PyTorch 1x{} eager", N),
+                      "threads",
+                      torch_blas_,
+                      "eager",
+                      fmt::format("torch {}, {}", torch_version_, torch_blas_),
+                      {"--threads", threads, "--config", "eager"},
+                      {}});
+    setups.push_back({fmt::format("PyTorch 1x{} compile", N),
+                      "threads",
+                      torch_blas_,
+                      "compile",
+                      "torch.compile, inductor",
+                      {"--threads", threads, "--config", "compile"},
+                      {}});
+    setups.push_back({fmt::format("PyTorch 1x{} IPEX", N),
+                      "threads",
+                      torch_blas_,
+                      "ipex",
+                      fmt::format("ipex.optimize, IPEX {}", ipex_version_),
+                      {"--threads", threads, "--config", "ipex"},
+                      {}});
   }
   if (N >= 2 && m.B % N == 0) {
-    setups.push_back(
-        {fmt::format("PyTorch DDP {}x1", N), "ddp", "pthread", {"--ddp", std::to_string(N)}, {}});
+    setups.push_back({fmt::format("PyTorch DDP {}x1", N),
+                      "ddp",
+                      legacy ? "pthread" : torch_blas_,
+                      "eager",
+                      "gloo; ccl not available (oneccl_bind_pt is not on PyPI)",
+                      {"--ddp", std::to_string(N)},
+                      {}});
   }
   if (precision_ == "bf16") {  // each setup again under autocast, right after its fp32 row
     for (std::size_t i = 0; i < setups.size(); i += 2) {
       Setup a = setups[i];
       a.label += " autocast-bf16";
+      a.note = a.config == "ipex"      ? "ipex.optimize(dtype=bf16) + autocast"
+               : a.config == "compile" ? "torch.compile + autocast bf16"
+                                       : a.note + "; autocast bf16";
       a.args.insert(a.args.end(), {"--autocast", "bf16"});
       a.bf16 = true;
       setups.insert(setups.begin() + static_cast<std::ptrdiff_t>(i) + 1, a);
@@ -444,6 +605,28 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
   }
   const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
   for (const Setup& s : setups) {
+    nlohmann::json rec = {{"impl", "pytorch"},
+                          {"model", m.name},
+                          {"model_shape", m.Describe()},
+                          {"placement", s.label},
+                          {"mode", s.mode},
+                          {"blas", s.blas},
+                          {"config", s.config},
+                          {"cores_used", N},
+                          {"B", m.B},
+                          {"T", m.T},
+                          {"python", python_},
+                          {"torch", torch_version_},
+                          {"ipex", s.config == "ipex" ? ipex_version_ : ""},
+                          {"precision", s.bf16 ? "bf16" : "fp32"}};
+    if (s.config == "ipex" && ipex_version_.empty()) {
+      const std::string why = "intel_extension_for_pytorch does not import: " + ipex_why_;
+      log::Warn("bench train: {}: skipped, {}", s.label, why);
+      rec["skipped"] = why;
+      report->Add(rec);
+      skipped->emplace_back(s.label, why);
+      continue;
+    }
     std::vector<std::string> argv = {python_,      script_,
                                      "--layers",   std::to_string(m.L),
                                      "--channels", std::to_string(m.C),
@@ -459,7 +642,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
     const double speed0 = SlowestCorePct();
     const OthersMeter others;
     SubprocessOptions opts;
-    opts.err = SubprocessOptions::Output::kInherit;
+    opts.err = SubprocessOptions::Output::kCapture;  // shown when the setup fails
     opts.env = s.env;
     const SubprocessResult pr = RunSubprocess(argv, opts);
     const double others_pct = others.Percent();
@@ -469,30 +652,29 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
     for (std::string line; std::getline(lines, line);) {
       if (!line.empty() && line[0] == '{') {
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        if (!j.is_discarded() && j.contains("tokens_per_s")) out = j;
+        if (!j.is_discarded() && (j.contains("tokens_per_s") || j.contains("skipped"))) out = j;
       }
     }
-    nlohmann::json rec = {{"impl", "pytorch"},
-                          {"model", m.name},
-                          {"model_shape", m.Describe()},
-                          {"placement", s.label},
-                          {"mode", s.mode},
-                          {"blas", s.blas},
-                          {"cores_used", N},
-                          {"B", m.B},
-                          {"T", m.T},
-                          {"torch", torch_version_},
-                          {"precision", s.bf16 ? "bf16" : "fp32"}};
-    if (pr.exit_code != 0 || out.is_null()) {
-      log::Warn("bench train: {} failed (exit status {}); its row is left out", s.label,
-                pr.exit_code);
-      rec["skipped"] = fmt::format("exit status {}", pr.exit_code);
+    if (pr.exit_code != 0 || out.is_null() || !out.contains("tokens_per_s")) {
+      // The script's own reason (a configuration that cannot run here), else its last words.
+      const std::string why =
+          out.is_object() && out.contains("skipped")
+              ? out["skipped"].get<std::string>()
+              : fmt::format("exit status {}: {}", pr.exit_code, LastLines(pr.err, 3));
+      log::Warn("bench train: {}: skipped, {}", s.label, why);
+      rec["skipped"] = why;
       report->Add(rec);
+      skipped->emplace_back(s.label, why);
       continue;
     }
+    if (!pr.err.empty()) log::Debug("bench train: {}: stderr: {}", s.label, LastLines(pr.err, 5));
+    const nlohmann::json warm_ms = out.value("warmup_ms", nlohmann::json::array());
+    double warm_s = 0;
+    for (const nlohmann::json& w : warm_ms) warm_s += w.get<double>() / 1e3;
     Row row;
     row.label = s.label;
-    row.note = s.env.empty() ? "default BLAS" : s.env[0];
+    row.note = s.note;
+    if (s.config == "compile") row.note += fmt::format("; warm-up {:.0f} s untimed", warm_s);
     row.tokens_per_s = out["tokens_per_s"].get<double>();
     row.step_ms = static_cast<double>(m.B) * m.T / row.tokens_per_s * 1e3;
     row.fwd = out.value("forward_ms", 0.0);
@@ -507,7 +689,8 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
     row.ok = true;
     rows->push_back(row);
     rec.update({{"steps", steps_run_},
-                {"warmup", warmup_run_},
+                {"warmup", out.value("warmup", warmup_run_)},
+                {"warmup_ms", warm_ms},
                 {"step_ms", row.step_ms},
                 {"step_ms_all", out.value("step_ms", nlohmann::json::array())},
                 {"tokens_per_s", row.tokens_per_s},
@@ -522,6 +705,8 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows, SuiteR
                 {"mfu", row.mfu},
                 {"others_cpu_pct", others_pct},
                 {"slowest_core_pct", slowest}});
+    if (out.contains("torch")) rec["torch"] = out["torch"];
+    if (s.config == "ipex" && out.contains("ipex")) rec["ipex"] = out["ipex"];
     report->Add(rec);
   }
 }
@@ -645,21 +830,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       throw InputError(fmt::format("--pytorch: the script '{}' is not readable", script_),
                        "pass --pytorch-script PATH/bench/pytorch/train_gpt2.py");
     }
-    SubprocessOptions opts;
-    opts.err = SubprocessOptions::Output::kDiscard;
-    const SubprocessResult pr =
-        RunSubprocess({python_, "-c", "import torch; print(torch.__version__)"}, opts);
-    std::string v = pr.out;
-    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
-    if (pr.exit_code == 0 && !v.empty()) {
-      torch_version_ = v;
-    } else {
-      log::Warn(
-          "bench train: '{}' cannot import torch (exit status {}); the PyTorch rows are "
-          "skipped (Debian: apt-get install python3-torch)",
-          python_, pr.exit_code);
-      report->Add({{"kind", "pytorch_unavailable"}, {"python", python_}});
-    }
+    ProbePytorch(report);
   }
 
   ScratchDir scratch("cputrain-bench-train");
@@ -673,6 +844,15 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       pytorch_ ? (torch_version_.empty() ? "; PyTorch: not available"
                                          : fmt::format("; PyTorch {}", torch_version_).c_str())
                : "; PyTorch: not run (--pytorch)");
+  if (pytorch_ && !torch_version_.empty()) {
+    std::printf("PyTorch: %s; torch %s (%s); IPEX %s\n", python_.c_str(), torch_version_.c_str(),
+                torch_blas_.c_str(),
+                ipex_version_.empty() ? fmt::format("not available ({})", ipex_why_).c_str()
+                                      : ipex_version_.c_str());
+    std::printf(
+        "PyTorch DDP: gloo only; the ccl backend row is not available (oneccl_bind_pt is not on "
+        "PyPI)\n");
+  }
   for (const ModelPreset& m : models) {
     // Random token ids below V: four windows of B*T (+1) tokens.
     const std::string tokens = fmt::format("{}/{}.bin", scratch.path(), m.name);
@@ -702,7 +882,8 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       if (r) rows.push_back(*r);
     }
     const std::size_t ours = rows.size();
-    if (pytorch_ && !torch_version_.empty()) RunPytorch(m, &rows, report);
+    std::vector<std::pair<std::string, std::string>> torch_skipped;  // (label, why)
+    if (pytorch_ && !torch_version_.empty()) RunPytorch(m, &rows, &torch_skipped, report);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf(
@@ -711,6 +892,12 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
           r.label.c_str(), r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm,
           r.opt, r.other, r.others_pct, r.slowest_core_pct, r.note.c_str());
       if (i + 1 == ours && ours < rows.size()) std::printf("  %s\n", std::string(60, '-').c_str());
+    }
+    if (ours == rows.size() && !torch_skipped.empty()) {
+      std::printf("  %s\n", std::string(60, '-').c_str());
+    }
+    for (const auto& [label, why] : torch_skipped) {
+      std::printf("  %-38s %9s | %s\n", label.c_str(), "skipped", why.c_str());
     }
     // Summary against the targets (reported, not asserted).
     // The fp32 rows' best (the bf16 rows have their own summary, PrintBf16Ratios).

@@ -6,18 +6,27 @@ LM head tied to wte over the real vocabulary), trained with torch.optim.AdamW on
 fp32 — the same shapes and arithmetic as cputrain-numa's step — or, with --autocast bf16, under
 torch.autocast("cpu", dtype=torch.bfloat16), the recipe of IPEX/PyTorch CPU guides (what
 `train.precision: bf16` is compared with). Prints one JSON object:
-{"tokens_per_s", "step_ms": [...], "forward_ms", "backward_ms", "optimizer_ms", "setup", "blas"}
+{"tokens_per_s", "step_ms": [...], "forward_ms", "backward_ms", "optimizer_ms", "setup", "blas",
+ "autocast", "config", "torch", "ipex", "warmup", "warmup_ms": [...]}
 (the three parts are medians over the timed steps, of rank 0 under DDP, where backward includes
-the gradient allreduce that DDP overlaps with it).
+the gradient allreduce that DDP overlaps with it), or, when the configuration cannot run here
+(torch.compile fails, IPEX does not import), {"skipped": "why"} and exit status 3.
 
 Modes:
   --threads N            one process with N intra-op threads
   --ddp P                P processes of one thread each, torch.distributed gloo, DDP
+Configurations (--config, one process only):
+  eager                  plain PyTorch
+  compile                torch.compile(model), the default inductor backend (it compiles C++
+                         with the system's compiler during the first steps: at least one warm-up
+                         step absorbs it, and warmup_ms shows what it cost)
+  ipex                   intel_extension_for_pytorch: model, opt = ipex.optimize(model,
+                         optimizer=opt[, dtype=torch.bfloat16 with --autocast bf16])
 Thread counts must be set before torch is imported (OpenBLAS reads OMP_NUM_THREADS /
 OPENBLAS_NUM_THREADS at load, and ignores torch.set_num_threads); this script sets them from its
-arguments before the import. Which OpenBLAS build torch loads (pthread or OpenMP) is chosen by the
-caller with LD_LIBRARY_PATH (NOTES.md: the OpenMP build is PyTorch's best 2-thread setup here).
-Run with Debian's /usr/bin/python3 (python3-torch).
+arguments before the import. With Debian's python3-torch 1.x, which OpenBLAS build torch loads
+(pthread or OpenMP) is chosen by the caller with LD_LIBRARY_PATH; PyPI's torch 2.x (the peers'
+venv, scripts/peers-env.sh) carries MKL and oneDNN and needs no such choice.
 """
 import argparse
 import json
@@ -40,10 +49,26 @@ def parse():
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     p.add_argument("--autocast", choices=["off", "bf16"], default="off",
                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
+    p.add_argument("--config", choices=["eager", "compile", "ipex"], default="eager",
+                   help="eager, torch.compile (inductor), or ipex.optimize")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--threads", type=int)
     mode.add_argument("--ddp", type=int)
-    return p.parse_args()
+    args = p.parse_args()
+    if args.ddp and args.config != "eager":
+        p.error("--config compile/ipex runs with --threads only")
+    if args.config != "eager":
+        args.warmup = max(args.warmup, 1)  # compilation / first-touch repacking stays untimed
+    return args
+
+
+class Skip(Exception):
+    """This configuration cannot run here; the message says why."""
+
+
+def why(e):
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
 
 
 def build(args, torch):
@@ -110,19 +135,37 @@ def run(args, rank=0, world=1, init_file=None):
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    bf16 = args.autocast == "bf16"
+    if args.config == "ipex":
+        try:
+            import intel_extension_for_pytorch as ipex
+        except BaseException as e:  # noqa: BLE001 - any failure (a mismatched IPEX exits): not here
+            raise Skip(f"intel_extension_for_pytorch does not import: {why(e)}") from e
+        try:
+            model.train()
+            model, opt = ipex.optimize(model, optimizer=opt, dtype=torch.bfloat16 if bf16 else torch.float32)
+        except Exception as e:  # noqa: BLE001
+            raise Skip(f"ipex.optimize failed: {why(e)}") from e
+    elif args.config == "compile":
+        model = torch.compile(model)
     B = args.batch // world
     g = torch.Generator().manual_seed(rank)
-    times, parts = [], []
+    times, parts, warm = [], [], []
     for step in range(args.warmup + args.steps):
         idx = torch.randint(0, args.vocab, (B, args.seq_len + 1), generator=g)
         if world > 1:
             torch.distributed.barrier()
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
-            loss = model(idx[:, :-1], idx[:, 1:])
-        t1 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = model(idx[:, :-1], idx[:, 1:])
+            t1 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        except Exception as e:  # noqa: BLE001
+            if args.config == "compile" and step == 0:  # compilation happens here
+                raise Skip(f"torch.compile failed: {why(e)}") from e
+            raise
         t2 = time.perf_counter()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -132,9 +175,22 @@ def run(args, rank=0, world=1, init_file=None):
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
             parts.append((t1 - t0, t2 - t1, t3 - t2))
+        else:
+            warm.append(time.perf_counter() - t0)
     if world > 1:
         torch.distributed.destroy_process_group()
-    return times, parts
+    return times, parts, warm
+
+
+def versions():
+    import torch
+    ipex = ""
+    if "intel_extension_for_pytorch" in sys.modules:
+        ipex = sys.modules["intel_extension_for_pytorch"].__version__
+    blas = "MKL" if torch.backends.mkl.is_available() else "no MKL"
+    if torch.backends.mkldnn.is_available():
+        blas += ", oneDNN"
+    return torch.__version__, ipex, blas
 
 
 def median(v):
@@ -158,22 +214,29 @@ def main():
         procs = [ctx.Process(target=ddp_worker, args=(r, args, init_file, q)) for r in range(args.ddp)]
         for p in procs:
             p.start()
-        times, parts = q.get()
+        times, parts, warm = q.get()
         for p in procs:
             p.join()
         if os.path.exists(init_file):
             os.unlink(init_file)
         setup = f"gloo DDP, {args.ddp} processes x 1 thread"
     else:
-        times, parts = run(args)
-        setup = f"1 process x {args.threads} threads"
+        try:
+            times, parts, warm = run(args)
+        except Skip as e:
+            print(json.dumps({"skipped": str(e), "config": args.config, "autocast": args.autocast}))
+            return 3
+        setup = f"1 process x {args.threads} threads, {args.config}"
+    torch_version, ipex_version, blas = versions()
     print(json.dumps({"tokens_per_s": args.batch * args.seq_len / median(times),
                       "step_ms": [t * 1e3 for t in times],
                       "forward_ms": median([p[0] for p in parts]) * 1e3,
                       "backward_ms": median([p[1] for p in parts]) * 1e3,
                       "optimizer_ms": median([p[2] for p in parts]) * 1e3,
-                      "setup": setup, "blas": os.environ.get("LD_LIBRARY_PATH", ""),
-                      "autocast": args.autocast}))
+                      "warmup": args.warmup, "warmup_ms": [t * 1e3 for t in warm],
+                      "setup": setup, "blas": os.environ.get("LD_LIBRARY_PATH", "") or blas,
+                      "autocast": args.autocast, "config": args.config,
+                      "torch": torch_version, "ipex": ipex_version}))
     return 0
 
 
