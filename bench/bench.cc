@@ -14,6 +14,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -130,26 +135,51 @@ ScratchDir::~ScratchDir() {
 
 namespace {
 
-std::string CpuModelName() {
+// The first value of each /proc/cpuinfo key in `keys` (the first CPU's), "" if absent.
+std::map<std::string, std::string> CpuInfo(std::initializer_list<const char*> keys) {
+  std::map<std::string, std::string> out;
   std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const std::size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::size_t b = colon + 1;
-        while (b < line.size() && line[b] == ' ') ++b;
-        return line.substr(b);
-      }
+  for (std::string line; std::getline(in, line) && out.size() < keys.size();) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    if (std::find_if(keys.begin(), keys.end(), [&](const char* k) { return key == k; }) ==
+            keys.end() ||
+        out.count(key)) {
+      continue;
     }
+    std::size_t b = colon + 1;
+    while (b < line.size() && line[b] == ' ') ++b;
+    out[key] = line.substr(b);
   }
-  return "unknown";
+  return out;
+}
+
+int ToIntOr(const std::string& s, int fallback) {
+  try {
+    return s.empty() ? fallback : std::stoi(s);
+  } catch (const std::exception&) {
+    return fallback;
+  }
 }
 
 }  // namespace
 
 Machine MachineInfo() {
   Machine m;
-  m.cpu_model = CpuModelName();
+  std::map<std::string, std::string> info = CpuInfo({"model name", "cpu family", "model", "flags"});
+  m.cpu_model = info["model name"].empty() ? "unknown" : info["model name"];
+  m.cpu_family = ToIntOr(info["cpu family"], -1);
+  m.cpu_model_number = ToIntOr(info["model"], -1);
+  // The extensions the kernels choose between (run-time detection: kernels/bf16.h), in this
+  // order, as the kernel spells them in the flags line.
+  std::istringstream flags(info["flags"]);
+  std::set<std::string> have{std::istream_iterator<std::string>(flags), {}};
+  for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                        "avx512_bf16", "amx_tile", "amx_bf16"}) {
+    if (have.count(f)) m.isa += m.isa.empty() ? f : std::string(" ") + f;
+  }
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);

@@ -127,6 +127,7 @@ void RunAll(const AllOptions& o) {
   bench::BenchDocument doc;
   doc.machine = bench::MachineInfo();
   doc.machine->topology = topo::TopologyToJson(topo::LoadTopology(ctx.config.topology));
+  std::printf("machine: %s\n", doc.machine->Describe().c_str());
   doc.command = bench::CommandLine();
   doc.quick = o.quick;
   for (const auto& s : suites) {
@@ -163,6 +164,8 @@ void AddSuiteCommand(CLI::App* bench, std::unique_ptr<bench::Suite> suite) {
     ctx.config = e->common.Load();
     ctx.quick = e->quick;
     ctx.json_path = e->json;
+    // The CPU beside every figure (the machine kind changes between runs).
+    std::printf("machine: %s\n", bench::MachineInfo().Describe().c_str());
     bench::SuiteRecords records(e->suite->name());
     e->suite->Run(ctx, &records);
     if (!e->json.empty()) {

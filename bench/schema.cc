@@ -78,6 +78,9 @@ BenchDocument ParseDocument(const json& doc, const std::string& path) {
 
 json Machine::ToJson() const {
   json j = {{"cpu_model", cpu_model},
+            {"cpu_family", cpu_family},
+            {"cpu_model_number", cpu_model_number},
+            {"isa", isa},
             {"date", date},
             {"logical_cpus", logical_cpus},
             {"openblas", openblas},
@@ -88,10 +91,24 @@ json Machine::ToJson() const {
   return j;
 }
 
+std::string Machine::Describe() const {
+  std::string cpu = cpu_model;
+  if (cpu_family >= 0) {
+    cpu += fmt::format(" (family {} model {}{}{})", cpu_family, cpu_model_number,
+                       isa.empty() ? "" : "; ", isa);
+  }
+  return fmt::format("{}, {} logical CPUs; {}; {}", cpu, logical_cpus, openblas, date);
+}
+
 Machine Machine::FromJson(const json& j) {
   Machine m;
   if (!j.is_object()) return m;
   m.cpu_model = StrOr(j, "cpu_model");
+  m.isa = StrOr(j, "isa");
+  for (auto [key, field] : {std::pair{"cpu_family", &m.cpu_family},
+                            std::pair{"cpu_model_number", &m.cpu_model_number}}) {
+    if (j.contains(key) && j[key].is_number_integer()) *field = j[key].get<int>();
+  }
   m.date = StrOr(j, "date");
   m.hostname = StrOr(j, "hostname");
   m.kernel = StrOr(j, "kernel");

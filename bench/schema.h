@@ -25,7 +25,9 @@ inline constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
 
 // The machine a document was measured on (bench.cc's MachineInfo fills it).
 struct Machine {
-  std::string cpu_model;             // /proc/cpuinfo "model name"
+  std::string cpu_model;                       // /proc/cpuinfo "model name"
+  int cpu_family = -1, cpu_model_number = -1;  // /proc/cpuinfo "cpu family", "model" (-1: unknown)
+  std::string isa;                   // the vector extensions the kernels care about, as flags
   std::string date;                  // UTC, ISO 8601
   std::string hostname, kernel;      // uname
   int logical_cpus = 0;              // online CPUs
@@ -35,6 +37,9 @@ struct Machine {
 
   nlohmann::json ToJson() const;
   static Machine FromJson(const nlohmann::json& j);  // missing fields stay empty / 0
+  // One line naming the CPU for the figures printed beside it: "AMD EPYC (family 26 model 2;
+  // avx2 fma avx512f ... avx512_bf16), 2 logical CPUs; OpenBLAS 0.3.21 ... (core Haswell); <date>".
+  std::string Describe() const;
 };
 
 // How one suite's run went inside `bench all`.
