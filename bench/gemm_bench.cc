@@ -588,7 +588,11 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
               100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
               100 * gf[Impl::kOwn] / peak.group(), gf[Impl::kOpenblasMt] / gf[Impl::kOurs],
               gf[Impl::kOwn] / gf[Impl::kOurs]);
-          if (peak.bf16) {
+          if (peak.bf16 && !OnednnBf16Gemm::Available()) {
+            std::printf("  %-8s %-10s %20s | own-bf16 %7.1f %5.0f%% (of bf16 peak) | %5.2fx ours\n",
+                        "", "", "", gf[Impl::kOwnBf16], 100 * gf[Impl::kOwnBf16] / bf16_peak,
+                        gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
+          } else if (peak.bf16) {
             std::printf(
                 "  %-8s %-10s %20s | bf16 %7.1f %5.0f%% | bf16-mt %7.1f %5.0f%% | own-bf16 %7.1f "
                 "%5.0f%% (of bf16 peak) | %5.2fx %5.2fx %5.2fx ours\n",
