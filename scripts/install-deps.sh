@@ -75,7 +75,7 @@ TEST=(
   mmdebstrap umoci python3-jsonschema python3-yaml
 )
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 modes=() dry_run=0
 for arg in "$@"; do
   case "$arg" in

@@ -63,6 +63,6 @@ PY
     echo "peers-env: made in $(($(date +%s) - t0)) s, $(du -sh "$venv" | cut -f1): $versions;" \
       "IPEX $(head -n1 "$venv/.ipex")" ;;
   *)
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2 ;;
 esac
