@@ -63,8 +63,8 @@ std::string FormatSeconds(double seconds);
 double NowSeconds();
 
 // A page-aligned anonymous mapping, huge-page advised (first touch of 4 KiB pages costs ~2.4 µs
-// each in our VMs, NOTES.md), unmapped on destruction. Memory is not touched here: the owner
-// touches it from the threads that will use it, so that first-touch places it on their node.
+// each in our VMs, docs/machine-notes.md), unmapped on destruction. Memory is not touched here: the
+// owner touches it from the threads that will use it, so that first-touch places it on their node.
 class MappedBuffer {
  public:
   MappedBuffer() = default;

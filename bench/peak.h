@@ -1,6 +1,6 @@
 // The measured fp32 FMA peak: the yardstick for "% of peak" in the gemm suite and for MFU in the
 // train suite. Nominal peaks (cores x GHz x flop/cycle) are guesses on a VM whose clock we cannot
-// read (NOTES.md: /proc/cpuinfo shows the TSC, not the clock), so we measure instead.
+// read (docs/machine-notes.md: /proc/cpuinfo shows the TSC, not the clock), so we measure instead.
 //
 // Method: each thread runs a loop of independent FMA chains, acc_i = acc_i * x + y, on 256-bit
 // registers (12 chains: enough to cover a 4-cycle FMA latency on 2 FMA pipes, with registers left

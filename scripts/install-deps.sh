@@ -26,7 +26,7 @@
 set -euo pipefail
 
 # Run a built binary: the libraries `ldd cputrain-numa` resolves to (libopenblas0-pthread is the
-# OpenBLAS the binary's RPATH names: NOTES.md, the serial variant is unsafe with concurrent
+# OpenBLAS the binary's RPATH names: docs/machine-notes.md, the serial variant is unsafe with concurrent
 # callers), and the quickstart's corpus (public domain): `bible -f Gen1:1-Rev22:21` prints it.
 RUNTIME=(
   libhwloc15 libnuma1 libjemalloc2 libopenblas0-pthread libtbb12 libyaml-cpp0.7 libfmt9

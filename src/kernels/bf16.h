@@ -3,7 +3,7 @@
 //
 // BF16 (bfloat16) is the top half of an fp32: 1 sign, 8 exponent, 7 mantissa bits. A product
 // kernel takes bf16 inputs and accumulates in fp32 (VDPBF16PS on AVX512-BF16, TDPBF16PS on AMX):
-// on Zen 4 that is 229-231 GFLOP/s per core against 115 for fp32 FMAs (NOTES.md).
+// on Zen 4 that is 229-231 GFLOP/s per core against 115 for fp32 FMAs (docs/machine-notes.md).
 //
 // Run-time detection only: the build's baseline stays x86-64-v3, code that needs AVX512-BF16 is
 // compiled with function target attributes or comes from a library that dispatches itself.

@@ -1,7 +1,7 @@
 // kernels/: the GPT-2 layers as forward/backward pairs, run on a replica group's WorkerPool.
 //
-// Dimension letters (STYLE.md): B batch rows (of this group), T time, C channels, OC output
-// channels, V vocabulary, Vp padded vocabulary (row stride of logits and wte), NH heads,
+// Dimension letters (the same in every kernel): B batch rows (of this group), T time, C channels,
+// OC output channels, V vocabulary, Vp padded vocabulary (row stride of logits and wte), NH heads,
 // hs = C/NH head size, N = B*T rows of a (B,T,C) activation.
 //
 // Conventions:
@@ -24,8 +24,8 @@
 namespace cputrain::kernels {
 
 // Must be called once before any kernel: makes OpenBLAS single-threaded (each pool worker calls
-// it on its own slice; NOTES.md: the pthread build set to one thread is safe for concurrent
-// callers, the serial build is not — this refuses a serial build with a RuntimeError).
+// it on its own slice; docs/machine-notes.md: the pthread build set to one thread is safe for
+// concurrent callers, the serial build is not — this refuses a serial build with a RuntimeError).
 void InitBlas();
 
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]. inp (B,T), wte (Vp,C), wpe (maxT,C).

@@ -34,7 +34,8 @@ void MatmulSlice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t*
 
 void InitBlas() {
   static const bool ok = [] {
-    // 0 = sequential build: unsafe for concurrent callers (NOTES.md, OpenBLAS issue #2711).
+    // 0 = sequential build: unsafe for concurrent callers (docs/machine-notes.md, OpenBLAS issue
+    // #2711).
     if (openblas_get_parallel() == 0) {
       throw RuntimeError(
           "the OpenBLAS loaded is the serial build, which returns wrong results when several "

@@ -19,7 +19,7 @@ this file; the code below is the executable form of that document.
 """
 import os
 
-# OpenBLAS ignores torch.set_num_threads(); it reads these when torch is imported (NOTES.md).
+# OpenBLAS ignores torch.set_num_threads(); it reads these when torch is imported (docs/machine-notes.md).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
