@@ -45,7 +45,10 @@ echo "   $(basename "$deb"); Depends: $(dpkg-deb -f "$deb" Depends)"
 echo "-- 2. root file system (mmdebstrap)"
 rm -rf "$out"
 mkdir -p "$out"
-# The Dockerfile's runtime packages besides the libraries (which the .deb's Depends bring).
+# The Dockerfile's runtime packages besides the libraries (which the .deb's Depends bring). The
+# mirror is named here, unlike the test roots' (tests/install/debian_root.sh, which take this
+# machine's apt sources): the image ships its sources.list, which should be Debian's public
+# mirror, as the Dockerfile's debian base image has, not the build machine's.
 mmdebstrap --variant=minbase --quiet \
   --include=openmpi-bin,openssh-server,openssh-client,hwloc-nox,numactl \
   --customize-hook="copy-in $deb /tmp" \

@@ -14,26 +14,36 @@
 #     certificates (/usr/local/share/ca-certificates: an egress proxy's, say), which the root's
 #     ca-certificates package adds to its bundle when a mode installs it.
 
-# debian_minbase TARBALL: a minbase bookworm root as a tarball, made once and reused for a week.
-debian_minbase() {
-  local tarball=$1 f mirrors=() aptopts=()
-  if [ -s "$tarball" ] && [ -z "$(find "$tarball" -mtime +7)" ]; then return 0; fi
+# debian_sources: sets DEBIAN_MIRRORS (this machine's enabled apt source files for bookworm, to
+# pass to mmdebstrap as its MIRROR arguments) and DEBIAN_APTOPTS (--aptopt=FILE for each apt
+# configuration file with Acquire:: options).
+debian_sources() {
+  local f
+  DEBIAN_MIRRORS=() DEBIAN_APTOPTS=()
   for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] && grep -v '^[[:space:]]*#' "$f" | grep -qw bookworm && mirrors+=("$f")
+    [ -f "$f" ] && grep -v '^[[:space:]]*#' "$f" | grep -qw bookworm && DEBIAN_MIRRORS+=("$f")
   done
-  if [ "${#mirrors[@]}" = 0 ]; then
-    echo "debian_minbase: no enabled apt source for bookworm in /etc/apt (this machine's mirror)" >&2
+  if [ "${#DEBIAN_MIRRORS[@]}" = 0 ]; then
+    echo "debian_sources: no enabled apt source for bookworm in /etc/apt (this machine's mirror)" >&2
     return 1
   fi
   for f in /etc/apt/apt.conf.d/*; do
-    [ -f "$f" ] && grep -q '^[[:space:]]*Acquire::' "$f" && aptopts+=("--aptopt=$f")
+    [ -f "$f" ] && grep -q '^[[:space:]]*Acquire::' "$f" && DEBIAN_APTOPTS+=("--aptopt=$f")
   done
+  return 0
+}
+
+# debian_minbase TARBALL: a minbase bookworm root as a tarball, made once and reused for a week.
+debian_minbase() {
+  local tarball=$1
+  if [ -s "$tarball" ] && [ -z "$(find "$tarball" -mtime +7)" ]; then return 0; fi
+  debian_sources
   mkdir -p "$(dirname "$tarball")"
   rm -rf "$tarball" "$tarball.tmp"
   # mmdebstrap picks its output format from the name: say tar, since the temporary name is not
   # *.tar (a plain *.tmp became a directory on a clean CI machine).
-  mmdebstrap --variant=minbase --format=tar --quiet ${aptopts[@]+"${aptopts[@]}"} bookworm \
-    "$tarball.tmp" "${mirrors[@]}"
+  mmdebstrap --variant=minbase --format=tar --quiet ${DEBIAN_APTOPTS[@]+"${DEBIAN_APTOPTS[@]}"} \
+    bookworm "$tarball.tmp" "${DEBIAN_MIRRORS[@]}"
   mv "$tarball.tmp" "$tarball"
 }
 
