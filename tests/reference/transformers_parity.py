@@ -149,6 +149,28 @@ def hf_loss(model: GPT2LMHeadModel, x: torch.Tensor, y: torch.Tensor) -> torch.T
 
 
 # ---- export: engine -> HF directory -> transformers ------------------------------------------
+def check_logits(engine_logits: str, checkpoint: str, model: GPT2LMHeadModel, V: int, T: int,
+                 seed: int, what: str, tmp: str, checks: Checks) -> None:
+    """The engine's logits for `checkpoint` (engine_logits) against transformers' `model`, on B=2
+    rows of T ids (every row of wpe), V-1 and 0 included: within LOGITS_TOL by rel_diff."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, V, size=(2, T)).astype(np.int64)
+    idx[0, 0], idx[1, -1] = V - 1, 0
+    ids_path, out_path = os.path.join(tmp, "idx.safetensors"), os.path.join(tmp, "logits.st")
+    save_file({"idx": idx.astype(np.float32)}, ids_path)
+    run([engine_logits, checkpoint, ids_path, out_path])
+    ours = load_file(out_path)["logits"]
+    with torch.no_grad():
+        theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
+    checks.expect(ours.shape == theirs.shape, f"logits shape {ours.shape} == {theirs.shape}")
+    d = rel_diff(ours, theirs) if ours.shape == theirs.shape else float("inf")
+    if ours.shape == theirs.shape:
+        print(f"  logits of the {what}: relative {d:.3e} (rel_diff), "
+              f"max abs {np.max(np.abs(ours - theirs)):.3e} (|logits| up to "
+              f"{np.max(np.abs(theirs)):.2f})")
+    checks.expect(d <= LOGITS_TOL, f"logits of the {what} within {LOGITS_TOL:g}: {d:.3e}")
+
+
 def check_export(cli: str, engine_logits: str, tmp: str) -> int:
     checks = Checks()
     fx = os.path.join(HERE, "fixtures", "odd")
@@ -179,23 +201,8 @@ def check_export(cli: str, engine_logits: str, tmp: str) -> int:
     moved = (model.transformer.h[0].ln_1.bias.detach() - init["ln1b"][0]).abs().max().item()
     checks.expect(moved > 1e-3, f"the exported model is trained (ln_1.bias moved {moved:.2e})")
 
-    # Token ids: B=2 rows of T=maxT (every position row of wpe), V-1 and 0 included.
-    rng = np.random.default_rng(7)
-    idx = rng.integers(0, ms.V, size=(2, ms.maxT)).astype(np.int64)
-    idx[0, 0], idx[1, -1] = ms.V - 1, 0
-    ids_path, out_path = os.path.join(tmp, "idx.safetensors"), os.path.join(tmp, "logits.st")
-    save_file({"idx": idx.astype(np.float32)}, ids_path)
     # The engine's logits come from the trainer's own model.bin, not from the export.
-    run([engine_logits, run_dir, ids_path, out_path])
-    ours = load_file(out_path)["logits"]
-    with torch.no_grad():
-        theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
-    checks.expect(ours.shape == theirs.shape, f"logits shape {ours.shape} == {theirs.shape}")
-    d = rel_diff(ours, theirs) if ours.shape == theirs.shape else float("inf")
-    print(f"  logits of the export: relative {d:.3e} (rel_diff), "
-          f"max abs {np.max(np.abs(ours - theirs)):.3e} (|logits| up to "
-          f"{np.max(np.abs(theirs)):.2f})")
-    checks.expect(d <= LOGITS_TOL, f"logits of the export within {LOGITS_TOL:g}: {d:.3e}")
+    check_logits(engine_logits, run_dir, model, ms.V, ms.maxT, 7, "export", tmp, checks)
 
     # eval on the exported directory (the HF import path of eval) against transformers' loss.
     B, T, nb = 4, 24, 3
@@ -302,21 +309,9 @@ def check_import_train(cli: str, engine_logits: str, tmp: str) -> int:
     model = load_hf(hf_dir, checks)
 
     # Before training: the engine's logits from the HF directory itself (its import) against
-    # transformers', on B=2 rows of T=maxT ids (every row of wpe), V-1 and 0 included.
-    rng = np.random.default_rng(11)
-    idx = rng.integers(0, cfg.vocab_size, size=(2, cfg.max_seq_len)).astype(np.int64)
-    idx[0, 0], idx[1, -1] = cfg.vocab_size - 1, 0
-    ids_path, out_path = os.path.join(tmp, "idx.safetensors"), os.path.join(tmp, "logits.st")
-    save_file({"idx": idx.astype(np.float32)}, ids_path)
-    run([engine_logits, hf_dir, ids_path, out_path])
-    ours_logits = load_file(out_path)["logits"]
-    with torch.no_grad():
-        theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
-    d = rel_diff(ours_logits, theirs) if ours_logits.shape == theirs.shape else float("inf")
-    print(f"  logits of the import: relative {d:.3e} (rel_diff), "
-          f"max abs {np.max(np.abs(ours_logits - theirs)):.3e} (|logits| up to "
-          f"{np.max(np.abs(theirs)):.2f})")
-    checks.expect(d <= LOGITS_TOL, f"logits of the imported model within {LOGITS_TOL:g}: {d:.3e}")
+    # transformers'.
+    check_logits(engine_logits, hf_dir, model, cfg.vocab_size, cfg.max_seq_len, 11, "imported model",
+                 tmp, checks)
 
     want = train_hf(cfg, model, train_tokens, val_tokens)
     checks.expect(len(ours) == cfg.steps, f"{len(ours)} step rows in metrics.jsonl ({cfg.steps})")
