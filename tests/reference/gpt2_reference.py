@@ -458,29 +458,27 @@ def val_loss(p, ms, val: np.ndarray, cfg: RunConfig, prec: Precision) -> float:
     return float(np.float32(sum(losses) / len(losses)))
 
 
-def train(cfg: RunConfig, init: Dict[str, torch.Tensor], train_tokens: np.ndarray,
-          val_tokens: Optional[np.ndarray], dtype=torch.float32,
-          precision: Optional[str] = None) -> dict:
-    """Runs cfg.steps AdamW steps from `init`; returns per-step loss, lr, pre-clip grad norm and
-    the validation losses after 0, eval_every, 2*eval_every, ... and cfg.steps updates.
-    `precision` (a PRECISIONS key) defaults to cfg.precision; master weights, gradients and
-    AdamW moments are `dtype` in every precision."""
-    ms = shape_of(cfg)
-    prec = PRECISIONS[precision or cfg.precision]
-    p = {k: v.to(dtype).clone().requires_grad_(True) for k, v in init.items()}
-    ordered = [p[k] for k in PARAM_NAMES]
+def train_loop(cfg: RunConfig, decayed: List[torch.Tensor], other: List[torch.Tensor],
+               ordered: List[torch.Tensor], micro_loss: Callable, evaluate: Optional[Callable],
+               train_tokens: np.ndarray) -> dict:
+    """The training rules the engine implements, over any model: cfg.steps AdamW steps
+    (weight decay cfg.weight_decay on `decayed`, none on `other`), the lr of lr_at, k =
+    cfg.grad_accum_steps micro-batches per step from `window` (each micro loss scaled 1/k),
+    global-norm clipping at cfg.grad_clip over `ordered` (the norm sums in that order).
+    micro_loss(x, y) is the loss of one window; evaluate() the validation loss, run after 0,
+    eval_every, 2*eval_every, ... and cfg.steps updates (None: no evaluation). Returns per-step
+    loss, lr, pre-clip grad norm, whether it clipped, and the validation losses."""
     opt = torch.optim.AdamW(
-        [{"params": [p[k] for k in PARAM_NAMES if k in DECAYED], "weight_decay": cfg.weight_decay},
-         {"params": [p[k] for k in PARAM_NAMES if k not in DECAYED], "weight_decay": 0.0}],
+        [{"params": decayed, "weight_decay": cfg.weight_decay},
+         {"params": other, "weight_decay": 0.0}],
         lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=False)
     rec = {"steps": [], "lrs": [], "grad_norms": [], "clipped": [], "val": []}
 
     def maybe_eval(done: int):
-        if val_tokens is None:
+        if evaluate is None:
             return
         if done == 0 or done == cfg.steps or (cfg.eval_every and done % cfg.eval_every == 0):
-            rec["val"].append({"after_steps": done,
-                               "loss": val_loss(p, ms, val_tokens, cfg, prec)})
+            rec["val"].append({"after_steps": done, "loss": evaluate()})
 
     maybe_eval(0)
     for s in range(cfg.steps):
@@ -491,8 +489,7 @@ def train(cfg: RunConfig, init: Dict[str, torch.Tensor], train_tokens: np.ndarra
         k = cfg.grad_accum_steps
         loss_sum = 0.0
         for j in range(k):  # gradient accumulation as HF/DDP do it: each micro loss scaled 1/k
-            x, y = window(train_tokens, cfg.batch_size, cfg.seq_len, s * k + j)
-            _, loss = forward(p, ms, x, y, prec)
+            loss = micro_loss(*window(train_tokens, cfg.batch_size, cfg.seq_len, s * k + j))
             (loss / k).backward()
             loss_sum += float(loss.item())
         if cfg.grad_clip > 0:
@@ -506,6 +503,22 @@ def train(cfg: RunConfig, init: Dict[str, torch.Tensor], train_tokens: np.ndarra
         rec["clipped"].append(bool(cfg.grad_clip > 0 and norm.item() > cfg.grad_clip))
         maybe_eval(s + 1)
     return rec
+
+
+def train(cfg: RunConfig, init: Dict[str, torch.Tensor], train_tokens: np.ndarray,
+          val_tokens: Optional[np.ndarray], dtype=torch.float32,
+          precision: Optional[str] = None) -> dict:
+    """Runs cfg.steps AdamW steps from `init` (train_loop); returns per-step loss, lr, pre-clip
+    grad norm and the validation losses after 0, eval_every, 2*eval_every, ... and cfg.steps
+    updates. `precision` (a PRECISIONS key) defaults to cfg.precision; master weights, gradients
+    and AdamW moments are `dtype` in every precision."""
+    ms = shape_of(cfg)
+    prec = PRECISIONS[precision or cfg.precision]
+    p = {k: v.to(dtype).clone().requires_grad_(True) for k, v in init.items()}
+    return train_loop(
+        cfg, [p[k] for k in PARAM_NAMES if k in DECAYED], [p[k] for k in PARAM_NAMES if k not in DECAYED],
+        [p[k] for k in PARAM_NAMES], lambda x, y: forward(p, ms, x, y, prec)[1],
+        None if val_tokens is None else lambda: val_loss(p, ms, val_tokens, cfg, prec), train_tokens)
 
 
 def batch_check(cfg: RunConfig, init, train_tokens, dtype=torch.float32,

@@ -25,7 +25,7 @@ CMake passes as CPUTRAIN_PEERS_PYTHON. Nothing is downloaded: every model is mad
 The training rules are the PyTorch reference's (gpt2_reference.py, README.md next to it), reused
 from it: its RunConfig and config_yaml (the trainer's config), lr_at (warmup then cosine),
 window (data.shuffle false: window p mod n, micro-batch j of step s at position s*k + j),
-make_tokens / encode_tokens (data), and its train() loop, transcribed for a transformers model:
+make_tokens / encode_tokens (data), and its train_loop(), run on a transformers model:
 AdamW (torch.optim.AdamW, foreach=False) with weight decay on the 2-D tensors only (wte, wpe and
 the four Conv1D weights: the reference's DECAYED), loss = mean cross-entropy of the logits against
 the next tokens, each of k micro-batch losses scaled 1/k, clip_grad_norm_ over all parameters.
@@ -241,44 +241,22 @@ def make_hf_model(cfg: "ref.RunConfig") -> GPT2LMHeadModel:
 
 def train_hf(cfg: "ref.RunConfig", model: GPT2LMHeadModel, train_tokens: np.ndarray,
              val_tokens: np.ndarray) -> dict:
-    """gpt2_reference.train's loop for a transformers model: same lr schedule, data order,
+    """gpt2_reference.train_loop for a transformers model: the same lr schedule, data order,
     accumulation, clipping and AdamW groups (decay on the 2-D tensors: the reference's DECAYED)."""
     model.train()  # dropout is 0: train and eval mode compute the same
     params = [p for _, p in model.named_parameters()]  # the tied lm_head appears once, as wte
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     assert len(decay) == 2 + 4 * cfg.layers and len(no_decay) == 2 + 8 * cfg.layers
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=False)
-    rec = {"steps": [], "lrs": [], "grad_norms": [], "val": []}
 
-    def maybe_eval(done: int):
-        if done == 0 or done == cfg.steps or (cfg.eval_every and done % cfg.eval_every == 0):
-            with torch.no_grad():
-                ls = [hf_loss(model, *ref.window(val_tokens, cfg.batch_size, cfg.seq_len, i))
-                      .item() for i in range(cfg.eval_batches)]
-            rec["val"].append({"after_steps": done, "loss": sum(ls) / len(ls)})
+    def evaluate() -> float:
+        with torch.no_grad():
+            ls = [hf_loss(model, *ref.window(val_tokens, cfg.batch_size, cfg.seq_len, i)).item()
+                  for i in range(cfg.eval_batches)]
+        return sum(ls) / len(ls)
 
-    maybe_eval(0)
-    k = cfg.grad_accum_steps
-    for s in range(cfg.steps):
-        lr = ref.lr_at(cfg, s)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        opt.zero_grad(set_to_none=True)
-        loss_sum = 0.0
-        for j in range(k):
-            loss = hf_loss(model, *ref.window(train_tokens, cfg.batch_size, cfg.seq_len, s * k + j))
-            (loss / k).backward()
-            loss_sum += float(loss.item())
-        norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-        opt.step()
-        rec["steps"].append(loss_sum / k)
-        rec["lrs"].append(lr)
-        rec["grad_norms"].append(float(norm.item()))
-        maybe_eval(s + 1)
-    return rec
+    return ref.train_loop(cfg, decay, no_decay, params, lambda x, y: hf_loss(model, x, y),
+                          evaluate, train_tokens)
 
 
 def check_import_train(cli: str, engine_logits: str, tmp: str) -> int:
