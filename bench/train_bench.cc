@@ -50,7 +50,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -120,6 +119,24 @@ std::vector<std::string> ResetPlacement() {
           "placement.comm_threads=0",         "placement.cpus=[]"};
 }
 
+// s without the leading and trailing characters in `space`.
+std::string TrimSpace(const std::string& s, const char* space = " \t\r\n") {
+  const std::size_t b = s.find_first_not_of(space);
+  return b == std::string::npos ? std::string() : s.substr(b, s.find_last_not_of(space) - b + 1);
+}
+
+// The last n non-empty lines of a program's output, trimmed, joined with " | " (a failure's
+// reason).
+std::string LastLines(const std::string& text, std::size_t n) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (std::string t = TrimSpace(line); !t.empty()) lines.push_back(std::move(t));
+  }
+  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
+  return fmt::format("{}", fmt::join(lines, " | "));
+}
+
 PlacementSpec ParseSpec(const std::string& text, const topo::Topology& topo) {
   static const std::regex kGxT(R"(^\s*(\d+)x(\d+)(\+c(\d+))?\s*$)");
   static const std::regex kDomain(R"(^\s*(socket|numa|l3)(\+c(\d+))?\s*$)");
@@ -178,9 +195,8 @@ PlacementSpec ParseSpec(const std::string& text, const topo::Topology& topo) {
   }
   std::stringstream ss(body);
   for (std::string item; std::getline(ss, item, ';');) {
-    const std::size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b == std::string::npos) continue;
-    item = item.substr(b, e - b + 1);
+    item = TrimSpace(item, " \t");
+    if (item.empty()) continue;
     if (item.find('=') == std::string::npos) {
       throw InputError(fmt::format("--placement '{}': '{}' is not key=value", text, item),
                        "use GxT, GxT+cK, socket, numa, l3, or 'label: key=value; key=value'");
@@ -279,6 +295,8 @@ class TrainSuite : public Suite {
   // Finds the Python (python_, else the peers' venv) and what it has: torch_version_, torch_blas_,
   // ipex_version_ / ipex_why_. Leaves torch_version_ empty, with a warning, when there is none.
   void ProbePytorch(SuiteRecords* report);
+  // Debian's python3-torch 1.x (its OpenBLAS setups, no IPEX) rather than PyPI's 2.x.
+  bool LegacyTorch() const { return torch_version_.rfind("1.", 0) == 0; }
   // --precision bf16: each bf16 row against its fp32 twin, and our best bf16 row against
   // PyTorch's best autocast row (rows [0, ours) are ours, the rest PyTorch's).
   static void PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& rows, std::size_t ours,
@@ -431,24 +449,6 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   return row;
 }
 
-// The last n non-empty lines of a program's output, joined with " | " (a failure's reason).
-std::string LastLines(const std::string& text, std::size_t n) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    const std::size_t b = line.find_first_not_of(" \t\r");
-    if (b != std::string::npos) lines.push_back(line.substr(b));
-  }
-  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
-  return fmt::format("{}", fmt::join(lines, " | "));
-}
-
-std::string TrimSpace(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  const std::size_t b = s.find_first_not_of(" \t\r\n");
-  return b == std::string::npos ? std::string() : s.substr(b);
-}
-
 void TrainSuite::ProbePytorch(SuiteRecords* report) {
   if (python_.empty()) {
     // The peers' venv, asked at run time: scripts/peers-env.sh knows where it lives
@@ -482,18 +482,13 @@ void TrainSuite::ProbePytorch(SuiteRecords* report) {
   }
   SubprocessOptions opts;
   opts.timeout_seconds = 300;
-  const SubprocessResult pr =
-      RunSubprocess({python_, "-c",
-                     "import torch\n"
-                     "b = 'MKL' if torch.backends.mkl.is_available() else 'no MKL'\n"
-                     "b += ', oneDNN' if torch.backends.mkldnn.is_available() else ''\n"
-                     "print(torch.__version__)\nprint(b)\n"},
-                    opts);
-  std::istringstream lines(pr.out);
-  std::getline(lines, torch_version_);
-  std::getline(lines, torch_blas_);
-  torch_version_ = TrimSpace(torch_version_);
-  torch_blas_ = TrimSpace(torch_blas_);
+  // The script's own probe: {"torch": version, "blas": "MKL, oneDNN"}, as its rows report them.
+  const SubprocessResult pr = RunSubprocess({python_, script_, "--probe"}, opts);
+  const nlohmann::json probe = nlohmann::json::parse(LastLines(pr.out, 1), nullptr, false);
+  if (pr.exit_code == 0 && probe.is_object()) {
+    torch_version_ = probe.value("torch", "");
+    torch_blas_ = probe.value("blas", "");
+  }
   if (pr.exit_code != 0 || torch_version_.empty()) {
     torch_version_.clear();
     log::Warn(
@@ -504,7 +499,7 @@ void TrainSuite::ProbePytorch(SuiteRecords* report) {
     report->Add({{"kind", "pytorch_unavailable"}, {"python", python_}});
     return;
   }
-  if (torch_version_.rfind("1.", 0) != 0) {
+  if (!LegacyTorch()) {
     // IPEX in its own process: a mismatched one exits, an unsupported CPU can kill it.
     const SubprocessResult ip = RunSubprocess(
         {python_, "-c", "import intel_extension_for_pytorch as i; print(i.__version__)"}, opts);
@@ -530,7 +525,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                             std::vector<std::pair<std::string, std::string>>* skipped,
                             SuiteRecords* report) {
   const int N = real_cores_;
-  const bool legacy = torch_version_.rfind("1.", 0) == 0;  // Debian's python3-torch
+  const bool legacy = LegacyTorch();
   struct Setup {
     std::string label, mode, blas, config = "eager", note;
     std::vector<std::string> args, env;

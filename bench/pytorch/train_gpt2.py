@@ -11,6 +11,8 @@ torch.autocast("cpu", dtype=torch.bfloat16), the recipe of IPEX/PyTorch CPU guid
 (the three parts are medians over the timed steps, of rank 0 under DDP, where backward includes
 the gradient allreduce that DDP overlaps with it), or, when the configuration cannot run here
 (torch.compile fails, IPEX does not import), {"skipped": "why"} and exit status 3.
+`train_gpt2.py --probe` alone prints {"torch": version, "blas": ...} and exits (the bench's first
+look at a Python).
 
 Modes:
   --threads N            one process with N intra-op threads
@@ -205,6 +207,10 @@ def ddp_worker(rank, args, init_file, out):
 
 
 def main():
+    if sys.argv[1:] == ["--probe"]:  # what the bench prints and records about this Python
+        torch_version, _, blas = versions()
+        print(json.dumps({"torch": torch_version, "blas": blas}))
+        return 0
     args = parse()
     if args.ddp:
         import multiprocessing as mp
