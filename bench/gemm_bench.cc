@@ -56,6 +56,7 @@
 #include "common/log.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "model/family.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -113,13 +114,18 @@ struct Shape {
   int per_step = 1;           // uses per training step
 };
 
+// The products of one training step's forward pass (model/transformer.h): qkv (Q = 3C without
+// grouped-query attention), attention output, MLP input (F, or 2F gate|up for SwiGLU), MLP
+// output, LM head.
 std::vector<Shape> ShapesOf(const ModelPreset& m) {
-  const int C = m.C, Vp = model::Shape::PadVocab(m.V);
-  return {{"qkv", C, 3 * C, 3 * C, m.L},
-          {"attproj", C, C, C, m.L},
-          {"fc", C, 4 * C, 4 * C, m.L},
-          {"fcproj", 4 * C, C, C, m.L},
-          {"lm_head", C, m.V, Vp, 1}};
+  const model::Shape& s = m.shape;
+  const int C = s.C, Q = s.qkv_width(), F = s.ffn(), L = s.L;
+  const int Fin = model::FamilyOf(s.arch).kind.swiglu ? 2 * F : F;
+  return {{"qkv", C, Q, Q, L},
+          {"attproj", C, C, C, L},
+          {"fc", C, Fin, Fin, L},
+          {"fcproj", F, C, C, L},
+          {"lm_head", C, s.V, s.Vp, 1}};
 }
 
 // sgemm dimensions of a product.
@@ -217,9 +223,9 @@ void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const 
   // The bf16 column needs oneDNN (optional: bench/onednn_gemm.h).
   const bool bf16 = peak.bf16 && OnednnBf16Gemm::Available();
   const std::vector<AttentionProductTiming> rows =
-      TimeAttentionProducts(pool, bf16 ? &onednn_ : nullptr, B, m.T, m.C, m.NH, target);
+      TimeAttentionProducts(pool, bf16 ? &onednn_ : nullptr, B, m.T, m.shape.C, m.shape.NH, target);
   std::printf("  attention products (one GEMM per (b, head), %d x %d of them, full T x T):\n", B,
-              m.NH);
+              m.shape.NH);
   double s32 = 0, s16 = 0, flops = 0;
   for (const AttentionProductTiming& r : rows) {
     const double g32 = r.flops / r.fp32_seconds / 1e9;
@@ -229,9 +235,9 @@ void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const 
         "attn", r.product.c_str(), r.M, r.N, r.K, g32, 100 * g32 / peak.group(), g16,
         bf16 ? 100 * g16 / peak.group_bf16_peak() : 0.0,
         bf16 ? r.fp32_seconds / r.bf16_seconds : 0.0, r.bf16_rel_err);
-    s32 += r.fp32_seconds * m.L;
-    s16 += r.bf16_seconds * m.L;
-    flops += r.flops * m.L;
+    s32 += r.fp32_seconds * m.shape.L;
+    s16 += r.bf16_seconds * m.shape.L;
+    flops += r.flops * m.shape.L;
     report->Add({{"kind", "attention_gemm"},
                  {"model", m.name},
                  {"group", g},
@@ -240,7 +246,7 @@ void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const 
                  {"M", r.M},
                  {"N", r.N},
                  {"K", r.K},
-                 {"per_step", m.L},
+                 {"per_step", m.shape.L},
                  {"fp32_seconds", r.fp32_seconds},
                  {"fp32_gflops", g32},
                  {"bf16_seconds", r.bf16_seconds},
@@ -248,8 +254,8 @@ void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const 
                  {"bf16_rel_err_vs_fp32", r.bf16_rel_err}});
   }
   std::printf(
-      "    per step (%d x 6 products, %.1f GFLOP): fp32 sgemm %.1f ms, bf16 oneDNN %.1f ms\n", m.L,
-      flops / 1e9, s32 * 1e3, s16 * 1e3);
+      "    per step (%d x 6 products, %.1f GFLOP): fp32 sgemm %.1f ms, bf16 oneDNN %.1f ms\n",
+      m.shape.L, flops / 1e9, s32 * 1e3, s16 * 1e3);
 }
 
 // The bf16 products, on the slices of `ours`: oneDNN or our own kernel (onednn-bf16-mt: one
@@ -604,7 +610,7 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
         }
       }
       std::printf("  per step (%d x each block shape + LM head, 3 products each; %.1f GFLOP):\n",
-                  m.L, step_flops / 1e9);
+                  m.shape.L, step_flops / 1e9);
       for (Impl impl : impls) {
         const double pk = IsBf16(impl) ? bf16_peak : peak.group();
         const double gflops = step_flops / step_secs[impl] / 1e9;

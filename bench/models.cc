@@ -5,30 +5,42 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "model/presets.h"
+#include "train/trainer.h"
 
 namespace cputrain::bench {
 
 std::string ModelPreset::Describe() const {
-  return fmt::format("L={} C={} NH={} V={} B={} T={}", L, C, NH, V, B, T);
+  const model::Shape& s = shape;
+  std::string d = fmt::format("{} L={} C={} NH={}", model::ArchName(s.arch), s.L, s.C, s.NH);
+  if (s.kv_heads() != s.NH) d += fmt::format(" NKV={}", s.kv_heads());
+  if (s.ffn() != 4 * s.C) d += fmt::format(" F={}", s.ffn());
+  return d + fmt::format(" V={} B={} T={}", s.V, B, T);
 }
 
 void ModelPreset::ApplyTo(Config* config) const {
-  config->model.init_from.clear();
-  config->model.layers = L;
-  config->model.channels = C;
-  config->model.heads = NH;
-  config->model.vocab_size = V;
-  config->model.max_seq_len = maxT;
+  const model::Shape& s = shape;
+  ModelConfig& m = config->model;
+  m.init_from.clear();
+  m.arch = model::ArchName(s.arch);
+  m.layers = s.L;
+  m.channels = s.C;
+  m.heads = s.NH;
+  m.kv_heads = s.arch == model::Arch::kGpt2 ? 0 : s.kv_heads();
+  m.ffn_hidden = s.arch == model::Arch::kGpt2 ? 0 : s.ffn();
+  m.vocab_size = s.V;
+  m.max_seq_len = s.maxT;
+  m.norm_eps = s.norm_eps;
+  m.rope_theta = s.rope_theta;
+  m.tied_embeddings = s.tied;
   config->data.batch_size = B;
   config->data.seq_len = T;
 }
 
-std::string ModelNames() { return "tiny, small, gpt2-124M, config"; }
+std::string ModelNames() { return model::PresetNames() + ", config"; }
 
 ModelPreset ResolveModel(const std::string& name, const Config& config) {
-  if (name == "tiny") return {"tiny", 2, 128, 4, 256, 4, 64, 64};
-  if (name == "small") return {"small", 6, 384, 6, 50257, 4, 256, 256};
-  if (name == "gpt2-124M") return {"gpt2-124M", 12, 768, 12, 50257, 4, 128, 128};
+  if (const model::Preset* p = model::FindPreset(name)) return {p->name, p->shape, p->B, p->T};
   if (name == "config") {
     if (!config.model.init_from.empty()) {
       throw InputError(
@@ -36,14 +48,9 @@ ModelPreset ResolveModel(const std::string& name, const Config& config) {
           "the benchmark does not read",
           "give the shape with --set model.layers=... or pick a preset: " + ModelNames());
     }
-    return {"config",
-            config.model.layers,
-            config.model.channels,
-            config.model.heads,
-            config.model.vocab_size,
-            config.data.batch_size,
-            config.data.seq_len,
-            std::max(config.model.max_seq_len, config.data.seq_len)};
+    model::Shape s = train::ShapeFromConfig(config.model);
+    s.maxT = std::max(s.maxT, config.data.seq_len);
+    return {"config", s, config.data.batch_size, config.data.seq_len};
   }
   throw InputError(fmt::format("unknown model '{}'", name), "use one of: " + ModelNames());
 }

@@ -32,7 +32,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/subprocess.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "mpi/bridge.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
@@ -141,7 +141,7 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, SuiteRecords* report) {
       topo::PlanPlacement(topology, ctx.config.placement, std::getenv("OMP_NUM_THREADS"));
   const int G = static_cast<int>(plan.groups.size());
   const ModelPreset preset = ResolveModel(ctx.quick ? "tiny" : model_, ctx.config);
-  const model::ParamLayout layout(preset.shape());
+  const model::ParamLayout layout(preset.shape);
   const std::size_t n = layout.total();
   const int reps = reps_ > 0 ? reps_ : (ctx.quick ? 2 : 5);
   alloc::Configure(alloc::OptionsFor(topology));
@@ -178,10 +178,8 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, SuiteRecords* report) {
     for (auto& p : pools) threads.push_back(p->size());
     shm = std::make_unique<comm::Communicator>(threads);
   }
-  // Backward's report points (model/gpt2.h): lnf, blocks L-1..0, embeddings.
-  std::vector<std::size_t> points = {layout.offset(model::kLnfw)};
-  for (int l = layout.shape().L - 1; l >= 0; --l) points.push_back(layout.block_begin(l));
-  points.push_back(0);
+  // Backward's report points (model/params.h): the output tensors, blocks L-1..0, embeddings.
+  const std::vector<std::size_t> points = layout.ReadyPoints();
 
   auto slowest = [&](double seconds) {  // the slowest rank's time, on every rank
     double mx = 0;

@@ -68,7 +68,7 @@
 #include "common/subprocess.h"
 #include "data/token_file.h"
 #include "kernels/bf16.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -414,7 +414,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   row.comm = Median(comm);
   row.opt = Median(opt);
   row.other = Median(other);
-  const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
+  const double fpt = model::TrainFlopsPerToken(m.shape, m.T);
   row.gflops = fpt * row.tokens_per_s / 1e9;
   row.bf16 = cfg.train.bf16;
   row.mfu = row.gflops / PeakFor(cores_used, row.bf16);
@@ -601,7 +601,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
       setups.insert(setups.begin() + static_cast<std::ptrdiff_t>(i) + 1, a);
     }
   }
-  const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
+  const double fpt = model::TrainFlopsPerToken(m.shape, m.T);
   for (const Setup& s : setups) {
     nlohmann::json rec = {{"impl", "pytorch"},
                           {"model", m.name},
@@ -626,10 +626,10 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
       continue;
     }
     std::vector<std::string> argv = {python_,      script_,
-                                     "--layers",   std::to_string(m.L),
-                                     "--channels", std::to_string(m.C),
-                                     "--heads",    std::to_string(m.NH),
-                                     "--vocab",    std::to_string(m.V),
+                                     "--layers",   std::to_string(m.shape.L),
+                                     "--channels", std::to_string(m.shape.C),
+                                     "--heads",    std::to_string(m.shape.NH),
+                                     "--vocab",    std::to_string(m.shape.V),
                                      "--seq-len",  std::to_string(m.T),
                                      "--batch",    std::to_string(m.B),
                                      "--steps",    std::to_string(steps_run_),
@@ -858,13 +858,13 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     {
       data::TokenFileWriter w(tokens);
       std::mt19937 rng(1234);
-      std::uniform_int_distribution<int> id(0, m.V - 1);
+      std::uniform_int_distribution<int> id(0, m.shape.V - 1);
       std::vector<uint16_t> buf(static_cast<std::size_t>(4 * m.B * m.T + 1));
       for (uint16_t& t : buf) t = static_cast<uint16_t>(id(rng));
       w.Append(buf.data(), buf.size());
       w.Commit();
     }
-    const double fpt = model::TrainFlopsPerToken(m.shape(), m.T);
+    const double fpt = model::TrainFlopsPerToken(m.shape, m.T);
     std::printf(
         "\nmodel %s: %s, %.1f MFLOP per token (model::TrainFlopsPerToken)\n"
         "  others = CPU share other processes took during the row; core = the slowest "

@@ -1,5 +1,5 @@
-// The AddressSanitizer red zones inside the flat buffers (design: model/gpt2.h, Activations, and
-// alloc/backend_direct.cc). Under ASan these prove that a kernel running off the end of one
+// The AddressSanitizer red zones inside the flat buffers (design: model/transformer.h, Activations,
+// and alloc/backend_direct.cc). Under ASan these prove that a kernel running off the end of one
 // activation into the next, or off the end of a NodeBuffer (the parameter buffer past total()),
 // is reported, and that Forward leaves every gap between activations poisoned and every view
 // usable. In every build they prove the activation layout: views 64-byte aligned, red zones only
@@ -15,7 +15,7 @@
 
 #include "alloc/numa_alloc.h"
 #include "kernels/kernels.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 
 #if __has_feature(address_sanitizer) || defined(__SANITIZE_ADDRESS__)

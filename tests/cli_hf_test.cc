@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/gpt2.h"
-#include "model/hf_gpt2.h"
+#include "model/hf.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 #include "test_util.h"
 

@@ -155,7 +155,13 @@ TEST(Config, CrossFieldRules) {
             std::string::npos);
   EXPECT_NE(ErrorOf("optim: {warmup_steps: 10}\ntrain: {steps: 10}").find("warmup_steps (10)"),
             std::string::npos);
-  EXPECT_NE(ErrorOf("model: {vocab_size: 70000}").find("at most 65536"), std::string::npos);
+  EXPECT_NE(ErrorOf("model: {vocab_size: 5000000}").find("more than 4194304"), std::string::npos);
+  EXPECT_NE(ErrorOf("model: {arch: mamba}").find("the families are gpt2 and llama"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("model: {heads: 12, kv_heads: 5}").find("must divide model.heads"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("model: {kv_heads: 4}").find("model.arch gpt2 has kv_heads = heads"),
+            std::string::npos);
 }
 
 // Regression: yaml-cpp keeps both pairs of a repeated key and the last one silently won,

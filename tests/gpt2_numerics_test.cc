@@ -17,7 +17,8 @@
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/decoder.h"
-#include "model/gpt2.h"
+#include "model/family.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::model {
@@ -109,11 +110,11 @@ TEST_P(Numerics, LogitsLossAndEveryGradientMatchPyTorch) {
   Backward(pool, r.layout, r.params.data(), r.grads.data(), r.acts, d.B, d.T, 1.0f / N,
            [&](std::size_t from) { r.ready.push_back(from); });
   // Compare every tensor copy; the debug state is in checkpoint order.
-  for (int t = 0; t < kNumTensors; ++t) {
-    const TensorInfo& info = layout.info(static_cast<Tensor>(t));
+  for (const TensorInfo& info : layout.tensors()) {
+    const Tensor t = info.t;
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-      const float* ours = r.grads.data() + layout.offset(static_cast<Tensor>(t), l);
-      const float* ref = d.grads.data() + layout.checkpoint_offset(static_cast<Tensor>(t), l);
+      const float* ours = r.grads.data() + layout.offset(t, l);
+      const float* ref = d.grads.data() + layout.checkpoint_offset(t, l);
       for (std::size_t i = 0; i < info.numel; ++i) {
         const double tol = 1e-4 * std::fabs(ref[i]) + 1e-6;
         ASSERT_LE(std::fabs(ours[i] - ref[i]), tol)
@@ -173,12 +174,12 @@ TEST(Gpt2Bf16, OneBatchIsWithinBf16OfAutocastAndOfFp32) {
         [](std::size_t) {}, false, &ops);
     std::printf("bf16 step-0 gradients, %d thread(s): loss %.7f (autocast %.7f, fp32 %.7f)\n",
                 threads, loss, autocast.loss, fp32.loss);
-    for (int t = 0; t < kNumTensors; ++t) {
-      const TensorInfo& info = layout.info(static_cast<Tensor>(t));
+    for (const TensorInfo& info : layout.tensors()) {
+      const Tensor t = info.t;
       double diff_a = 0, diff_f = 0, max_a = 0, max_f = 0;
       for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-        const float* ours = r.grads.data() + layout.offset(static_cast<Tensor>(t), l);
-        const std::size_t at = layout.checkpoint_offset(static_cast<Tensor>(t), l);
+        const float* ours = r.grads.data() + layout.offset(t, l);
+        const std::size_t at = layout.checkpoint_offset(t, l);
         for (std::size_t i = 0; i < info.numel; ++i) {
           diff_a = std::max(diff_a, std::fabs(double(ours[i]) - autocast.grads[at + i]));
           diff_f = std::max(diff_f, std::fabs(double(ours[i]) - fp32.grads[at + i]));
@@ -226,11 +227,11 @@ TEST(Gpt2, LayoutIsAPermutationOfTheCheckpointOrder) {
   ParamLayout layout(s);
   std::vector<int> hit(layout.total(), 0);
   std::size_t covered = 0;
-  for (int t = 0; t < kNumTensors; ++t) {
-    const TensorInfo& info = layout.info(static_cast<Tensor>(t));
+  for (const TensorInfo& info : layout.tensors()) {
+    const Tensor t = info.t;
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
       for (std::size_t i = 0; i < info.numel; ++i) {
-        ++hit[layout.offset(static_cast<Tensor>(t), l) + i];
+        ++hit[layout.offset(t, l) + i];
       }
       covered += info.numel;
     }
@@ -254,7 +255,7 @@ TEST(Gpt2, LayoutIsAPermutationOfTheCheckpointOrder) {
 // is refused with its bound before a layout is built.
 TEST(Gpt2, SixHundredMillionChannelsOverflowedFourC) {
   Shape s{64, 256, 256, 1, 1, 600'000'000};
-  const auto table = TensorTable(s);
+  const auto table = kGpt2Family.tensors(s);  // llm.c's order: table[t] is tensor t
   EXPECT_EQ(table[kFcw].shape, (std::vector<std::size_t>{2'400'000'000u, 600'000'000u}));
   EXPECT_EQ(table[kFcw].numel, std::size_t{2'400'000'000u} * 600'000'000u);
   EXPECT_EQ(s.Problem(), "C is 600000000: it must be in [1, 65536]");

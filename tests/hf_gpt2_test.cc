@@ -1,8 +1,6 @@
-// Hugging Face GPT-2 in and out (model/hf_gpt2.h) and the safetensors format under it
+// Hugging Face GPT-2 in and out (model/hf.h) and the safetensors format under it
 // (model/safetensors.h), against tests/reference/fixtures/hf (written by hf_reference.py with
 // its own safetensors writer and an independent HF-layout forward).
-#include "model/hf_gpt2.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -14,7 +12,9 @@
 #include "common/error.h"
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
+#include "model/hf.h"
 #include "model/safetensors.h"
+#include "model/transformer.h"
 #include "test_util.h"
 
 namespace cputrain::model {
@@ -166,7 +166,7 @@ TEST(HfGpt2, AnUntiedLmHeadIsRefused) {
     store.emplace_back(300 * 48, 0.5f);
     ts.push_back({"lm_head.weight", {300, 48}, store.back().data()});
   });
-  ExpectRefused(v.dir.path(), "lm_head.weight differs from wte.weight");
+  ExpectRefused(v.dir.path(), "lm_head.weight differs from the token embedding");
 }
 
 TEST(HfGpt2, UnknownMissingOrMisshapenTensorsAreRefusedByName) {
@@ -196,7 +196,8 @@ TEST(HfGpt2, ConfigsThisEngineCannotRunAreRefusedNamingTheKey) {
     return c.replace(at, from.size(), to);
   };
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {with("\"model_type\": \"gpt2\"", "\"model_type\": \"llama\""), "model_type"},
+      {with("\"model_type\": \"gpt2\"", "\"model_type\": \"mamba\""),
+       "model_type 'mamba' is not a family this engine runs"},
       {with("\"gelu_new\"", "\"relu\""), "activation_function"},
       {with("1e-05", "1e-06"), "layer_norm_epsilon"},
       {with("\"n_inner\": null", "\"n_inner\": 100"), "n_inner"},
@@ -213,7 +214,7 @@ TEST(HfGpt2, ConfigsThisEngineCannotRunAreRefusedNamingTheKey) {
   }
   TempDir no_weights;
   WriteBytes(no_weights.path() + "/config.json", good);
-  ExpectRefused(no_weights.path(), "no model.safetensors");
+  ExpectRefused(no_weights.path(), "neither model.safetensors nor model.safetensors.index.json");
 }
 
 // safetensors' own writer on its own test vectors (safetensors/src/tensor.rs,

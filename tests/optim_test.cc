@@ -13,7 +13,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/vmath.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::optim {

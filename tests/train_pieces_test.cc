@@ -16,7 +16,7 @@
 #include "common/error.h"
 #include "data/token_file.h"
 #include "kernels/kernels.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "test_util.h"
 #include "topology/placement.h"
 #include "topology/topology.h"

@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
-#include "model/hf_gpt2.h"
+#include "model/hf.h"
 
 namespace cputrain::cli {
 

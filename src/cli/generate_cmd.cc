@@ -14,7 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/decoder.h"
-#include "model/hf_gpt2.h"
+#include "model/hf.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
 #include "topology/topology.h"

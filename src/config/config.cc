@@ -296,10 +296,13 @@ const std::vector<Key>& Keys() {
     v.push_back(
         StringKey("model", "init_from",
                   "checkpoint to start from (a model.bin, a checkpoint directory, a run's "
-                  "out_dir, or a Hugging Face GPT-2 directory); empty = random GPT-2 init from "
-                  "seed (the checkpoint gives the shape; a layers..max_seq_len you set that "
-                  "disagrees is an error)",
+                  "out_dir, or a Hugging Face GPT-2 or Llama directory); empty = random init "
+                  "from seed (the checkpoint gives the family and shape; a layers..max_seq_len "
+                  "you set that disagrees is an error)",
                   [](Config& c) -> std::string& { return c.model.init_from; }));
+    v.push_back(StringKey("model", "arch",
+                          "model family of a random init: gpt2 or llama (docs/config.md)",
+                          [](Config& c) -> std::string& { return c.model.arch; }));
     v.push_back(IntKey(
         "model", "layers", "transformer blocks L", 1,
         [](Config& c) -> int& { return c.model.layers; }, model::kMaxLayers));
@@ -309,9 +312,29 @@ const std::vector<Key>& Keys() {
     v.push_back(IntKey(
         "model", "heads", "attention heads NH (must divide channels)", 1,
         [](Config& c) -> int& { return c.model.heads; }, model::kMaxChannels));
-    v.push_back(IntKey("model", "vocab_size",
-                       "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
-                       [](Config& c) -> int& { return c.model.vocab_size; }));
+    v.push_back(IntKey(
+        "model", "kv_heads", "key/value heads NKV of grouped-query attention (0: heads)", 0,
+        [](Config& c) -> int& { return c.model.kv_heads; }, model::kMaxChannels));
+    v.push_back(IntKey(
+        "model", "ffn_hidden", "the MLP's hidden width (0: the family's, 4 * channels)", 0,
+        [](Config& c) -> int& { return c.model.ffn_hidden; }, 4 * model::kMaxChannels));
+    v.push_back(IntKey(
+        "model", "vocab_size", "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
+        [](Config& c) -> int& { return c.model.vocab_size; }, model::kMaxVocab));
+    v.push_back(NumberKey("model", "norm_eps", "epsilon of the norms (llama: RMSNorm's)", 1e-12, 1,
+                          [](Config& c) -> double& { return c.model.norm_eps; }));
+    v.push_back(NumberKey("model", "rope_theta", "base of the rotary embeddings (llama)", 1, 1e12,
+                          [](Config& c) -> double& { return c.model.rope_theta; }));
+    {
+      Key k{"model",         "tied_embeddings",
+            "true or false", "the LM head is the token embedding (llama; gpt2 is always tied)",
+            nullptr,         nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.model.tied_embeddings = AsBool(n, o, "model.tied_embeddings");
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.model.tied_embeddings); };
+      v.push_back(k);
+    }
     v.push_back(IntKey(
         "model", "max_seq_len", "positions maxT of the position embedding", 1,
         [](Config& c) -> int& { return c.model.max_seq_len; }, model::kMaxSeqLen));
@@ -687,11 +710,24 @@ void Validate(const Config& c) {
                                  c.model.channels),
                      hint);
   }
-  if (c.model.vocab_size > 65536) {
-    throw InputError(fmt::format("model.vocab_size is {}: token files store uint16 ids, so it "
-                                 "must be at most 65536",
-                                 c.model.vocab_size),
+  if (c.model.arch != "gpt2" && c.model.arch != "llama") {
+    throw InputError(
+        fmt::format("model.arch is '{}': the families are gpt2 and llama", c.model.arch), hint);
+  }
+  if (c.model.kv_heads != 0 && c.model.heads % c.model.kv_heads != 0) {
+    throw InputError(fmt::format("model.kv_heads ({}) must divide model.heads ({})",
+                                 c.model.kv_heads, c.model.heads),
                      hint);
+  }
+  if (c.model.arch == "gpt2" &&
+      ((c.model.kv_heads != 0 && c.model.kv_heads != c.model.heads) ||
+       (c.model.ffn_hidden != 0 && c.model.ffn_hidden != 4 * c.model.channels) ||
+       !c.model.tied_embeddings)) {
+    throw InputError(
+        "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels and tied "
+        "embeddings",
+        "set model.arch: llama for grouped-query attention, another MLP width or an "
+        "untied head");
   }
   if (c.model.init_from.empty() && c.data.seq_len > c.model.max_seq_len) {
     throw InputError(fmt::format("data.seq_len ({}) is larger than model.max_seq_len ({})",

@@ -20,12 +20,18 @@
 namespace cputrain {
 
 struct ModelConfig {
-  std::string init_from;   // llm.c checkpoint; "" = random GPT-2 init from seed
-  int layers = 12;         // L
-  int channels = 768;      // C
-  int heads = 12;          // NH
-  int vocab_size = 50257;  // V (padded to Vp, a multiple of 128, in the parameter buffer)
-  int max_seq_len = 1024;  // maxT
+  std::string init_from;      // checkpoint or HF directory; "" = random init from seed
+  std::string arch = "gpt2";  // the family of a random init (model/family.h)
+  int layers = 12;            // L
+  int channels = 768;         // C
+  int heads = 12;             // NH
+  int kv_heads = 0;           // NKV (grouped-query attention); 0 = heads
+  int ffn_hidden = 0;         // the MLP's hidden width; 0 = the family's (4 * channels)
+  int vocab_size = 50257;     // V (padded to Vp, a multiple of 128, in the parameter buffer)
+  int max_seq_len = 1024;     // maxT
+  double norm_eps = 1e-5;
+  double rope_theta = 10000;
+  bool tied_embeddings = true;  // the LM head is the token embedding (GPT-2: always)
   uint64_t seed = 1337;
 };
 

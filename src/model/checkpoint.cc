@@ -4,12 +4,13 @@
 
 #include <cstdint>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "kernels/bf16.h"
-#include "model/hf_gpt2.h"
+#include "model/hf.h"
 
 namespace cputrain::model {
 namespace {
@@ -30,14 +31,25 @@ void ReadExact(InputFile& f, void* dst, std::size_t bytes) {
 }
 
 void CheckMagicAndVersion(const std::string& path, const int32_t* h) {
+  if (h[0] == kFamilyCheckpointMagic) {
+    if (h[1] != kFamilyCheckpointVersion) {
+      throw InputError(fmt::format("checkpoint '{}': version {} of the model-family format is not "
+                                   "supported (expected {})",
+                                   path, h[1], kFamilyCheckpointVersion),
+                       "re-create the checkpoint with this cputrain-numa, or export it from the "
+                       "version that wrote it with `export --format hf`");
+    }
+    return;
+  }
   if (h[0] != kCheckpointMagic) {
     std::string hint = "pass a checkpoint written by cputrain-numa train or llm.c";
     if (h[0] == kTokenFileMagic)
       hint = "this is a token file (magic 20240520): use it as data.train";
     if (h[0] == kDebugStateMagic) hint = "this is an llm.c debug-state file, not a checkpoint";
-    throw InputError(
-        fmt::format("checkpoint '{}': bad magic {} (expected {})", path, h[0], kCheckpointMagic),
-        hint);
+    throw InputError(fmt::format("checkpoint '{}': bad magic {} (expected {}, llm.c's, or {}, "
+                                 "cputrain-numa's model-family format)",
+                                 path, h[0], kCheckpointMagic, kFamilyCheckpointMagic),
+                     hint);
   }
   if (h[1] != kCheckpointVersion && h[1] != kCheckpointVersionBf16) {
     throw InputError(fmt::format("checkpoint '{}': version {} is not supported (expected {}, fp32, "
@@ -67,6 +79,29 @@ void ReadParams(InputFile& f, int version, float* dst, std::size_t n) {
   }
 }
 
+// The model-family header's shape: h[2] bytes of JSON (model/shape.h's ShapeToJson) from byte 12.
+Shape FamilyShape(const std::string& path, const int32_t* h) {
+  constexpr std::size_t kMaxJson = kHeaderBytes - 3 * sizeof(int32_t);
+  if (h[2] < 2 || static_cast<std::size_t>(h[2]) > kMaxJson) {
+    throw InputError(fmt::format("checkpoint '{}': its header's shape is {} bytes long, not in "
+                                 "[2, {}]",
+                                 path, h[2], kMaxJson),
+                     "the file is damaged");
+  }
+  const std::string_view text(reinterpret_cast<const char*>(h + 3), static_cast<std::size_t>(h[2]));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  try {
+    if (j.is_discarded()) throw std::runtime_error("not valid JSON");
+    return ShapeFromJson(j);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("checkpoint '{}': {}", path, e.what()), "the file is damaged");
+  } catch (const std::exception& e) {
+    throw InputError(
+        fmt::format("checkpoint '{}': its header's shape cannot be read ({})", path, e.what()),
+        "the file is damaged");
+  }
+}
+
 // Reads and validates the header of `f`, leaving it positioned at the first tensor. Every size
 // is judged before anything is allocated: the shape against model/limits.h (so no size derived
 // from it overflows), then the size it implies against the file's. *version: 3 or 5.
@@ -80,14 +115,18 @@ Shape ReadHeader(InputFile& f, int* version) {
   int32_t h[kHeaderInts];
   ReadExact(f, h, kHeaderBytes);
   CheckMagicAndVersion(path, h);
-  *version = h[1];
+  *version = h[0] == kFamilyCheckpointMagic ? kCheckpointVersion : h[1];  // both fp32
   Shape s;
-  s.maxT = h[2];
-  s.V = h[3];
-  s.L = h[4];
-  s.NH = h[5];
-  s.C = h[6];
-  s.Vp = h[7];
+  if (h[0] == kFamilyCheckpointMagic) {
+    s = FamilyShape(path, h);
+  } else {
+    s.maxT = h[2];
+    s.V = h[3];
+    s.L = h[4];
+    s.NH = h[5];
+    s.C = h[6];
+    s.Vp = h[7];
+  }
   const std::string problem = s.Problem();
   if (!problem.empty()) {
     throw InputError(fmt::format("checkpoint '{}': its header describes an impossible model ({}): "
@@ -126,10 +165,9 @@ void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* p
                      "use a checkpoint of this model");
   }
   // The file is tensor-major; our buffer is layer-major. Read each tensor copy into place.
-  for (int t = 0; t < kNumTensors; ++t) {
-    const TensorInfo& info = layout.info(static_cast<Tensor>(t));
+  for (const TensorInfo& info : layout.tensors()) {
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-      ReadParams(f, version, params + layout.offset(static_cast<Tensor>(t), l), info.numel);
+      ReadParams(f, version, params + layout.offset(info.t, l), info.numel);
     }
   }
 }
@@ -137,20 +175,29 @@ void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* p
 void SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params) {
   const Shape& s = layout.shape();
   int32_t h[kHeaderInts] = {};
-  h[0] = kCheckpointMagic;
-  h[1] = kCheckpointVersion;
-  h[2] = s.maxT;
-  h[3] = s.V;
-  h[4] = s.L;
-  h[5] = s.NH;
-  h[6] = s.C;
-  h[7] = s.Vp;
+  if (s.arch == Arch::kGpt2) {  // llm.c's header: llm.c and its scripts read our GPT-2 files
+    h[0] = kCheckpointMagic;
+    h[1] = kCheckpointVersion;
+    h[2] = s.maxT;
+    h[3] = s.V;
+    h[4] = s.L;
+    h[5] = s.NH;
+    h[6] = s.C;
+    h[7] = s.Vp;
+  } else {
+    const std::string text = ShapeToJson(s).dump();
+    CPUTRAIN_CHECK(text.size() <= kHeaderBytes - 3 * sizeof(int32_t),
+                   "the shape does not fit the checkpoint header");
+    h[0] = kFamilyCheckpointMagic;
+    h[1] = kFamilyCheckpointVersion;
+    h[2] = static_cast<int32_t>(text.size());
+    std::memcpy(h + 3, text.data(), text.size());
+  }
   AtomicFileWriter w(path);
   w.Write(h, kHeaderBytes);
-  for (int t = 0; t < kNumTensors; ++t) {
-    const TensorInfo& info = layout.info(static_cast<Tensor>(t));
+  for (const TensorInfo& info : layout.tensors()) {
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-      w.Write(params + layout.offset(static_cast<Tensor>(t), l), info.numel * sizeof(float));
+      w.Write(params + layout.offset(info.t, l), info.numel * sizeof(float));
     }
   }
   w.Commit();

@@ -1,22 +1,27 @@
-// llm.c's checkpoint format (docs/formats.md): 256 int32 header — [0] magic 20240326, [1]
-// version 3 (fp32) or 5 (llm.c's bf16: read, widened to fp32; never written), [2] maxT, [3] V,
-// [4] L, [5] NH, [6] C, [7] Vp — then the 16 tensors as fp32 (bf16 in version 5) in
-// tensor-major order (wte, wpe, ln1w for all layers, ...). Checkpoints written here load in
-// llm.c and its PyTorch scripts, and theirs load here.
+// model.bin (docs/formats.md). Two headers of 256 int32, then the family's tensors as fp32 in
+// tensor-major order (each tensor's L copies together, tensors in the family's table order,
+// params.h), vocabulary tensors with their Vp padded rows:
+//  - GPT-2: llm.c's format — [0] magic 20240326, [1] version 3 (fp32) or 5 (llm.c's bf16: read,
+//    widened to fp32; never written), [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp. Checkpoints
+//    written here load in llm.c and its PyTorch scripts, and theirs load here.
+//  - every other family: [0] magic 20261125, [1] version 1, [2] n, then n bytes of JSON from
+//    byte 12: the whole Shape (family, dimensions, norm eps, rope, tied head; model/shape.h).
 #pragma once
 
 #include <string>
 
-#include "model/gpt2.h"
+#include "model/params.h"
 
 namespace cputrain::model {
 
 inline constexpr int kCheckpointMagic = 20240326;
 inline constexpr int kCheckpointVersion = 3;      // fp32: the one we write
 inline constexpr int kCheckpointVersionBf16 = 5;  // llm.c's bf16 parameters: loaded as fp32
+inline constexpr int kFamilyCheckpointMagic = 20261125;
+inline constexpr int kFamilyCheckpointVersion = 1;
 
 // Both readers also take a Hugging Face GPT-2 directory (config.json + model.safetensors,
-// model/hf_gpt2.h) in place of a model.bin file.
+// model/hf.h) in place of a model.bin file.
 //
 // Reads and validates the header: magic, version, a sane shape, and a file size that matches
 // it. Throws InputError naming the file, what is wrong, and a fix-it hint.

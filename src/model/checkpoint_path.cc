@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "common/error.h"
-#include "model/hf_gpt2.h"
+#include "model/hf.h"
 
 namespace cputrain::model {
 namespace fs = std::filesystem;

@@ -36,7 +36,7 @@ std::optional<std::string> LatestCheckpoint(const std::string& out_dir);
 std::string ResolveCheckpointDir(const std::string& path);
 
 // The weights for `path`: a model.bin-style file as given, a Hugging Face GPT-2 directory
-// (model/hf_gpt2.h) as given, else the model.bin of
+// (model/hf.h) as given, else the model.bin of
 // ResolveCheckpointDir(path) when `path` is a directory. Throws InputError naming `path` if a
 // directory holds none.
 std::string ResolveModelFile(const std::string& path);

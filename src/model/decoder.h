@@ -1,6 +1,7 @@
-// Decoder: text generation with a KV cache. Feed(token) runs one new position through the model,
-// appending that position's keys and values to the cache, so each generated token costs one
-// position (not the whole prefix again). Its logits equal Forward's at that position (tested).
+// Decoder: text generation with a KV cache. Feed(token) runs one new position through the model
+// (model::Forward with a KvCache: the same block training runs, for any family), appending that
+// position's keys and values to the cache, so each generated token costs one position (not the
+// whole prefix again). Its logits equal Forward's over the whole prefix at that position (tested).
 //
 // Thread safety: one thread drives a Decoder; it uses the pool it was given.
 #pragma once
@@ -8,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::model {
@@ -21,17 +22,18 @@ class Decoder {
   // Runs `token` at position position() and returns the logits (V floats) for the next token.
   // Throws InputError past maxT positions or for a token outside [0, V).
   const float* Feed(int token);
-  int position() const { return pos_; }
+  int position() const { return cache_.positions; }
   int max_positions() const { return layout_.shape().maxT; }
-  void Reset() { pos_ = 0; }
+  void Reset() { cache_.positions = 0; }
 
  private:
   WorkerPool& pool_;
   const ParamLayout& layout_;
   const float* params_;
-  int pos_ = 0;
-  std::vector<float> k_cache_, v_cache_;  // (L, maxT, C) each
-  std::vector<float> x_, ln_, mean_, rstd_, qkv_, y_, proj_, fc_, fc_gelu_, att_, logits_;
+  Activations acts_;        // one row of one position
+  std::vector<float> buf_;  // acts_'s memory
+  int tokens_[2] = {0, 0};  // the input and an unused target
+  KvCache cache_;
 };
 
 // Picks the next token from logits: greedy for temperature 0, else a sample from

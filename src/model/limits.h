@@ -1,7 +1,9 @@
-// The largest GPT-2 shape cputrain-numa accepts, from a config or a checkpoint header. Header
-// only: the config (which does not link the model) checks the same bounds.
+// The largest model shape cputrain-numa accepts, from a config, a checkpoint header or a Hugging
+// Face config.json. Header only: the config (which does not link the model) checks the same
+// bounds.
 //
-// Why these: V is bounded by the uint16 ids of token files; C, L and maxT sit far above any
+// Why these: V up to 2^22 holds every vocabulary in use (Llama 3: 128,256; Qwen2: 151,936;
+// token files hold uint32 ids above 65,535, docs/formats.md); C, L and maxT sit far above any
 // GPT-2/GPT-3 shape (GPT-3 175B: C=12288, L=96, maxT=2048) and keep every per-tensor size, and
 // the attention buffer (B,NH,T,T), well inside size_t; kMaxParams bounds the whole model to
 // 2^40 floats (4 TiB; 16 TiB with gradients and AdamW moments), below what a 47-bit user
@@ -12,7 +14,7 @@
 
 namespace cputrain::model {
 
-inline constexpr int kMaxVocab = 65536;     // V, and Vp
+inline constexpr int kMaxVocab = 1 << 22;   // V, and Vp
 inline constexpr int kMaxChannels = 65536;  // C (and NH <= C)
 inline constexpr int kMaxLayers = 4096;     // L
 inline constexpr int kMaxSeqLen = 65536;    // maxT

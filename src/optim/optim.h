@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "optim/optim_config.h"
 #include "runtime/worker_pool.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "train/train_state.h"
 
 namespace cputrain::train {

@@ -11,9 +11,7 @@ namespace cputrain::train {
 std::vector<comm::Range> MakeBuckets(const model::ParamLayout& layout, std::size_t bucket_floats) {
   bucket_floats = std::max<std::size_t>(bucket_floats, comm::kShardAlign);
   // Suffix report points, as Backward makes them, descending.
-  std::vector<std::size_t> points = {layout.offset(model::kLnfw)};
-  for (int l = layout.shape().L - 1; l >= 0; --l) points.push_back(layout.block_begin(l));
-  points.push_back(0);
+  const std::vector<std::size_t> points = layout.ReadyPoints();
   std::vector<comm::Range> out;
   std::size_t hi = layout.total();  // the current bucket is [?, hi)
   for (std::size_t i = 0; i < points.size(); ++i) {

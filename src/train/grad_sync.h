@@ -39,7 +39,7 @@
 #include "comm/bucket_sync.h"
 #include "comm/comm.h"
 #include "common/wait.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 #include "train/distributed.h"
 

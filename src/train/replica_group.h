@@ -23,7 +23,7 @@
 #include "alloc/numa_alloc.h"
 #include "comm/comm.h"
 #include "common/function_ref.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "train/batches.h"
 #include "train/train_state.h"
 

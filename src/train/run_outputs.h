@@ -16,7 +16,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_writer.h"
 #include "train/progress.h"

@@ -7,7 +7,7 @@
 //   [8, 12)   uint32 version (2; 1 is still read)   [12, 16) uint32 0
 //   [16, 24)  uint64 meta_bytes        [24, 32) uint64 n, floats in each moment vector
 //   [32, 32 + meta_bytes)              meta: a JSON object (TrainState below)
-//   then m: n fp32, then v: n fp32, in the flat layer-major parameter order (model/gpt2.h)
+//   then m: n fp32, then v: n fp32, in the flat layer-major parameter order (model/transformer.h)
 //
 // All integers and floats little-endian; the file is exactly 32 + meta_bytes + 8n bytes.
 #pragma once
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt2.h"
+#include "model/transformer.h"
 
 namespace cputrain::train {
 

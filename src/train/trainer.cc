@@ -15,7 +15,7 @@
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 #include "optim/optim.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
@@ -62,8 +62,7 @@ model::Shape ModelShape(const Config& cfg) {
     CheckExplicitShape(cfg, s);
     return s;
   }
-  return {m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
-          m.layers,      m.heads,      m.channels};
+  return ShapeFromConfig(m);
 }
 
 // The batch must split evenly over R processes x G groups, and a row must fit the model.
@@ -393,6 +392,21 @@ void CheckFinite(const StepRecord& rec, bool skip_nonfinite) {
 }
 
 }  // namespace
+
+model::Shape ShapeFromConfig(const ModelConfig& m) {
+  model::Shape s{m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
+                 m.layers,      m.heads,      m.channels};
+  s.arch = model::ArchFromName(m.arch);
+  if (s.arch != model::Arch::kGpt2) {
+    s.NKV = m.kv_heads;
+    s.F = m.ffn_hidden;
+    s.norm_eps = static_cast<float>(m.norm_eps);
+    s.rope_theta = static_cast<float>(m.rope_theta);
+    s.tied = m.tied_embeddings;
+    s.attn_bias = s.mlp_bias = false;
+  }
+  return s;
+}
 
 TrainResult Train(const Config& cfg, const TrainOptions& options) {
   kernels::InitBlas();

@@ -14,6 +14,7 @@
 
 #include "common/stop.h"
 #include "config/config.h"
+#include "model/shape.h"
 #include "train/distributed.h"
 
 namespace cputrain::train {
@@ -80,6 +81,10 @@ struct TrainOptions {
 // RuntimeError when the loss or gradient norm stops being finite (under on_nonfinite: stop) —
 // the last good checkpoint then stays the newest: a diverged model is never saved.
 TrainResult Train(const Config& config, const TrainOptions& options);
+
+// The shape a random init of `m` has (model.arch and its dimensions); the family-specific keys
+// of another family are ignored (GPT-2 has no kv_heads, ...: config validation refuses them).
+model::Shape ShapeFromConfig(const ModelConfig& m);
 
 struct EvalResult {
   double loss = 0;  // mean over the windows' positions

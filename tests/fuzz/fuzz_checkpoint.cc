@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "fuzz_util.h"
 #include "model/checkpoint.h"
-#include "model/gpt2.h"
+#include "model/transformer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   cputrain::fuzz::MemFile file(data, size);

@@ -7,8 +7,8 @@
 //   OUT         written as a safetensors file with "logits", (B, T, V) F32: the real vocabulary,
 //               without the padding columns V..Vp-1
 //
-// The forward pass is model::Forward (src/model/gpt2.h), the one the trainer and eval run, on a
-// one-thread pool. Exit 0 on success, 1 with a message on stderr otherwise.
+// The forward pass is model::Forward (src/model/transformer.h), the one the trainer and eval run,
+// on a one-thread pool. Exit 0 on success, 1 with a message on stderr otherwise.
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -18,8 +18,8 @@
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
-#include "model/gpt2.h"
 #include "model/safetensors.h"
+#include "model/transformer.h"
 #include "runtime/worker_pool.h"
 
 namespace {

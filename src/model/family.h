@@ -1,0 +1,78 @@
+// model/: a model family is data — one table per family, read by everything else.
+//
+// A Family says which layers its blocks are made of (DecoderKind: the one forward/backward in
+// transformer.h runs them), which parameter tensors it has (our role, name, shape, weight decay,
+// init), and how Hugging Face names and lays them out (config.json keys, tensor names with {} for
+// the layer index, which rows of a fused tensor a Hugging Face tensor is, and transposes).
+// The trainer, the flat buffers and their ZeRO shards, the optimizer, bf16, checkpoints, eval,
+// generate, export and the MPI bridge see a Shape and a ParamLayout only; none names a family.
+//
+// Adding a family: a file like gpt2.cc or llama.cc (its tables), one line in family.cc, and the
+// kernels it really lacks.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "model/shape.h"
+
+namespace cputrain::model {
+
+// What a block is made of. A pre-norm decoder block:
+//   x += attn_out(attention(rope?(qkv(norm1(x)))));  x += mlp_out(act(mlp_in(norm2(x))))
+// norm: LayerNorm (weight, bias) or RMSNorm (weight); act: GELU (tanh) or SwiGLU over the
+// gate|up halves of mlp_in; learned positions when the family has kWpe.
+struct DecoderKind {
+  bool rms_norm = false;
+  bool swiglu = false;
+  bool rope = false;
+};
+
+// One Hugging Face tensor: which of our tensors (and which of its rows) it is.
+struct HfTensor {
+  // Rows of our tensor that the HF tensor holds: all of them, or one part of a fused tensor —
+  // q, k or v of kQkvw/kQkvb ([NH | NKV | NKV] heads), gate or up of kFcw/kFcb ([F | F]).
+  enum Rows { kAll, kQ, kK, kV, kGate, kUp };
+  Tensor t;
+  const char* name;  // "model.layers.{}.self_attn.q_proj.weight": {} is the layer
+  Rows rows = kAll;
+  bool transpose = false;  // HF stores (in, out) (GPT-2's Conv1D); ours is (out, in)
+};
+
+struct Family {
+  const char* name;  // "gpt2": model.arch in configs, the name in checkpoints
+  Arch arch;
+  DecoderKind kind;
+  // The parameter tensors in flat-buffer order (params.h: inputs, one block, outputs).
+  std::vector<TensorInfo> (*tensors)(const Shape&);
+
+  // Hugging Face. model_type in config.json; the architecture written on export.
+  const char* hf_model_type;
+  const char* hf_architecture;
+  // The shape config.json describes; InputError naming the key of a config this engine cannot
+  // run (path is config.json's, for messages).
+  Shape (*from_hf_config)(const nlohmann::json& cfg, const std::string& path);
+  // config.json for a shape (keys sorted when dumped, as transformers writes them).
+  nlohmann::json (*to_hf_config)(const Shape&);
+  // Every tensor of the checkpoint (the LM head of a tied model is not listed: lm_head.weight).
+  std::vector<HfTensor> hf_tensors;
+  // A prefix that saves may or may not have (GPT2Model vs GPT2LMHeadModel): "transformer."
+  const char* hf_optional_prefix;
+  // Name endings of buffers that saves may hold and that are not parameters (ignored).
+  std::vector<const char*> hf_ignored_suffixes;
+};
+
+const Family& FamilyOf(Arch arch);
+// Every family, in Arch order; "gpt2, llama" for messages.
+const std::vector<const Family*>& Families();
+std::string FamilyNames();
+// The family whose hf_model_type is `model_type`, or null.
+const Family* FamilyOfHfType(const std::string& model_type);
+
+// The families' tables (gpt2.cc, llama.cc).
+extern const Family kGpt2Family;
+extern const Family kLlamaFamily;
+
+}  // namespace cputrain::model

@@ -1,0 +1,373 @@
+#include "model/hf.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "model/family.h"
+#include "model/hf_config.h"
+#include "model/safetensors.h"
+
+namespace cputrain::model {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kTiedHeadName = "lm_head.weight";
+
+// One Hugging Face tensor of a layout, resolved: its name, HF shape and where it lives in ours.
+struct Placed {
+  std::string name;
+  std::vector<std::uint64_t> shape;  // HF's
+  Tensor t;
+  int layer;
+  std::size_t row_begin, rows, cols;  // rows [row_begin, +rows) of our (rows x cols) tensor copy
+  bool transpose;
+};
+
+// Rows of our tensor that an HF tensor covers.
+void RowsOf(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
+            std::size_t* rows) {
+  const std::size_t hs = s.head_size(), q = s.NH * hs, kv = s.kv_heads() * hs, f = s.ffn();
+  switch (part) {
+    case HfTensor::kAll:
+      *begin = 0, *rows = info.real_rows ? info.real_rows : info.shape[0];
+      return;
+    case HfTensor::kQ:
+      *begin = 0, *rows = q;
+      return;
+    case HfTensor::kK:
+      *begin = q, *rows = kv;
+      return;
+    case HfTensor::kV:
+      *begin = q + kv, *rows = kv;
+      return;
+    case HfTensor::kGate:
+      *begin = 0, *rows = f;
+      return;
+    case HfTensor::kUp:
+      *begin = f, *rows = f;
+      return;
+  }
+}
+
+std::vector<Placed> Placements(const ParamLayout& layout) {
+  const Shape& s = layout.shape();
+  std::vector<Placed> out;
+  for (const HfTensor& h : FamilyOf(s.arch).hf_tensors) {
+    if (!layout.has(h.t)) continue;  // an optional tensor this model has not (biases, lm_head)
+    const TensorInfo& info = layout.info(h.t);
+    std::size_t begin = 0, rows = 0;
+    RowsOf(h.rows, s, info, &begin, &rows);
+    const std::size_t cols = info.shape.size() > 1 ? info.shape[1] : 1;
+    for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
+      Placed p{info.per_layer ? fmt::format(fmt::runtime(h.name), l) : h.name,
+               {rows},
+               h.t,
+               l,
+               begin,
+               rows,
+               cols,
+               h.transpose};
+      if (info.shape.size() > 1) p.shape.push_back(cols);
+      if (h.transpose) std::swap(p.shape[0], p.shape[1]);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+// Copies HF data (in HF's layout) into our tensor's rows, or back.
+void ToOurs(const Placed& p, const float* hf, float* ours) {
+  float* dst = ours + p.row_begin * p.cols;
+  if (!p.transpose) {
+    std::memcpy(dst, hf, p.rows * p.cols * sizeof(float));
+    return;
+  }
+  for (std::size_t c = 0; c < p.cols; ++c)  // hf is (cols, rows)
+    for (std::size_t r = 0; r < p.rows; ++r) dst[r * p.cols + c] = hf[c * p.rows + r];
+}
+void ToHf(const Placed& p, const float* ours, float* hf) {
+  const float* src = ours + p.row_begin * p.cols;
+  if (!p.transpose) {
+    std::memcpy(hf, src, p.rows * p.cols * sizeof(float));
+    return;
+  }
+  for (std::size_t r = 0; r < p.rows; ++r)
+    for (std::size_t c = 0; c < p.cols; ++c) hf[c * p.rows + r] = src[r * p.cols + c];
+}
+
+json ReadConfig(const std::string& dir, std::string* path) {
+  *path = (fs::path(dir) / kHfConfigFile).string();
+  const std::string text =
+      ReadFile(*path, InputKind{"Hugging Face config", "a config.json file", kMaxConfigBytes,
+                                "pass a Hugging Face model directory"});
+  json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_discarded()) hf::BadConfig(*path, "not valid JSON", "fix config.json");
+  if (!cfg.is_object()) hf::BadConfig(*path, "not a JSON object", "fix config.json");
+  return cfg;
+}
+
+// The weights of a directory: one model.safetensors, or the shards an index names.
+class Weights {
+ public:
+  explicit Weights(const std::string& dir) {
+    std::error_code ec;
+    const fs::path single = fs::path(dir) / kHfWeightsFile, index = fs::path(dir) / kHfIndexFile;
+    if (fs::exists(single, ec)) {
+      files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::Open(single.string())));
+      return;
+    }
+    const std::string text =
+        ReadFile(index.string(), InputKind{"safetensors index", "a model.safetensors.index.json",
+                                           kMaxConfigBytes, "pass a Hugging Face model directory"});
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+        !j["weight_map"].is_object()) {
+      throw InputError(fmt::format("'{}' is not a safetensors index: it needs a \"weight_map\" "
+                                   "object of tensor name -> file",
+                                   index.string()),
+                       "re-create it with save_pretrained, or save the model unsharded");
+    }
+    std::map<std::string, std::size_t> opened;
+    for (const auto& [name, file] : j["weight_map"].items()) {
+      const std::string f = file.is_string() ? file.get<std::string>() : "";
+      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
+        throw InputError(fmt::format("'{}': tensor '{}' maps to {}, not a file name in the "
+                                     "directory",
+                                     index.string(), name, file.dump()),
+                         "fix the index's weight_map");
+      }
+      if (!opened.count(f)) {
+        opened[f] = files_.size();
+        files_.push_back(
+            std::make_unique<SafetensorsFile>(SafetensorsFile::Open((fs::path(dir) / f).string())));
+      }
+    }
+  }
+  // The file holding `name` and its entry, or {null, null}.
+  std::pair<SafetensorsFile*, const SafeTensor*> Find(const std::string& name) {
+    for (auto& f : files_)
+      if (const SafeTensor* t = f->Find(name)) return {f.get(), t};
+    return {nullptr, nullptr};
+  }
+  std::vector<std::pair<std::string, std::string>> Names() const {  // (file, tensor)
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& f : files_)
+      for (const SafeTensor& t : f->tensors()) out.emplace_back(f->path(), t.name);
+    return out;
+  }
+  std::string Describe() const {
+    return files_.size() == 1 ? files_[0]->path() : fmt::format("{} shards", files_.size());
+  }
+
+ private:
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+};
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Reads `name` (exactly `shape`) into buf.
+void Read(Weights& w, const std::string& name, const std::vector<std::uint64_t>& shape,
+          std::vector<float>& buf) {
+  auto [file, t] = w.Find(name);
+  if (!t) {
+    throw InputError(fmt::format("the weights ({}) have no tensor '{}'", w.Describe(), name),
+                     "the weights are not a model of config.json's shape, or are incomplete");
+  }
+  if (t->shape != shape) {
+    throw InputError(
+        fmt::format("safetensors file '{}': tensor '{}' has shape [{}], config.json "
+                    "implies [{}]",
+                    file->path(), name, fmt::join(t->shape, ", "), fmt::join(shape, ", ")),
+        "config.json and the weights do not belong together");
+  }
+  buf.resize(t->numel);
+  file->ReadF32(*t, buf.data());
+}
+
+}  // namespace
+
+namespace hf {
+
+void BadConfig(const std::string& path, const std::string& what, const std::string& hint) {
+  throw InputError(fmt::format("Hugging Face config '{}': {}", path, what), hint);
+}
+
+int IntKey(const json& cfg, const std::string& key, const std::string& path, int max,
+           int fallback) {
+  if (!cfg.contains(key) || (cfg[key].is_null() && fallback > 0)) {
+    if (fallback > 0) return fallback;
+    BadConfig(path, fmt::format("key '{}' is missing", key), "config.json of this family has it");
+  }
+  const json& v = cfg[key];
+  if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > max) {
+    BadConfig(path, fmt::format("{} is {}, not an integer in [1, {}]", key, v.dump(), max),
+              "fix config.json");
+  }
+  return static_cast<int>(v.get<long long>());
+}
+
+double FloatKey(const json& cfg, const std::string& key, const std::string& path, double fallback) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return fallback;
+  const json& v = cfg[key];
+  if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>())) {
+    BadConfig(path, fmt::format("{} is {}, not a positive number", key, v.dump()),
+              "fix config.json");
+  }
+  return v.get<double>();
+}
+
+bool BoolKey(const json& cfg, const std::string& key, const std::string& path, bool fallback) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return fallback;
+  if (!cfg[key].is_boolean()) {
+    BadConfig(path, fmt::format("{} is {}, not true or false", key, cfg[key].dump()),
+              "fix config.json");
+  }
+  return cfg[key].get<bool>();
+}
+
+void FixedKey(const json& cfg, const std::string& key, const std::vector<json>& ok,
+              const std::string& path, const std::string& family) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return;
+  for (const json& v : ok)
+    if (cfg[key] == v) return;
+  BadConfig(path,
+            fmt::format("{} is {}; cputrain-numa's {} runs only {}", key, cfg[key].dump(), family,
+                        json(ok).dump()),
+            "this model is not a " + family + " this engine can run");
+}
+
+}  // namespace hf
+
+bool IsHfDir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kHfConfigFile, ec);
+}
+
+Shape ReadHfShape(const std::string& dir) {
+  std::string path;
+  const json cfg = ReadConfig(dir, &path);
+  const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string()
+                               ? cfg["model_type"].get<std::string>()
+                               : "";
+  const Family* family = FamilyOfHfType(type);
+  if (!family) {
+    std::string types;
+    for (const Family* f : Families())
+      types += (types.empty() ? "" : ", ") + std::string(f->hf_model_type);
+    hf::BadConfig(path,
+                  type.empty()
+                      ? "it has no model_type"
+                      : fmt::format("model_type '{}' is not a family this engine runs", type),
+                  "cputrain-numa runs model_type " + types);
+  }
+  std::error_code ec;
+  if (!fs::exists(fs::path(dir) / kHfWeightsFile, ec) &&
+      !fs::exists(fs::path(dir) / kHfIndexFile, ec)) {
+    throw InputError(fmt::format("'{}' has config.json but neither {} nor {}", dir, kHfWeightsFile,
+                                 kHfIndexFile),
+                     "only safetensors weights are read: save the model with "
+                     "save_pretrained(safe_serialization=True) or download its .safetensors "
+                     "files");
+  }
+  Shape s = family->from_hf_config(cfg, path);
+  const std::string problem = s.Problem();
+  if (!problem.empty()) {
+    hf::BadConfig(path,
+                  fmt::format("it describes an impossible model ({}): {}", s.ToString(), problem),
+                  "fix config.json");
+  }
+  return s;
+}
+
+void LoadHf(const std::string& dir, const ParamLayout& layout, float* params) {
+  const Shape s = ReadHfShape(dir);
+  if (!(s == layout.shape())) {
+    throw InputError(
+        fmt::format("'{}' has shape {}, expected {}", dir, s.ToString(), layout.shape().ToString()),
+        "use a checkpoint of this model");
+  }
+  const Family& family = FamilyOf(s.arch);
+  Weights w(dir);
+  const std::vector<Placed> placed = Placements(layout);
+  // The prefix some saves have (GPT2Model vs GPT2LMHeadModel): taken if the first tensor has it.
+  const std::string optional = family.hf_optional_prefix;
+  const std::string prefix =
+      !optional.empty() && w.Find(optional + placed.front().name).second ? optional : "";
+  std::set<std::string> wanted;
+  for (const Placed& p : placed) wanted.insert(prefix + p.name);
+  for (const auto& [file, name] : w.Names()) {
+    if (wanted.count(name) || (name == kTiedHeadName && !layout.has(kLmHead))) continue;
+    if (std::any_of(family.hf_ignored_suffixes.begin(), family.hf_ignored_suffixes.end(),
+                    [&](const char* sfx) { return EndsWith(name, sfx); }))
+      continue;
+    throw InputError(fmt::format("safetensors file '{}' holds tensor '{}', which is not part of "
+                                 "a {} of config.json's shape ({})",
+                                 file, name, family.hf_architecture, s.ToString()),
+                     "pass the save of a " + std::string(family.hf_architecture) +
+                         " whose config.json matches its weights");
+  }
+  std::fill(params, params + layout.total(), 0.0f);  // padding rows
+  std::vector<float> buf;
+  for (const Placed& p : placed) {
+    Read(w, prefix + p.name, p.shape, buf);
+    ToOurs(p, buf.data(), params + layout.offset(p.t, p.layer));
+  }
+  // A tied head saved anyway must be the embedding.
+  if (!layout.has(kLmHead) && w.Find(kTiedHeadName).second) {
+    const std::size_t n = static_cast<std::size_t>(s.V) * s.C;
+    Read(w, kTiedHeadName, {static_cast<std::uint64_t>(s.V), static_cast<std::uint64_t>(s.C)}, buf);
+    if (std::memcmp(buf.data(), params + layout.offset(kWte), n * sizeof(float)) != 0) {
+      throw InputError(
+          fmt::format("the weights in '{}': lm_head.weight differs from the token embedding, but "
+                      "config.json ties them",
+                      dir),
+          s.arch == Arch::kGpt2
+              ? "cputrain-numa ties GPT-2's LM head to the token embedding as GPT-2 does; an "
+                "untied head cannot be loaded"
+              : "set \"tie_word_embeddings\": false in config.json if the head is its own tensor");
+    }
+  }
+}
+
+std::string HfConfigJson(const Shape& s) { return FamilyOf(s.arch).to_hf_config(s).dump(2) + "\n"; }
+
+std::vector<HfTensorData> ToHfTensors(const ParamLayout& layout, const float* flat) {
+  std::vector<HfTensorData> out;
+  for (const Placed& p : Placements(layout)) {
+    HfTensorData d{p.name, p.shape, std::vector<float>(p.rows * p.cols)};
+    ToHf(p, flat + layout.offset(p.t, p.layer), d.data.data());
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+void ExportHf(const std::string& dir, const ParamLayout& layout, const float* params) {
+  const Shape& s = layout.shape();
+  MakeDirs(dir);
+  const std::string prefix = FamilyOf(s.arch).hf_optional_prefix;  // the LM-head model's names
+  const std::vector<HfTensorData> tensors = ToHfTensors(layout, params);
+  std::vector<SafeTensorOut> out;
+  for (const HfTensorData& t : tensors) out.push_back({prefix + t.name, t.shape, t.data.data()});
+  // Weights first, config.json last: a directory whose export was interrupted has no new
+  // config.json beside half-written weights (each file is itself atomic).
+  WriteSafetensors((fs::path(dir) / kHfWeightsFile).string(), std::move(out), {{"format", "pt"}});
+  WriteFileAtomic((fs::path(dir) / kHfConfigFile).string(), HfConfigJson(s));
+}
+
+}  // namespace cputrain::model

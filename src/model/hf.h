@@ -1,0 +1,54 @@
+// Hugging Face model directories in and out, for every family (docs/formats.md, "Hugging Face
+// model directories"): config.json (its model_type picks the family, family.h) and the weights in
+// model.safetensors or sharded as model.safetensors.index.json + the files its weight_map names.
+//
+// Reading checks every tensor's presence, dtype and shape against config.json and refuses any
+// tensor that is not part of the model (except the buffers the family lists as ignorable); F32,
+// BF16 and F16 are converted to fp32. A tied model's lm_head.weight, if present, must equal the
+// embedding (a file where it differs is refused, not silently untied). Writing gives F32
+// model.safetensors under the names save_pretrained writes (no lm_head.weight when tied) and
+// then config.json, each atomically, so transformers loads it with no missing or unexpected key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+
+namespace cputrain::model {
+
+inline constexpr const char* kHfConfigFile = "config.json";
+inline constexpr const char* kHfWeightsFile = "model.safetensors";
+inline constexpr const char* kHfIndexFile = "model.safetensors.index.json";
+
+// True if `path` is a directory holding config.json.
+bool IsHfDir(const std::string& path);
+
+// The model's shape from <dir>/config.json. Throws InputError naming the key of a config this
+// engine cannot run (an unknown model_type, an activation or option no family has, ...), and
+// when the directory has no weights.
+Shape ReadHfShape(const std::string& dir);
+
+// Loads the weights of <dir> into params (layout.total() floats); config.json's shape must be
+// layout.shape(). Padding rows are zero.
+void LoadHf(const std::string& dir, const ParamLayout& layout, float* params);
+
+// Writes dir/model.safetensors (F32, metadata {"format": "pt"}) and then dir/config.json;
+// creates dir if needed.
+void ExportHf(const std::string& dir, const ParamLayout& layout, const float* params);
+
+// config.json's text for `shape` (keys sorted, two-space indent, as transformers writes it).
+std::string HfConfigJson(const Shape& shape);
+
+// A flat buffer (parameters, or gradients in the same layout) as Hugging Face tensors: names and
+// shapes as ExportHf writes them, data copied out (q/k/v and gate/up split, Conv1D transposed,
+// padding rows dropped).
+struct HfTensorData {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::vector<float> data;
+};
+std::vector<HfTensorData> ToHfTensors(const ParamLayout& layout, const float* flat);
+
+}  // namespace cputrain::model

@@ -1,0 +1,129 @@
+// model/: the parameter tensors of a model and the flat buffer they live in.
+//
+// A family (family.h) lists its tensors as TensorInfo rows; ParamLayout derives everything else
+// from that list: offsets, sizes, weight-decay segments, the checkpoint order, and the points
+// where backward reports a range of gradients final.
+//
+// Layout. Parameters (and gradients, and AdamW moments) live in one flat float buffer each. The
+// order inside it is layer-major,
+//     [input tensors | block 0 | block 1 | ... | block L-1 | output tensors],
+// (input: the tensors listed before the first per-layer one, e.g. GPT-2's wte and wpe; output:
+// those listed after, e.g. the final norm and an untied LM head), so that the gradients of a
+// block are one contiguous range, finished together during backward: the range [from, end)
+// grows from the end of the buffer toward its start (the output tensors, then block L-1 ... block
+// 0, then the input tensors), and gradient buckets are synced while backward goes on
+// (ReadyPoints). Checkpoints are tensor-major (each tensor's L copies together, tensors in table
+// order: llm.c's order for GPT-2); checkpoint.h converts.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/shape.h"
+#include "runtime/worker_pool.h"
+
+namespace cputrain::model {
+
+// What a tensor does in the layers, whatever its family calls it. The names are llm.c's GPT-2
+// tensors, which every decoder family maps onto (family.h's tables give each family's names):
+//   kWte      token embedding (Vp, C)            kWpe      learned positions (maxT, C)
+//   kLn1w/b   the norm before attention          kQkvw/b   fused q|k|v projection (Q, C)
+//   kAttprojw/b  attention output (C, C)         kLn2w/b   the norm before the MLP
+//   kFcw/b    MLP input: (F, C), or (2F, C) as gate|up for a gated MLP (SwiGLU)
+//   kFcprojw/b   MLP output (C, F)               kLnfw/b   the final norm
+//   kLmHead   an untied LM head (Vp, C); absent when the head is kWte
+enum Tensor : int {
+  kWte,
+  kWpe,
+  kLn1w,
+  kLn1b,
+  kQkvw,
+  kQkvb,
+  kAttprojw,
+  kAttprojb,
+  kLn2w,
+  kLn2b,
+  kFcw,
+  kFcb,
+  kFcprojw,
+  kFcprojb,
+  kLnfw,
+  kLnfb,
+  kLmHead,
+  kNumTensors
+};
+
+// Random init: normal(0, 0.02) (GPT-2's and transformers' initializer_range), the residual
+// projections of GPT-2 0.02/sqrt(2L), zeros, ones.
+enum class Init { kNormal, kResidualNormal, kZeros, kOnes };
+
+struct TensorInfo {
+  Tensor t;
+  const char* name;  // ours, e.g. "qkvw"
+  bool per_layer;    // L copies, one inside each block
+  bool decay;        // AdamW weight decay applies: the 2-D tensors
+  Init init;
+  std::vector<std::size_t> shape;  // of one copy, (out, in) for weights, e.g. {3C, C} for qkvw
+  std::size_t numel = 0;           // of one copy
+  // Rows [real_rows, shape[0]) are padding (the vocabulary's [V, Vp)): 0 at init, never read
+  // from or written to files. 0: every row is real.
+  std::size_t real_rows = 0;
+};
+
+// Builds a table row; the size in size_t, checked for overflow (a damaged header's C = 600000000
+// must not overflow 4*C*C).
+TensorInfo MakeTensor(Tensor t, const char* name, bool per_layer, bool decay, Init init,
+                      std::vector<std::size_t> shape, std::size_t real_rows = 0);
+
+// Where each tensor copy lives in the flat buffer.
+class ParamLayout {
+ public:
+  // Throws InputError if shape.Problem() is not "" (callers reading a file check it first, to
+  // name the file).
+  explicit ParamLayout(const Shape& shape);
+  const Shape& shape() const { return shape_; }
+  // The family's table, in its order.
+  const std::vector<TensorInfo>& tensors() const { return table_; }
+  bool has(Tensor t) const { return index_[t] >= 0; }
+  const TensorInfo& info(Tensor t) const;  // has(t) must hold
+  std::size_t total() const { return total_; }
+  // Offset of tensor t's copy for `layer` (ignored for tensors that are not per layer).
+  std::size_t offset(Tensor t, int layer = 0) const;
+  std::size_t block_begin(int layer) const { return block_begin_ + layer * block_size_; }
+  std::size_t block_size() const { return block_size_; }
+  // Start of the output tensors (the end of block L-1).
+  std::size_t output_begin() const { return block_begin(shape_.L); }
+  // Offset in the tensor-major checkpoint order.
+  std::size_t checkpoint_offset(Tensor t, int layer = 0) const;
+  // The LM head's weight: kLmHead if the family has an untied head, else kWte.
+  Tensor head() const { return has(kLmHead) ? kLmHead : kWte; }
+
+  // The points where Backward reports [p, total()) final, in the order it reports them:
+  // output_begin(), block_begin(L-1), ..., block_begin(0), 0. Gradient buckets are cut at them.
+  std::vector<std::size_t> ReadyPoints() const;
+
+  // Maximal runs [begin, end) of the flat buffer with one weight-decay setting, in order.
+  struct Segment {
+    std::size_t begin, end;
+    bool decay;
+  };
+  const std::vector<Segment>& segments() const { return segments_; }
+
+ private:
+  Shape shape_;
+  std::vector<TensorInfo> table_;
+  std::array<int, kNumTensors> index_;            // row of each tensor in table_, -1 if absent
+  std::array<std::size_t, kNumTensors> where_{};  // in-block offset (per layer) or absolute
+  std::array<std::size_t, kNumTensors> ckpt_{};   // start in checkpoint order
+  std::size_t block_begin_ = 0, block_size_ = 0, total_ = 0;
+  std::vector<Segment> segments_;
+};
+
+// Fills params with the family's random init from `seed`. Each value is a pure function of
+// (seed, tensor row, layer, index), so the result does not depend on the pool size. Padding rows
+// are 0.
+void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params);
+
+}  // namespace cputrain::model

@@ -1,0 +1,32 @@
+// model/: named model shapes — the sizes the benchmarks run and configs can start from.
+//
+//   tiny          gpt2  L=2  C=128  NH=4                 V=256     B=4 T=64  (smoke runs)
+//   small         gpt2  L=6  C=384  NH=6                 V=50257   B=4 T=256
+//   gpt2-124M     gpt2  L=12 C=768  NH=12                V=50257   B=4 T=128 (GPT-2 small)
+//   smollm2-135m  llama L=30 C=576  NH=9  NKV=3 F=1536   V=49152   B=4 T=128 (tied; theta 1e5)
+//   llama-1b      llama L=16 C=2048 NH=32 NKV=8 F=8192   V=128256  B=1 T=128 (Llama 3.2 1B:
+//                 tied, theta 5e5, llama3 rope scaling 32/1/4/8192)
+//
+// B is the global batch (sequences per step). maxT is T: the position tables cover the run.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/shape.h"
+
+namespace cputrain::model {
+
+struct Preset {
+  std::string name;
+  Shape shape;
+  int B = 0, T = 0;
+};
+
+const std::vector<Preset>& Presets();
+// The preset called `name`, or null.
+const Preset* FindPreset(const std::string& name);
+// "tiny, small, gpt2-124M, smollm2-135m, llama-1b": for help texts.
+std::string PresetNames();
+
+}  // namespace cputrain::model

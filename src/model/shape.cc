@@ -1,0 +1,149 @@
+#include "model/shape.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/family.h"
+#include "model/limits.h"
+
+namespace cputrain::model {
+
+const char* ArchName(Arch a) { return FamilyOf(a).name; }
+
+Arch ArchFromName(const std::string& name) {
+  for (const Family* f : Families())
+    if (name == f->name) return f->arch;
+  throw InputError(fmt::format("unknown model family '{}'", name), "use one of: " + FamilyNames());
+}
+
+bool Shape::operator==(const Shape& o) const {
+  return maxT == o.maxT && V == o.V && Vp == o.Vp && L == o.L && NH == o.NH && C == o.C &&
+         arch == o.arch && kv_heads() == o.kv_heads() && ffn() == o.ffn() &&
+         norm_eps == o.norm_eps && rope_theta == o.rope_theta && rope_scaling == o.rope_scaling &&
+         tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias;
+}
+
+std::string Shape::ToString() const {
+  std::string s = fmt::format("L={} C={} NH={} V={} (padded {}) maxT={}", L, C, NH, V, Vp, maxT);
+  if (arch == Arch::kGpt2) return s;  // GPT-2's shape is these six
+  s += fmt::format(" {} NKV={} F={}", ArchName(arch), kv_heads(), ffn());
+  if (!tied) s += " untied";
+  return s;
+}
+
+std::string Shape::Problem() const {
+  struct Dim {
+    const char* name;
+    int value, max;
+  };
+  // NH <= C keeps the head size >= 1; the MLP width is bounded as the channels are.
+  for (const Dim& d :
+       {Dim{"maxT", maxT, kMaxSeqLen}, Dim{"V", V, kMaxVocab}, Dim{"Vp", Vp, kMaxVocab},
+        Dim{"L", L, kMaxLayers}, Dim{"C", C, kMaxChannels}, Dim{"NH", NH, C},
+        Dim{"NKV", kv_heads(), NH}, Dim{"F", F > 0 ? F : 1, 4 * kMaxChannels}}) {
+    if (d.value < 1 || d.value > d.max) {
+      return fmt::format("{} is {}: it must be in [1, {}]", d.name, d.value, d.max);
+    }
+  }
+  if (NKV < 0) return fmt::format("NKV is {}: it must be in [1, NH]", NKV);
+  if (C % NH != 0) return fmt::format("NH ({}) does not divide C ({})", NH, C);
+  if (NH % kv_heads() != 0) {
+    return fmt::format("NKV ({}) does not divide NH ({})", kv_heads(), NH);
+  }
+  if (Vp < V) return fmt::format("the padded vocabulary Vp ({}) is smaller than V ({})", Vp, V);
+  if (!(norm_eps > 0) || !std::isfinite(norm_eps)) {
+    return fmt::format("the norm epsilon {} is not a positive number", norm_eps);
+  }
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
+    return fmt::format("rope_theta {} is not a positive number", rope_theta);
+  }
+  const RopeScaling& r = rope_scaling;
+  if (r.kind == RopeScaling::kLlama3 &&
+      (!(r.factor >= 1) || !(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor) ||
+       !std::isfinite(r.factor) || !std::isfinite(r.high_freq_factor) ||
+       r.original_max_position < 1)) {
+    return "rope_scaling llama3 needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
+           "original_max_position_embeddings >= 1";
+  }
+  if (arch == Arch::kGpt2 && (kv_heads() != NH || ffn() != 4 * C || !tied)) {
+    return "GPT-2 has NKV = NH, F = 4C and a tied head";
+  }
+  if (head_size() % 2 != 0 && FamilyOf(arch).kind.rope) {
+    return fmt::format("the head size C/NH = {} is odd: rotary embeddings need it even",
+                       head_size());
+  }
+  // Every dimension is bounded now, so the count below cannot overflow (model/limits.h).
+  const std::uint64_t n = ParamCount();
+  if (n > kMaxParams) {
+    return fmt::format("{} parameters are more than the {} (2^40) this build addresses", n,
+                       kMaxParams);
+  }
+  return "";
+}
+
+std::uint64_t Shape::ParamCount() const {
+  std::uint64_t total = 0;
+  for (const TensorInfo& info : FamilyOf(arch).tensors(*this)) {
+    std::uint64_t n = 0;
+    const bool overflow =
+        __builtin_mul_overflow(info.numel, info.per_layer ? std::uint64_t(L) : 1, &n) ||
+        __builtin_add_overflow(total, n, &total);
+    CPUTRAIN_CHECK(!overflow, "parameter count of " + ToString() + " overflows");
+  }
+  return total;
+}
+
+nlohmann::json ShapeToJson(const Shape& s) {
+  const RopeScaling& r = s.rope_scaling;
+  return {{"arch", ArchName(s.arch)},
+          {"max_seq_len", s.maxT},
+          {"vocab_size", s.V},
+          {"padded_vocab_size", s.Vp},
+          {"layers", s.L},
+          {"heads", s.NH},
+          {"channels", s.C},
+          {"kv_heads", s.kv_heads()},
+          {"ffn_hidden", s.ffn()},
+          {"norm_eps", s.norm_eps},
+          {"rope_theta", s.rope_theta},
+          {"rope_scaling",
+           {{"kind", static_cast<int>(r.kind)},
+            {"factor", r.factor},
+            {"low_freq_factor", r.low_freq_factor},
+            {"high_freq_factor", r.high_freq_factor},
+            {"original_max_position", r.original_max_position}}},
+          {"tied", s.tied},
+          {"attn_bias", s.attn_bias},
+          {"mlp_bias", s.mlp_bias}};
+}
+
+Shape ShapeFromJson(const nlohmann::json& j) {
+  Shape s{j.at("max_seq_len").get<int>(),
+          j.at("vocab_size").get<int>(),
+          j.at("padded_vocab_size").get<int>(),
+          j.at("layers").get<int>(),
+          j.at("heads").get<int>(),
+          j.at("channels").get<int>()};
+  if (!j.contains("arch")) return s;  // a GPT-2 state.bin from before families
+  s.arch = ArchFromName(j.at("arch").get<std::string>());
+  s.NKV = j.at("kv_heads").get<int>();
+  s.F = j.at("ffn_hidden").get<int>();
+  s.norm_eps = j.at("norm_eps").get<float>();
+  s.rope_theta = j.at("rope_theta").get<float>();
+  const nlohmann::json& r = j.at("rope_scaling");
+  const int kind = r.at("kind").get<int>();
+  s.rope_scaling.kind = kind == 1 ? RopeScaling::kLlama3 : RopeScaling::kNone;
+  s.rope_scaling.factor = r.at("factor").get<float>();
+  s.rope_scaling.low_freq_factor = r.at("low_freq_factor").get<float>();
+  s.rope_scaling.high_freq_factor = r.at("high_freq_factor").get<float>();
+  s.rope_scaling.original_max_position = r.at("original_max_position").get<int>();
+  s.tied = j.at("tied").get<bool>();
+  s.attn_bias = j.at("attn_bias").get<bool>();
+  s.mlp_bias = j.at("mlp_bias").get<bool>();
+  return s;
+}
+
+}  // namespace cputrain::model

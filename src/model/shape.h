@@ -1,0 +1,74 @@
+// model/: a model's hyperparameters — its family (Arch) and every dimension the family's tensors
+// and layers are sized by. A Shape is plain data: checkpoints, state.bin and the Hugging Face
+// config.json readers all produce one, and everything else (the parameter layout, activations,
+// the forward and backward passes) is derived from it and from the family's table (family.h).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+namespace cputrain::model {
+
+// The model families the engine runs (family.h has one table each).
+enum class Arch : int { kGpt2 = 0, kLlama = 1 };
+// "gpt2", "llama"; and back (InputError naming the valid names).
+const char* ArchName(Arch a);
+Arch ArchFromName(const std::string& name);
+
+// Rotary embeddings' frequency scaling (Hugging Face's rope_scaling): none, or Llama 3.1's
+// "llama3" (low frequencies divided by factor, high ones kept, a smooth ramp between).
+struct RopeScaling {
+  enum Kind : int { kNone = 0, kLlama3 = 1 } kind = kNone;
+  float factor = 1, low_freq_factor = 1, high_freq_factor = 4;
+  int original_max_position = 8192;
+  bool operator==(const RopeScaling&) const = default;
+};
+
+// maxT positions, V real vocabulary, Vp padded (a multiple of 128, for the kernels; files hold V
+// rows), L blocks, NH query heads, C channels (the residual width, NH * head size). The first six
+// are GPT-2's whole shape (and llm.c's checkpoint header), so a GPT-2 shape is written
+// {maxT, V, Vp, L, NH, C}; the rest have GPT-2's values by default.
+struct Shape {
+  Shape() = default;
+  Shape(int maxT_, int V_, int Vp_, int L_, int NH_, int C_)
+      : maxT(maxT_), V(V_), Vp(Vp_), L(L_), NH(NH_), C(C_) {}
+
+  int maxT = 0, V = 0, Vp = 0, L = 0, NH = 0, C = 0;
+  Arch arch = Arch::kGpt2;
+  int NKV = 0;  // key/value heads (grouped-query attention; 0: NH)
+  int F = 0;    // MLP hidden width (0: 4C, GPT-2's)
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.f;  // families with rotary embeddings
+  RopeScaling rope_scaling;
+  bool tied = true;       // the LM head is the token embedding
+  bool attn_bias = true;  // q/k/v and attention-output biases (GPT-2: yes; Llama: config)
+  bool mlp_bias = true;   // MLP biases
+
+  static int PadVocab(int V) { return (V + 127) / 128 * 128; }
+  int kv_heads() const { return NKV > 0 ? NKV : NH; }
+  int ffn() const { return F > 0 ? F : 4 * C; }
+  int head_size() const { return C / NH; }
+  // Width of the fused q|k|v projection: (NH + 2 NKV) * head size (3C without GQA).
+  int qkv_width() const { return (NH + 2 * kv_heads()) * head_size(); }
+
+  // Equal models: NKV 0 and NH (F 0 and 4C) are the same model.
+  bool operator==(const Shape& o) const;
+  std::string ToString() const;
+  // What is wrong with this shape ("" if nothing): a dimension below 1 or above its bound in
+  // model/limits.h, NH not dividing C, NKV not dividing NH, Vp < V, a non-finite or non-positive
+  // eps or theta, or more than kMaxParams parameters. Computed without overflow for any values,
+  // so a damaged header is judged before it sizes memory.
+  std::string Problem() const;
+  // Parameters of a valid shape (Problem() == ""), as ParamLayout(*this).total() but without
+  // building the layout.
+  std::uint64_t ParamCount() const;
+};
+
+// The shape as JSON (state.bin, the family checkpoint header): every field by name. FromJson
+// throws nlohmann's exceptions for a missing or mistyped key (callers name the file); GPT-2
+// fields absent from older files take their defaults.
+nlohmann::json ShapeToJson(const Shape& s);
+Shape ShapeFromJson(const nlohmann::json& j);
+
+}  // namespace cputrain::model

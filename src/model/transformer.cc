@@ -1,0 +1,353 @@
+#include "model/transformer.h"
+
+#include <fmt/format.h>
+#include <sanitizer/asan_interface.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/sanitizers.h"
+#include "kernels/bf16.h"
+#include "kernels/kernels.h"
+#include "model/family.h"
+#include "model/limits.h"
+
+namespace cputrain::model {
+namespace {
+
+// Floats of red zone after each activation view under AddressSanitizer (gpt2.h, Activations).
+constexpr std::size_t kRedZoneFloats = kAsan ? 16 : 0;
+
+}  // namespace
+
+Activations::Activations(const Shape& shape, int B, int T, int threads)
+    : shape_(shape), B_(B), T_(T), threads_(threads) {
+  // An upper bound of what Bind takes, in long double so that it cannot overflow: every size_t
+  // product in Bind is below it, so none overflows once it is below kMaxParams (2^40 floats).
+  const long double N = static_cast<long double>(B) * T, C = shape.C, L = shape.L;
+  const long double tt = static_cast<long double>(T) * T;
+  // Q, Fin, F: the family's widths (3C, 4C, 4C for GPT-2): the size_t products in Bind are taken
+  // only once this bound is known to be below 2^40.
+  const long double Q = static_cast<long double>(shape.NH + 2 * shape.kv_heads()) *
+                        (shape.NH > 0 ? shape.C / shape.NH : 0),
+                    F = shape.ffn(), Fin = 2 * F;
+  // 18 (B,T,C) buffers per layer and 12 outside (with the gradients), rounded up generously,
+  // plus the wider ones; and the rotary tables.
+  const long double bound = N * C * (16 + 20 * L) + N * (L + 1) * (2 * Q + 2 * Fin + 2 * F) +
+                            L * B * shape.NH * tt + N * (shape.Vp + 8 + 4 * L) +
+                            static_cast<long double>(threads) * tt + shape.maxT * C +
+                            16 * (24 * L + 40);
+  if (B < 0 || T < 0 || threads < 0 || bound > static_cast<long double>(kMaxParams)) {
+    throw InputError(fmt::format("activations for B={} rows of T={} positions of the model {} "
+                                 "need about {:.3g} floats, more than 2^40",
+                                 B, T, shape.ToString(), static_cast<double>(bound)),
+                     "lower data.batch_size or data.seq_len");
+  }
+  Bind(nullptr, nullptr);  // computes total_ with a null base
+}
+
+void Activations::Bind(float* base, int* tokens) {
+  const DecoderKind& kind = FamilyOf(shape_.arch).kind;
+  const std::size_t N = static_cast<std::size_t>(B_) * T_, C = shape_.C;
+  const std::size_t Q = shape_.qkv_width(), F = shape_.ffn(), Fin = kind.swiglu ? 2 * F : F;
+  const std::size_t means = kind.rms_norm ? 0 : N;  // RMSNorm has no mean
+  const std::size_t rope =
+      kind.rope ? static_cast<std::size_t>(shape_.maxT) * shape_.head_size() / 2 : 0;
+  std::size_t off = 0;
+  base_ = base;
+  red_zones_.clear();
+  // Each piece starts on a 64-byte boundary (16 floats); under ASan a red zone follows it.
+  auto take = [&](std::size_t n) {
+    float* p = base ? base + off : nullptr;
+    const std::size_t end = off + (n + 15) / 16 * 16 + kRedZoneFloats;
+    red_zones_.emplace_back(off + n, end);
+    off = end;
+    return p;
+  };
+  inputs = tokens;
+  targets = tokens ? tokens + N : nullptr;
+  encoded = take(N * C);
+  layers.assign(shape_.L, Layer{});
+  for (Layer& l : layers) {
+    l.ln1 = take(N * C);
+    l.ln1_mean = take(means);
+    l.ln1_rstd = take(N);
+    l.qkv = take(N * Q);
+    l.att = take(static_cast<std::size_t>(B_) * shape_.NH * T_ * T_);
+    l.atty = take(N * C);
+    l.attproj = take(N * C);
+    l.residual2 = take(N * C);
+    l.ln2 = take(N * C);
+    l.ln2_mean = take(means);
+    l.ln2_rstd = take(N);
+    l.fch = take(N * Fin);
+    l.fch_gelu = take(N * F);
+    l.fcproj = take(N * C);
+    l.residual3 = take(N * C);
+  }
+  lnf = take(N * C);
+  lnf_mean = take(means);
+  lnf_rstd = take(N);
+  logits = take(N * shape_.Vp);
+  lse = take(N);
+  losses = take(N);
+  dresidual = take(N * C);
+  dln = take(N * C);
+  datty = take(N * C);
+  dqkv = take(N * Q);
+  dfch = take(N * Fin);
+  att_scratch = take(kernels::AttentionScratchFloats(threads_, T_));
+  // Views only some families have (empty otherwise) come last, so GPT-2's layout is unchanged.
+  dfch_act = take(kind.swiglu ? N * F : 0);
+  rope_cos = take(rope);
+  rope_sin = take(rope);
+  rope_ready = false;
+  total_ = off;
+}
+
+void Activations::PoisonRedZones() {
+  if (base_ == nullptr) return;
+  for (const auto& [b, e] : red_zones_) {
+    ASAN_POISON_MEMORY_REGION(base_ + b, (e - b) * sizeof(float));
+  }
+}
+
+std::size_t Bf16Operands::InElems(const Shape& s, int B, int T) {
+  const std::size_t w = std::max({s.C, s.ffn(), s.qkv_width()});
+  return static_cast<std::size_t>(B) * T * w;
+}
+
+std::size_t Bf16Operands::DoutElems(const Shape& s, int B, int T) {
+  const int fin = FamilyOf(s.arch).kind.swiglu ? 2 * s.ffn() : s.ffn();
+  const std::size_t w = std::max({s.qkv_width(), fin, s.Vp, s.C});
+  return static_cast<std::size_t>(B) * T * w;
+}
+
+KvCache::KvCache(const Shape& s, int threads)
+    : k(static_cast<std::size_t>(s.L) * s.maxT * s.kv_heads() * s.head_size()),
+      v(k.size()),
+      scratch(static_cast<std::size_t>(threads) * s.maxT) {}  // AttentionDecode's
+
+namespace {
+
+// What Forward and Backward share: the shape, the family's kind of block, the widths, and the
+// tensors of one flat buffer.
+struct Net {
+  Net(const ParamLayout& layout, int B, int T)
+      : layout(layout),
+        s(layout.shape()),
+        kind(FamilyOf(s.arch).kind),
+        C(s.C),
+        NH(s.NH),
+        KV(s.kv_heads()),
+        hs(s.head_size()),
+        Q(s.qkv_width()),
+        F(s.ffn()),
+        Fin(kind.swiglu ? 2 * s.ffn() : s.ffn()),
+        N(static_cast<std::size_t>(B) * T) {}
+  // Tensor t's copy for layer l in `flat`, or null if the family has no such tensor (a bias).
+  template <class P>
+  P* At(P* flat, Tensor t, int l = 0) const {
+    return t < kNumTensors && layout.has(t) ? flat + layout.offset(t, l) : nullptr;
+  }
+  const ParamLayout& layout;
+  const Shape& s;
+  const DecoderKind& kind;
+  const int C, NH, KV, hs, Q, F, Fin;
+  const std::size_t N;
+};
+
+}  // namespace
+
+double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
+               int B, int T, bool with_loss, const Bf16Operands* bf16, KvCache* cache) {
+  namespace k = kernels;
+  const Net n(layout, B, T);
+  const Shape& s = n.s;
+  const int C = n.C;
+  const std::size_t N = n.N;
+  const int pos0 = cache ? cache->positions : 0;
+  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
+  // out (N,OC) = inp (N,IC) @ w^T + bias, in fp32 or with bf16 operands.
+  auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC,
+                    int ldo) {
+    if (bf16) {
+      k::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l), P(b, l),
+                           N, IC, OC, ldo);
+    } else {
+      k::MatmulForward(pool, out, inp, P(w, l), P(b, l), N, IC, OC, ldo);
+    }
+  };
+  auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
+                  int l) {
+    if (n.kind.rms_norm) {
+      k::RmsNormForward(pool, out, rstd, inp, P(w, l), N, C, s.norm_eps);
+    } else {
+      k::LayerNormForward(pool, out, mean, rstd, inp, P(w, l), P(b, l), N, C, s.norm_eps);
+    }
+  };
+
+  a.PoisonRedZones();  // from here on, the activations are accessed view by view
+  if (n.kind.rope && !a.rope_ready) {
+    kernels::RopeScaling scaling;
+    scaling.kind = s.rope_scaling.kind == RopeScaling::kLlama3 ? kernels::RopeScaling::kLlama3
+                                                               : kernels::RopeScaling::kNone;
+    scaling.factor = s.rope_scaling.factor;
+    scaling.low_freq_factor = s.rope_scaling.low_freq_factor;
+    scaling.high_freq_factor = s.rope_scaling.high_freq_factor;
+    scaling.original_max_position = s.rope_scaling.original_max_position;
+    k::RopeTables(a.rope_cos, a.rope_sin, s.maxT, n.hs, s.rope_theta, scaling);
+    a.rope_ready = true;
+  }
+  const float* wpe = P(kWpe);
+  k::EncoderForward(pool, a.encoded, a.inputs, P(kWte),
+                    wpe ? wpe + static_cast<std::size_t>(pos0) * C : nullptr, B, T, C);
+  const float* x = a.encoded;  // (B,T,C): the residual stream entering block l
+  for (int l = 0; l < s.L; ++l) {
+    Activations::Layer& A = a.layers[l];
+    norm(A.ln1, A.ln1_mean, A.ln1_rstd, x, kLn1w, kLn1b, l);
+    linear(A.qkv, A.ln1, kQkvw, kQkvb, l, C, n.Q, n.Q);
+    if (n.kind.rope)
+      k::RopeForward(pool, A.qkv, a.rope_cos, a.rope_sin, B, T, n.NH, n.KV, n.hs, pos0);
+    if (cache) {
+      // Generation (B == 1): append the new keys and values, then each new position attends to
+      // the cache up to itself.
+      const std::size_t kvw = static_cast<std::size_t>(n.KV) * n.hs;
+      const std::size_t layer0 = static_cast<std::size_t>(l) * s.maxT * kvw;
+      for (int t = 0; t < T; ++t) {
+        const float* row = A.qkv + static_cast<std::size_t>(t) * n.Q;
+        const std::size_t at = layer0 + static_cast<std::size_t>(pos0 + t) * kvw;
+        std::copy(row + n.NH * n.hs, row + n.NH * n.hs + kvw, cache->k.data() + at);
+        std::copy(row + n.NH * n.hs + kvw, row + n.NH * n.hs + 2 * kvw, cache->v.data() + at);
+      }
+      for (int t = 0; t < T; ++t) {
+        k::AttentionDecode(pool, A.atty + static_cast<std::size_t>(t) * C, cache->scratch.data(),
+                           A.qkv + static_cast<std::size_t>(t) * n.Q, cache->k.data() + layer0,
+                           cache->v.data() + layer0, pos0 + t + 1, n.NH, n.KV, n.hs,
+                           static_cast<int>(kvw));
+      }
+    } else if (bf16) {
+      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, n.NH,
+                              n.KV);
+    } else {
+      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, n.NH, n.KV);
+    }
+    linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, C, C, C);
+    k::ResidualForward(pool, A.residual2, x, A.attproj, N * C);
+    norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual2, kLn2w, kLn2b, l);
+    linear(A.fch, A.ln2, kFcw, kFcb, l, C, n.Fin, n.Fin);
+    if (n.kind.swiglu) {
+      k::SwigluForward(pool, A.fch_gelu, A.fch, N, n.F);
+    } else {
+      k::GeluForward(pool, A.fch_gelu, A.fch, N * n.F);
+    }
+    linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, l, n.F, C, C);
+    k::ResidualForward(pool, A.residual3, A.residual2, A.fcproj, N * C);
+    x = A.residual3;
+  }
+  if (cache) cache->positions += T;
+  norm(a.lnf, a.lnf_mean, a.lnf_rstd, x, kLnfw, kLnfb, 0);
+  // LM head (tied to the embedding or its own tensor), real vocabulary only: logits (N, Vp),
+  // columns [0, V).
+  linear(a.logits, a.lnf, layout.head(), kNumTensors, 0, C, s.V, s.Vp);
+  if (!with_loss) return 0.0;
+  k::CrossEntropyForward(pool, a.losses, a.lse, a.logits, a.targets, N, s.V, s.Vp);
+  double sum = 0;  // in position order: the same for any pool size
+  for (std::size_t i = 0; i < N; ++i) sum += a.losses[i];
+  return sum;
+}
+
+void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
+              Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
+              bool accumulate, const Bf16Operands* bf16) {
+  namespace k = kernels;
+  const bool acc = accumulate;
+  const Net n(layout, B, T);
+  const Shape& s = n.s;
+  const int C = n.C;
+  const std::size_t N = n.N;
+  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
+  auto G = [&](Tensor t, int l = 0) { return n.At(grads, t, l); };
+  // Backward of linear(out, inp, w, b): dinp (N,IC), G(w) and dbias from dout (N,OC), stride ldd.
+  auto linear_back = [&](float* dinp, Tensor w, Tensor b, int l, const float* dout,
+                         const float* inp, int IC, int OC, int ldd) {
+    if (bf16) {
+      k::MatmulBackwardBf16(pool, dinp, G(w, l), G(b, l), dout, bf16->dout, inp, bf16->in,
+                            bf16->weights + layout.offset(w, l), N, IC, OC, ldd, acc);
+    } else {
+      k::MatmulBackward(pool, dinp, G(w, l), G(b, l), dout, inp, P(w, l), N, IC, OC, ldd, acc);
+    }
+  };
+  // dinp += d norm(inp)/d inp applied to dout; the norm's weight (and bias) gradients.
+  auto norm_back = [&](float* dinp, const float* dout, const float* inp, const float* mean,
+                       const float* rstd, Tensor w, Tensor b, int l) {
+    if (n.kind.rms_norm) {
+      k::RmsNormBackward(pool, dinp, G(w, l), dout, inp, P(w, l), rstd, N, C, acc);
+    } else {
+      k::LayerNormBackward(pool, dinp, G(w, l), G(b, l), dout, inp, P(w, l), mean, rstd, N, C, acc);
+    }
+  };
+
+  // Loss and LM head: dlogits in place; dhead = dlogits^T lnf (written), dlnf = dlogits head.
+  k::CrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.targets, dloss, N, s.V, s.Vp);
+  linear_back(a.dln, layout.head(), kNumTensors, 0, a.logits, a.lnf, C, s.V, s.Vp);
+  // The residual stream's gradient starts at zero; the norms' backward adds into it.
+  pool.ParallelFor(N * C, [&](std::size_t b, std::size_t e, int) {
+    std::fill(a.dresidual + b, a.dresidual + e, 0.f);
+  });
+  const float* x_last = s.L > 0 ? a.layers[s.L - 1].residual3 : a.encoded;
+  norm_back(a.dresidual, a.dln, x_last, a.lnf_mean, a.lnf_rstd, kLnfw, kLnfb, 0);
+  on_ready(layout.output_begin());
+
+  for (int l = s.L - 1; l >= 0; --l) {
+    Activations::Layer& A = a.layers[l];
+    const float* x = l > 0 ? a.layers[l - 1].residual3 : a.encoded;
+    // a.dresidual holds d residual3 = d fcproj = d residual2 (before ln2's share is added).
+    if (n.kind.swiglu) {
+      linear_back(a.dfch_act, kFcprojw, kFcprojb, l, a.dresidual, A.fch_gelu, n.F, C, C);
+      k::SwigluBackward(pool, a.dfch, A.fch, a.dfch_act, N, n.F);
+    } else {
+      linear_back(a.dfch, kFcprojw, kFcprojb, l, a.dresidual, A.fch_gelu, n.F, C, C);
+      k::GeluBackward(pool, a.dfch, A.fch, a.dfch, N * n.F);
+    }
+    linear_back(a.dln, kFcw, kFcb, l, a.dfch, A.ln2, C, n.Fin, n.Fin);
+    norm_back(a.dresidual, a.dln, A.residual2, A.ln2_mean, A.ln2_rstd, kLn2w, kLn2b, l);
+    // a.dresidual now holds d residual2 = d attproj = d x (before ln1's share is added).
+    linear_back(a.datty, kAttprojw, kAttprojb, l, a.dresidual, A.atty, C, C, C);
+    if (bf16) {
+      k::AttentionBackwardBf16(pool, a.dqkv, a.att_scratch, bf16->attn, bf16->in, bf16->dout,
+                               a.datty, A.qkv, A.att, B, T, C, n.NH, n.KV);
+    } else {
+      k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, n.NH, n.KV);
+    }
+    if (n.kind.rope) k::RopeBackward(pool, a.dqkv, a.rope_cos, a.rope_sin, B, T, n.NH, n.KV, n.hs);
+    linear_back(a.dln, kQkvw, kQkvb, l, a.dqkv, A.ln1, C, n.Q, n.Q);
+    norm_back(a.dresidual, a.dln, x, A.ln1_mean, A.ln1_rstd, kLn1w, kLn1b, l);
+    on_ready(layout.block_begin(l));
+  }
+  // The embedding's gradient: added to the LM head's share when tied (written above); an untied
+  // model's starts at zero here (each row the batch does not use stays zero).
+  float* dwte = G(kWte);
+  if (layout.head() != kWte && !acc) {
+    const std::size_t n_wte = layout.info(kWte).numel;
+    pool.ParallelFor(
+        n_wte, [&](std::size_t b, std::size_t e, int) { std::fill(dwte + b, dwte + e, 0.f); });
+  }
+  k::EncoderBackward(pool, dwte, G(kWpe), a.dresidual, a.inputs, B, T, C, acc);
+  on_ready(0);
+}
+
+double TrainFlopsPerToken(const Shape& s, int T) {
+  // 6 FLOPs per weight of the matrix products per token (2 forward, 4 backward): per block the
+  // qkv (Q x C), attention output (C x C), MLP input (Fin x C) and output (C x F) weights —
+  // 12 C^2 for GPT-2 — plus V C in the LM head; attention scores and values: 12 L T C (PaLM,
+  // appendix B; counted without the causal mask, as usual). Embeddings, norms, activations and
+  // softmax are not counted. The same formula is applied to PyTorch in the benchmarks.
+  const int fin = FamilyOf(s.arch).kind.swiglu ? 2 * s.ffn() : s.ffn();
+  const double L = s.L, C = s.C, V = s.V;
+  const double block = C * s.qkv_width() + C * C + C * fin + static_cast<double>(s.ffn()) * C;
+  return 6.0 * (L * block + V * C) + 12.0 * L * T * C;
+}
+
+}  // namespace cputrain::model

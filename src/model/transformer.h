@@ -1,0 +1,147 @@
+// model/: the forward and backward passes of a decoder-only transformer, for every family
+// (family.h says which norm, MLP activation and position encoding its blocks use; params.h where
+// each tensor lives), the activation buffers they work in, and the KV cache generation decodes
+// with. One block, written once: training, eval and generation all run it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/function_ref.h"
+#include "kernels/bf16.h"
+#include "model/params.h"
+#include "model/shape.h"
+#include "runtime/worker_pool.h"
+
+namespace cputrain::model {
+
+// Activation memory for up to B rows of T positions, as offsets into one float buffer (placed
+// on the group's NUMA node by the caller) plus token ids. Each view starts on a 64-byte boundary.
+//
+// Red zones (AddressSanitizer builds only; elsewhere the layout is exactly as without them).
+// Every view is followed by its padding to 16 floats and a 16-float (64-byte, so the next view
+// stays cache-line aligned) red zone, the last view included. PoisonRedZones() poisons them, so a
+// kernel that runs off the end of one activation into the next is reported by ASan instead of
+// silently corrupting it. Forward calls it, not Bind: callers first-touch the whole buffer (the
+// trainer zero-fills it) between Bind and the first step; from the first Forward on, the buffer
+// may only be accessed view by view. The parameter and gradient buffers get no red zones between
+// tensors: whole-range passes (gradient buckets, AdamW over [lo,hi), allgather, zero-fill,
+// checkpoints) run over them, so there only the allocator's tail past total() is poisoned
+// (alloc/backend_direct.cc). tests/asan_poison_test.cc proves both.
+class Activations {
+ public:
+  Activations(const Shape& shape, int B, int T, int threads);
+  std::size_t floats() const { return total_; }
+  int B() const { return B_; }
+  int T() const { return T_; }
+  // Points the views at `base` (floats() floats) and `tokens` (2*B*T ints: inputs, targets).
+  void Bind(float* base, int* tokens);
+  // Under ASan, poisons the padding and red zone after every view of the bound buffer (see
+  // above); a no-op otherwise, or when nothing is bound. The memory is unpoisoned when it is
+  // freed (NodeBuffer, or ASan's free for heap memory).
+  void PoisonRedZones();
+
+  // Widths: Q = shape.qkv_width() (3C without GQA), F = shape.ffn() (4C for GPT-2), Fin the
+  // MLP input product's (F, or 2F for a gated MLP: gate|up). RMSNorm leaves the means empty.
+  int* inputs = nullptr;     // (B,T)
+  int* targets = nullptr;    // (B,T)
+  float* encoded = nullptr;  // (B,T,C)
+  struct Layer {
+    float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)
+    float* qkv;                        // (B,T,Q), after the rotary embedding if any
+    float* att;                        // (B,NH,T,T)
+    float* atty;                       // (B,T,C)
+    float* attproj;                    // (B,T,C)
+    float* residual2;                  // (B,T,C)
+    float *ln2, *ln2_mean, *ln2_rstd;  // (B,T,C) (B,T) (B,T)
+    float* fch;                        // (B,T,Fin)
+    float* fch_gelu;                   // (B,T,F): the activation's output
+    float* fcproj;                     // (B,T,C)
+    float* residual3;                  // (B,T,C)
+  };
+  std::vector<Layer> layers;
+  float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
+  float* logits;                     // (B,T,Vp); overwritten by dlogits in backward
+  float* lse;                        // (B,T) log-sum-exp of each row of logits
+  float* losses;                     // (B,T)
+  // backward scratch
+  float* dresidual;            // (B,T,C): the residual stream's gradient, flowing down the blocks
+  float* dln;                  // (B,T,C)
+  float* datty;                // (B,T,C)
+  float* dqkv;                 // (B,T,Q)
+  float* dfch;                 // (B,T,Fin)
+  float* dfch_act;             // (B,T,F): d of the activation's output (a gated MLP's; else unused)
+  float* att_scratch;          // threads*T*T
+  float *rope_cos, *rope_sin;  // (maxT, hs/2) rotary tables (families with rope; else empty)
+  bool rope_ready = false;     // the tables are filled (Forward fills them once after Bind)
+
+ private:
+  Shape shape_;
+  int B_, T_, threads_;
+  std::size_t total_ = 0;
+  float* base_ = nullptr;
+  // [begin, end) float offsets after each view: its padding, and the red zone under ASan.
+  std::vector<std::pair<std::size_t, std::size_t>> red_zones_;
+};
+
+// train.precision: bf16 (docs/bf16.md). The products of the linear layers, the LM head and
+// attention take bf16 operands and accumulate in fp32 (kernels/bf16.h); everything else, and every
+// output and gradient, stays fp32. `weights` is a bf16 copy of the whole flat parameter buffer
+// (same offsets), which the caller refreshes whenever the fp32 parameters change; `in` and `dout`
+// are scratch for the converted product inputs and output gradients, `attn` for attention's
+// per-worker bf16 copies of P and dS.
+struct Bf16Operands {
+  const uint16_t* weights = nullptr;  // layout.total()
+  uint16_t* in = nullptr;             // InElems
+  uint16_t* dout = nullptr;           // DoutElems
+  uint16_t* attn = nullptr;           // AttnElems
+  // Scratch sizes for B rows of T positions: the widest product input (or qkv, which attention
+  // converts into `in`): (B,T,max(C, F, Q)); the widest output gradient: (B,T,max(Q, Fin, Vp)).
+  static std::size_t InElems(const Shape& s, int B, int T);
+  static std::size_t DoutElems(const Shape& s, int B, int T);
+  // For a pool of `threads` workers (the Activations' threads).
+  static std::size_t AttnElems(int threads, int T) {
+    return kernels::AttentionScratchBf16(threads, T);
+  }
+};
+
+// A KV cache for generation: the keys and values of every position fed so far, per layer,
+// (L, maxT, NKV * head size) each (after the rotary embedding).
+struct KvCache {
+  // For a pool of `threads` workers (the attention's scratch).
+  KvCache(const Shape& s, int threads);
+  std::vector<float> k, v;
+  std::vector<float> scratch;
+  int positions = 0;  // filled: [0, positions)
+};
+
+// Forward over B rows of T tokens (acts.inputs, and acts.targets if with_loss). Returns the sum
+// of the B*T position losses (0 if !with_loss); acts.logits holds the logits either way. bf16:
+// run the products in bf16 (null: fp32).
+// cache (generation; B must be 1): the T tokens are positions cache->positions + [0, T), which
+// attend to every cached position before them; their keys and values are appended.
+double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& acts,
+               int B, int T, bool with_loss, const Bf16Operands* bf16 = nullptr,
+               KvCache* cache = nullptr);
+
+// Backward after Forward(with_loss). Writes every gradient in `grads` (same layout as params;
+// padding rows and unused wpe rows are never written: keep them zero). dloss is d(loss)/d(each
+// position's loss), 1/(global B*T) for a mean. on_ready(from) is called each time the range
+// [from, layout.total()) of grads is final, at layout.ReadyPoints() in order: after the output
+// tensors, after each block (L-1 down to 0), and with 0 after the embeddings. accumulate: ADD
+// every gradient into `grads` instead of writing it (gradient accumulation: each micro-batch after
+// the first of a step); false is exactly the writing path. bf16: as in Forward (the same operands
+// Forward ran with).
+void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
+              Activations& acts, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
+              bool accumulate = false, const Bf16Operands* bf16 = nullptr);
+
+// Model FLOPs of one training step (forward + backward) per token, the usual accounting: 6 per
+// weight of the matrix products (incl. the LM head, V real rows) plus 12*L*T*C for attention
+// (see .cc).
+double TrainFlopsPerToken(const Shape& s, int T);
+
+}  // namespace cputrain::model
