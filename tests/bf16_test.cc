@@ -1,10 +1,11 @@
 // BF16 support below the model: the fp32 -> bf16 rounding (ties to even, as PyTorch rounds),
-// the run-time detection and its test hook, and llm.c's bf16 (version 5) checkpoints loading as
-// fp32 master weights.
+// the run-time detection and its test hook, llm.c's bf16 (version 5) checkpoints loading as
+// fp32 master weights, and grouped-query attention with bf16 products.
 #include "kernels/bf16.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "runtime/worker_pool.h"
 #include "test_util.h"
@@ -183,6 +185,109 @@ TEST(Bf16Checkpoint, Version5WithTheWrongSizeIsRefused) {
     } catch (const InputError& e) {
       EXPECT_NE(e.hint().find(needle), std::string::npos) << e.what() << " / " << e.hint();
     }
+  }
+}
+
+// Grouped-query attention with bf16 products. A key/value head shared by NH/NKV query heads
+// acts as that head repeated for each of them (transformers' repeat_kv) in multi-head attention,
+// whose bf16 kernel tests/bf16_gemm_test.cc checks against a double-precision reference of the
+// rounded operands. So the grouped kernel must give the multi-head kernel's results on the
+// repeated heads, within that test's tolerances (out, att, dv 1e-5; dq, dk 1e-3 of their largest
+// magnitude), a group's dk and dv being the sums of its query heads' parts. Against the fp32
+// kernel on the same bf16-rounded operands, only the kernel's own rounding of P and dS to bf16
+// (2^-9 of each term) separates them: 1e-2 of the largest magnitude (measured: 2e-3).
+struct AttentionRun {
+  std::vector<float> out, att, dqkv;
+};
+AttentionRun RunAttention(bool bf16, int threads, const std::vector<float>& qkv,
+                          const std::vector<float>& dout, int B, int T, int C, int NH, int NKV) {
+  WorkerPool pool(std::vector<int>(threads, 0), nullptr, "attn");
+  AttentionRun r{std::vector<float>(dout.size()), std::vector<float>(std::size_t(B) * NH * T * T),
+                 std::vector<float>(qkv.size(), -99.f)};
+  std::vector<float> scratch(kernels::AttentionScratchFloats(threads, T));
+  if (!bf16) {
+    kernels::AttentionForward(pool, r.out.data(), r.att.data(), qkv.data(), B, T, C, NH, NKV);
+    kernels::AttentionBackward(pool, r.dqkv.data(), scratch.data(), dout.data(), qkv.data(),
+                               r.att.data(), B, T, C, NH, NKV);
+    return r;
+  }
+  std::vector<uint16_t> qkv_b(qkv.size()), dout_b(dout.size()),
+      sb(kernels::AttentionScratchBf16(threads, T));
+  kernels::AttentionForwardBf16(pool, r.out.data(), r.att.data(), qkv.data(), qkv_b.data(),
+                                sb.data(), B, T, C, NH, NKV);
+  kernels::AttentionBackwardBf16(pool, r.dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
+                                 dout_b.data(), dout.data(), qkv.data(), r.att.data(), B, T, C, NH,
+                                 NKV);
+  return r;
+}
+
+float MaxAbs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+TEST(AttentionBf16, GroupedQueryIsMultiHeadOnRepeatedHeads) {
+  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  kernels::InitBlas();
+  const int B = 2, T = 150, NH = 4, hs = 16, C = NH * hs;  // T crosses the 72-row blocks
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> dout(std::size_t(B) * T * C);
+  for (float& x : dout) x = 0.05f * u(rng);
+  for (int NKV : {2, 1}) {
+    SCOPED_TRACE("NKV " + std::to_string(NKV));
+    const int R = (NH + 2 * NKV) * hs, group = NH / NKV;
+    std::vector<float> qkv(std::size_t(B) * T * R), mha(std::size_t(B) * T * 3 * C);
+    for (float& x : qkv) x = 0.4f * u(rng);
+    // mha: the same query heads, key/value head h / group repeated as head h
+    for (std::size_t row = 0; row < std::size_t(B) * T; ++row) {
+      const float* src = &qkv[row * R];
+      float* dst = &mha[row * 3 * C];
+      std::copy(src, src + C, dst);
+      for (int h = 0; h < NH; ++h) {
+        const int g = h / group;
+        std::copy(src + (NH + g) * hs, src + (NH + g + 1) * hs, dst + C + h * hs);
+        std::copy(src + (NH + NKV + g) * hs, src + (NH + NKV + g + 1) * hs, dst + 2 * C + h * hs);
+      }
+    }
+    const AttentionRun gqa = RunAttention(true, 3, qkv, dout, B, T, C, NH, NKV);
+    const AttentionRun mh = RunAttention(true, 3, mha, dout, B, T, C, NH, 0);
+    for (std::size_t i = 0; i < gqa.out.size(); ++i) ASSERT_NEAR(gqa.out[i], mh.out[i], 1e-5) << i;
+    for (std::size_t i = 0; i < gqa.att.size(); ++i) ASSERT_NEAR(gqa.att[i], mh.att[i], 1e-5) << i;
+    const float tol_dq = 1e-3f * MaxAbs(mh.dqkv);  // dq, dk (dv is smaller: the bound is loose)
+    for (std::size_t row = 0; row < std::size_t(B) * T; ++row) {
+      const float* g = &gqa.dqkv[row * R];
+      const float* m = &mh.dqkv[row * 3 * C];
+      for (int c = 0; c < C; ++c) ASSERT_NEAR(g[c], m[c], tol_dq) << "dq " << row << "," << c;
+      for (int kv = 0; kv < NKV; ++kv) {
+        for (int d = 0; d < hs; ++d) {
+          double dk = 0, dv = 0;
+          for (int h = kv * group; h < (kv + 1) * group; ++h) {
+            dk += m[C + h * hs + d];
+            dv += m[2 * C + h * hs + d];
+          }
+          ASSERT_NEAR(g[(NH + kv) * hs + d], dk, tol_dq) << "dk " << row << "," << kv << "," << d;
+          ASSERT_NEAR(g[(NH + NKV + kv) * hs + d], dv, 1e-5) << "dv " << row << "," << kv;
+        }
+      }
+    }
+    // The fp32 kernel on the rounded operands: the same q k^T, so the same probabilities.
+    std::vector<float> qkv_r(qkv), dout_r(dout);
+    for (float& x : qkv_r) x = Bf16ToFloat(FloatToBf16(x));
+    for (float& x : dout_r) x = Bf16ToFloat(FloatToBf16(x));
+    const AttentionRun f32 = RunAttention(false, 3, qkv_r, dout_r, B, T, C, NH, NKV);
+    for (std::size_t i = 0; i < gqa.att.size(); ++i) ASSERT_NEAR(gqa.att[i], f32.att[i], 1e-5) << i;
+    const float tol_out = 1e-2f * MaxAbs(f32.out), tol_d = 1e-2f * MaxAbs(f32.dqkv);
+    for (std::size_t i = 0; i < gqa.out.size(); ++i)
+      ASSERT_NEAR(gqa.out[i], f32.out[i], tol_out) << "fp32 out " << i;
+    for (std::size_t i = 0; i < gqa.dqkv.size(); ++i)
+      ASSERT_NEAR(gqa.dqkv[i], f32.dqkv[i], tol_d) << "fp32 dqkv " << i;
+    // One task runs on one worker: any pool size gives the same bits.
+    const AttentionRun one = RunAttention(true, 1, qkv, dout, B, T, C, NH, NKV);
+    EXPECT_EQ(one.out, gqa.out);
+    EXPECT_EQ(one.att, gqa.att);
+    EXPECT_EQ(one.dqkv, gqa.dqkv);
   }
 }
 

@@ -9,8 +9,12 @@ void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* w
   pool.ParallelFor(static_cast<std::size_t>(B) * T, [&](std::size_t b, std::size_t e, int) {
     for (std::size_t i = b; i < e; ++i) {
       const float* w = wte + static_cast<std::size_t>(inp[i]) * C;
-      const float* p = wpe + (i % T) * C;
       float* o = out + i * C;
+      if (wpe == nullptr) {
+        std::copy(w, w + C, o);
+        continue;
+      }
+      const float* p = wpe + (i % T) * C;
       for (int c = 0; c < C; ++c) o[c] = w[c] + p[c];
     }
   });
@@ -22,6 +26,7 @@ void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* do
   // race, and each element's sum runs over positions in order.
   pool.ParallelFor(static_cast<std::size_t>(C), [&](std::size_t c0, std::size_t c1, int) {
     for (int t = 0; t < T; ++t) {
+      if (dwpe == nullptr) break;  // no positions
       float* p = dwpe + static_cast<std::size_t>(t) * C;
       if (!accumulate) std::fill(p + c0, p + c1, 0.f);
       for (int b = 0; b < B; ++b) {

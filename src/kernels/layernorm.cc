@@ -5,13 +5,12 @@
 
 namespace cputrain::kernels {
 namespace {
-constexpr float kEps = 1e-5f;
 // Column chunk of the dweight/dbias pass kept in registers/L1 while rows stream by.
 constexpr std::size_t kColChunk = 256;
 }  // namespace
 
 void LayerNormForward(WorkerPool& pool, float* out, float* mean, float* rstd, const float* inp,
-                      const float* weight, const float* bias, std::size_t N, int C) {
+                      const float* weight, const float* bias, std::size_t N, int C, float eps) {
   pool.ParallelFor(N, [&](std::size_t b, std::size_t e, int) {
     for (std::size_t n = b; n < e; ++n) {
       const float* x = inp + n * C;
@@ -31,7 +30,7 @@ void LayerNormForward(WorkerPool& pool, float* out, float* mean, float* rstd, co
         }
         var = HSum8(acc) / C;
       }
-      const float s = 1.0f / std::sqrt(var + kEps);
+      const float s = 1.0f / std::sqrt(var + eps);
       float* o = out + n * C;
       for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
       mean[n] = m;
