@@ -1,16 +1,28 @@
 #!/usr/bin/python3
-"""The same GPT-2 training step in PyTorch, for `cputrain-numa bench train --pytorch`.
+"""The same training step in PyTorch, for `cputrain-numa bench train --pytorch`.
 
-A nanoGPT-style model (nn.Linear, pre-LayerNorm blocks, causal attention with a mask, GELU tanh,
-LM head tied to wte over the real vocabulary), trained with torch.optim.AdamW on random tokens,
-fp32 — the same shapes and arithmetic as cputrain-numa's step — or, with --autocast bf16, under
-torch.autocast("cpu", dtype=torch.bfloat16), the recipe of IPEX/PyTorch CPU guides (what
+GPT-2 (the default): a nanoGPT-style model (nn.Linear, pre-LayerNorm blocks, causal attention
+with a mask, GELU tanh, LM head tied to wte over the real vocabulary), the same shapes and
+arithmetic as cputrain-numa's step, from --layers/--channels/--heads/--vocab.
+Llama (or any causal LM transformers makes from a config): --hf-config '{"model_type": "llama",
+...}' (the JSON of a transformers config, or a path to a file holding it) builds
+AutoModelForCausalLM.from_config at its random init, fp32, attention --attn (sdpa, the fast
+one, by default; eager where sdpa is refused); --layers/--channels/--heads/--vocab may then be
+left out, and where given must agree with the config.
+Both compute the loss the same way: the logits of all T positions, then F.cross_entropy against
+the next tokens (no labels= shift inside the model). Trained with torch.optim.AdamW (weight decay
+0.1 on the 2-D tensors) and clipping at 1.0 on random tokens, fp32, or, with --autocast bf16,
+under torch.autocast("cpu", dtype=torch.bfloat16), the recipe of IPEX/PyTorch CPU guides (what
 `train.precision: bf16` is compared with). Prints one JSON object:
 {"tokens_per_s", "step_ms": [...], "forward_ms", "backward_ms", "optimizer_ms", "setup", "blas",
- "autocast", "config", "torch", "ipex", "warmup", "warmup_ms": [...]}
+ "autocast", "config", "torch", "ipex", "warmup", "warmup_ms": [...], "peak_rss_bytes"}
 (the three parts are medians over the timed steps, of rank 0 under DDP, where backward includes
-the gradient allreduce that DDP overlaps with it), or, when the configuration cannot run here
-(torch.compile fails, IPEX does not import), {"skipped": "why"} and exit status 3.
+the gradient allreduce that DDP overlaps with it; peak_rss_bytes is the process's ru_maxrss,
+under DDP the sum of the P processes' (an upper bound of their peak together: the peaks may not
+coincide), and never counts torch.compile's compiler worker processes), plus, with --hf-config,
+"model_type", "attn_implementation" (the one that ran) and "params" (parameter count), or, when
+the configuration cannot run here (torch.compile fails, IPEX does not import), {"skipped": "why"}
+and exit status 3.
 `train_gpt2.py --probe` alone prints {"torch": version, "blas": ...} and exits (the bench's first
 look at a Python).
 
@@ -34,17 +46,30 @@ import argparse
 import json
 import math
 import os
+import resource
 import sys
 import tempfile
 import time
 
 
+# --hf-config's keys that --layers/--channels/--heads/--vocab name, where both are given.
+SHAPE_KEYS = {"layers": "num_hidden_layers", "channels": "hidden_size",
+              "heads": "num_attention_heads", "vocab": "vocab_size"}
+
+
 def parse():
     p = argparse.ArgumentParser()
-    p.add_argument("--layers", type=int, required=True)
-    p.add_argument("--channels", type=int, required=True)
-    p.add_argument("--heads", type=int, required=True)
-    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--channels", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--vocab", type=int)
+    p.add_argument("--hf-config", metavar="JSON",
+                   help="a transformers config as JSON ('{\"model_type\": \"llama\", ...}') or "
+                        "a file holding it: train AutoModelForCausalLM.from_config(it) instead of "
+                        "the GPT-2")
+    p.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa",
+                   help="with --hf-config: transformers' attn_implementation (sdpa falls back to "
+                        "eager where the model refuses it)")
     p.add_argument("--seq-len", type=int, required=True)
     p.add_argument("--batch", type=int, required=True, help="global batch (sequences per step)")
     p.add_argument("--steps", type=int, default=5, help="timed steps")
@@ -57,6 +82,26 @@ def parse():
     mode.add_argument("--threads", type=int)
     mode.add_argument("--ddp", type=int)
     args = p.parse_args()
+    if args.hf_config is None:
+        missing = [f"--{k}" for k in SHAPE_KEYS if getattr(args, k) is None]
+        if missing:
+            p.error(f"{', '.join(missing)} required (or --hf-config)")
+    else:
+        text = args.hf_config
+        if not text.lstrip().startswith("{"):
+            with open(text) as f:
+                text = f.read()
+        try:
+            args.hf_config = json.loads(text)
+        except ValueError as e:
+            p.error(f"--hf-config is not JSON: {e}")
+        if not isinstance(args.hf_config, dict) or "model_type" not in args.hf_config:
+            p.error("--hf-config needs a JSON object with a \"model_type\" (e.g. \"llama\")")
+        for k, key in SHAPE_KEYS.items():
+            given, want = getattr(args, k), args.hf_config.get(key)
+            if given is not None and given != want:
+                p.error(f"--{k.replace('_', '-')} {given} disagrees with --hf-config's {key} {want}")
+            setattr(args, k, want)  # --vocab is the range of the random tokens
     if args.ddp and args.config != "eager":
         p.error("--config compile/ipex runs with --threads only")
     if args.config != "eager":
@@ -120,6 +165,48 @@ def build(args, torch):
     return GPT()
 
 
+def build_hf(args, torch):
+    """AutoModelForCausalLM.from_config(args.hf_config) at transformers' random init, fp32, with
+    attention args.attn (sdpa falls back to eager where the model refuses it), wrapped so that
+    forward(idx, targets) is the loss as build()'s GPT computes it: the logits of every position,
+    then F.cross_entropy. Returns the module and what the JSON reports about it."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the config is given
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import transformers
+    F = torch.nn.functional
+    keys = dict(args.hf_config)
+    config = transformers.AutoConfig.for_model(keys.pop("model_type"), **keys)
+    V = config.vocab_size
+    attn = args.attn
+    try:
+        lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn,
+                                                           torch_dtype=torch.float32)
+    except (ValueError, ImportError):
+        if attn == "eager":
+            raise
+        attn = "eager"  # this model (or this transformers) has no sdpa attention
+        lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn,
+                                                           torch_dtype=torch.float32)
+
+    class CausalLMLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, idx, targets):
+            logits = self.lm(input_ids=idx, use_cache=False).logits
+            return F.cross_entropy(logits.view(-1, V), targets.reshape(-1))
+
+    info = {"model_type": config.model_type, "attn_implementation": attn,
+            "params": sum(p.numel() for p in lm.parameters())}
+    return CausalLMLoss(), info
+
+
+def peak_rss_bytes():
+    """This process's peak resident set size (ru_maxrss, kilobytes on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def run(args, rank=0, world=1, init_file=None):
     threads = args.threads if args.threads else 1
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -128,7 +215,7 @@ def run(args, rank=0, world=1, init_file=None):
 
     torch.set_num_threads(threads)
     torch.manual_seed(1234 + rank)
-    model = build(args, torch)
+    model, info = build_hf(args, torch) if args.hf_config else (build(args, torch), {})
     if world > 1:
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -181,7 +268,8 @@ def run(args, rank=0, world=1, init_file=None):
             warm.append(time.perf_counter() - t0)
     if world > 1:
         torch.distributed.destroy_process_group()
-    return times, parts, warm
+    return {"times": times, "parts": parts, "warm": warm, "info": info,
+            "peak_rss_bytes": peak_rss_bytes()}
 
 
 def versions():
@@ -201,9 +289,7 @@ def median(v):
 
 
 def ddp_worker(rank, args, init_file, out):
-    result = run(args, rank, args.ddp, init_file)
-    if rank == 0:
-        out.put(result)
+    out.put((rank, run(args, rank, args.ddp, init_file)))
 
 
 def main():
@@ -220,19 +306,21 @@ def main():
         procs = [ctx.Process(target=ddp_worker, args=(r, args, init_file, q)) for r in range(args.ddp)]
         for p in procs:
             p.start()
-        times, parts, warm = q.get()
+        results = dict(q.get() for _ in procs)
         for p in procs:
             p.join()
         if os.path.exists(init_file):
             os.unlink(init_file)
+        result = dict(results[0], peak_rss_bytes=sum(r["peak_rss_bytes"] for r in results.values()))
         setup = f"gloo DDP, {args.ddp} processes x 1 thread"
     else:
         try:
-            times, parts, warm = run(args)
+            result = run(args)
         except Skip as e:
             print(json.dumps({"skipped": str(e), "config": args.config, "autocast": args.autocast}))
             return 3
         setup = f"1 process x {args.threads} threads, {args.config}"
+    times, parts, warm = result["times"], result["parts"], result["warm"]
     torch_version, ipex_version, blas = versions()
     print(json.dumps({"tokens_per_s": args.batch * args.seq_len / median(times),
                       "step_ms": [t * 1e3 for t in times],
@@ -242,7 +330,8 @@ def main():
                       "warmup": args.warmup, "warmup_ms": [t * 1e3 for t in warm],
                       "setup": setup, "blas": os.environ.get("LD_LIBRARY_PATH", "") or blas,
                       "autocast": args.autocast, "config": args.config,
-                      "torch": torch_version, "ipex": ipex_version}))
+                      "torch": torch_version, "ipex": ipex_version,
+                      "peak_rss_bytes": result["peak_rss_bytes"], **result["info"]}))
     return 0
 
 

@@ -7,10 +7,11 @@ CMake passes as CPUTRAIN_PEERS_PYTHON. Nothing is downloaded: every model is mad
   export        the engine trains the `odd` fixture (tests/reference/fixtures/odd) for a few
                 steps, `cputrain-numa export --format hf` writes the result, and
                 transformers.GPT2LMHeadModel.from_pretrained loads it with no missing, unexpected
-                or mismatched tensor; its logits on (B=2, T=maxT) token ids must be the logits
-                the engine computes from the trained model.bin itself (engine_logits.cc), within
-                1e-5 relative; and `cputrain-numa eval` on the exported directory must give
-                transformers' mean loss on val.bin within 1e-5 relative.
+                or mismatched tensor and no warning; its logits on (B=2, T=maxT) token ids must be
+                the logits the engine computes from the trained model.bin itself
+                (engine_logits.cc), within 1e-5 relative; and `cputrain-numa eval` on the
+                exported directory must give transformers' mean loss on val.bin within 1e-5
+                relative.
   import-train  a GPT2LMHeadModel(GPT2Config(...)) made by transformers (seeded, dropout 0, every
                 bias and LayerNorm parameter perturbed so a wrong mapping shows from step 0) is
                 save_pretrained'ed (safetensors). The engine's logits from that directory (its
@@ -29,6 +30,10 @@ make_tokens / encode_tokens (data), and its train_loop(), run on a transformers 
 AdamW (torch.optim.AdamW, foreach=False) with weight decay on the 2-D tensors only (wte, wpe and
 the four Conv1D weights: the reference's DECAYED), loss = mean cross-entropy of the logits against
 the next tokens, each of k micro-batch losses scaled 1/k, clip_grad_norm_ over all parameters.
+
+The pieces below the GPT-2 modes' constants (Checks, Engine, load_hf, check_logits, train_hf,
+engine_train, compare_training, compare_weights) are family-neutral: llama_parity.py runs the
+Llama checks through the same functions.
 
 Exit 0 when every check holds, 1 otherwise (and when torch or transformers cannot be imported).
 """
@@ -54,9 +59,12 @@ except ImportError as e:  # a failure, never a skip: the check must not silently
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import logging  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
+import warnings  # noqa: E402
+from typing import Dict, List, Optional, Tuple  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -75,6 +83,7 @@ LOSS_TOL = 1e-4    # relative, per-step training loss, pre-clip grad norm and va
 # noise-driven fraction of lr each step; measured 4e-5 (c_proj), 3e-6 absolute. A tensor mapped to
 # the wrong name or left untransposed is off by O(1).
 WEIGHTS_TOL = 1e-3
+LR_TOL = 1e-12     # absolute: the schedule is the same formula in double
 
 # The import-train run: L=2, C=64, NH=4, V=300 (padded to 384 by the engine), maxT=64, T=32 < maxT;
 # AdamW with betas (0.9, 0.95), weight decay 0.1, clipping at 1.0, warmup 4 then cosine to 3e-4;
@@ -121,13 +130,57 @@ def run(cmd, cwd=None) -> str:
     return r.stdout
 
 
-def load_hf(d: str, checks: Checks) -> GPT2LMHeadModel:
-    """from_pretrained(d), fp32, eval mode; every tensor of the model must come from the file."""
-    model, info = GPT2LMHeadModel.from_pretrained(d, output_loading_info=True,
-                                                  torch_dtype=torch.float32)
+class Engine:
+    """The engine's commands as these tests call them (llama_parity.py's stand-in for
+    --self-check has the same methods)."""
+
+    def __init__(self, cli: str, engine_logits: str):
+        self.cli, self.engine_logits = cli, engine_logits
+
+    def logits(self, checkpoint: str, ids: str, out: str, grads: Optional[str] = None) -> None:
+        """engine_logits CHECKPOINT IDS OUT [GRADS] (engine_logits.cc)."""
+        run([self.engine_logits, checkpoint, ids, out] + ([grads] if grads else []))
+
+    def train(self, config: str, sets: Dict[str, object]) -> None:
+        """cputrain-numa train --config CONFIG --set key=value ..."""
+        cmd = [self.cli, "train", "--progress", "quiet", "--config", config]
+        for k, v in sets.items():
+            cmd += ["--set", f"{k}={v}"]
+        run(cmd)
+
+    def export(self, run_dir: str, out_dir: str) -> None:
+        """cputrain-numa export --format hf --checkpoint RUN_DIR -o OUT_DIR"""
+        run([self.cli, "export", "--format", "hf", "--checkpoint", run_dir, "-o", out_dir])
+
+
+def load_hf(d: str, checks: Checks, cls=GPT2LMHeadModel, **kwargs):
+    """cls.from_pretrained(d, **kwargs), fp32, eval mode. Every tensor of the model must come from
+    the file (no missing, unexpected or mismatched tensor), and loading must log or raise no
+    warning (transformers' logger, Python's warnings): a warning there is how transformers reports
+    a config key it ignored or a tensor it re-tied or re-initialised."""
+    records: List[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    hf_logger = logging.getLogger("transformers")
+    keep = Keep(level=logging.WARNING)
+    hf_logger.addHandler(keep)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model, info = cls.from_pretrained(d, output_loading_info=True,
+                                              torch_dtype=torch.float32, **kwargs)
+    finally:
+        hf_logger.removeHandler(keep)
     problems = {k: v for k, v in info.items() if v}
     checks.expect(not problems, f"from_pretrained({os.path.basename(d)}): no missing, unexpected "
                   f"or mismatched tensors {problems or ''}")
+    said = [f"{r.levelname}: {r.getMessage()}" for r in records if r.levelno >= logging.WARNING]
+    said += [f"{w.category.__name__}: {w.message}" for w in caught]
+    checks.expect(not said, f"from_pretrained({os.path.basename(d)}): no warnings "
+                  f"{said or ''}")
     model.eval()
     return model
 
@@ -141,37 +194,170 @@ def rel_diff(ours: np.ndarray, theirs: np.ndarray) -> float:
     return float(max(np.max(d / np.maximum(1.0, np.abs(b))), np.max(d) / np.max(np.abs(b))))
 
 
-def hf_loss(model: GPT2LMHeadModel, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of the logits of x against y (the next tokens): the engine's loss.
-    (labels= would shift inside the model and drop the last position.)"""
+def hf_loss(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of a transformers causal LM's logits of x against y (the next tokens):
+    the engine's loss. (labels= would shift inside the model and drop the last position.)"""
     logits = model(input_ids=x).logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-# ---- export: engine -> HF directory -> transformers ------------------------------------------
-def check_logits(engine_logits: str, checkpoint: str, model: GPT2LMHeadModel, V: int, T: int,
-                 seed: int, what: str, tmp: str, checks: Checks) -> None:
-    """The engine's logits for `checkpoint` (engine_logits) against transformers' `model`, on B=2
-    rows of T ids (every row of wpe), V-1 and 0 included: within LOGITS_TOL by rel_diff."""
+def sample_ids(V: int, T: int, seed: int, B: int = 2) -> np.ndarray:
+    """(B, T) int64 token ids, seeded; V-1 and 0 included (the vocabulary's last row and first)."""
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, V, size=(2, T)).astype(np.int64)
-    idx[0, 0], idx[1, -1] = V - 1, 0
+    idx = rng.integers(0, V, size=(B, T)).astype(np.int64)
+    idx[0, 0], idx[-1, -1] = V - 1, 0
+    return idx
+
+
+# ---- checks shared by the GPT-2 and the Llama modes --------------------------------------------
+def check_logits(engine: Engine, checkpoint: str, model, V: int, T: int, seed: int, what: str,
+                 tmp: str, checks: Checks) -> None:
+    """The engine's logits for `checkpoint` (engine_logits) against transformers' `model`, on B=2
+    rows of T ids (sample_ids): within LOGITS_TOL by rel_diff."""
+    idx = sample_ids(V, T, seed)
     ids_path, out_path = os.path.join(tmp, "idx.safetensors"), os.path.join(tmp, "logits.st")
     save_file({"idx": idx.astype(np.float32)}, ids_path)
-    run([engine_logits, checkpoint, ids_path, out_path])
+    engine.logits(checkpoint, ids_path, out_path)
     ours = load_file(out_path)["logits"]
     with torch.no_grad():
         theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
     checks.expect(ours.shape == theirs.shape, f"logits shape {ours.shape} == {theirs.shape}")
     d = rel_diff(ours, theirs) if ours.shape == theirs.shape else float("inf")
     if ours.shape == theirs.shape:
-        print(f"  logits of the {what}: relative {d:.3e} (rel_diff), "
-              f"max abs {np.max(np.abs(ours - theirs)):.3e} (|logits| up to "
+        where = np.unravel_index(np.argmax(np.abs(ours - theirs)), ours.shape)
+        print(f"  logits of the {what}: relative {d:.3e} (rel_diff), max abs "
+              f"{np.max(np.abs(ours - theirs)):.3e} at (b, t, v) = {tuple(map(int, where))}: "
+              f"ours {ours[where]:.7f} transformers {theirs[where]:.7f} (|logits| up to "
               f"{np.max(np.abs(theirs)):.2f})")
     checks.expect(d <= LOGITS_TOL, f"logits of the {what} within {LOGITS_TOL:g}: {d:.3e}")
 
 
-def check_export(cli: str, engine_logits: str, tmp: str) -> int:
+def decay_split(model) -> Tuple[List[str], List[str]]:
+    """Names of the parameters AdamW decays (the 2-D ones: embeddings, projection and head
+    weights) and of the others (biases, norm weights), in named_parameters() order, which lists
+    a tied head once, as the embedding."""
+    names = [n for n, _ in model.named_parameters()]
+    params = dict(model.named_parameters())
+    return [n for n in names if params[n].dim() >= 2], [n for n in names if params[n].dim() < 2]
+
+
+def train_hf(cfg: "ref.RunConfig", model, train_tokens: np.ndarray,
+             val_tokens: Optional[np.ndarray]) -> dict:
+    """gpt2_reference.train_loop for a transformers model: the same lr schedule, data order,
+    accumulation, clipping and AdamW groups (decay_split: weight decay on the 2-D tensors only),
+    the forward and the validation loss in cfg.precision (fp32, or bf16 = torch.autocast with
+    fp32 master weights, gradients and moments, as gpt2_reference.py runs it)."""
+    model.train()  # dropout is 0: train and eval mode compute the same
+    prec = ref.PRECISIONS[cfg.precision]
+    params = dict(model.named_parameters())
+    decay, other = decay_split(model)
+
+    def micro_loss(x, y):
+        with prec.context():
+            return hf_loss(model, x, y)
+
+    def evaluate() -> float:
+        with torch.no_grad():
+            ls = [micro_loss(*ref.window(val_tokens, cfg.batch_size, cfg.seq_len, i)).item()
+                  for i in range(cfg.eval_batches)]
+        return sum(ls) / len(ls)
+
+    return ref.train_loop(cfg, [params[n] for n in decay], [params[n] for n in other],
+                          list(params.values()), micro_loss,
+                          None if val_tokens is None else evaluate, train_tokens)
+
+
+def engine_train(engine: Engine, cfg: "ref.RunConfig", init_from: str, tmp: str):
+    """Writes the run's data (gpt2_reference.make_tokens, llm.c token files) and config
+    (gpt2_reference.config_yaml) into tmp and trains with the engine from `init_from`
+    (model.init_from). Returns the train and val tokens, the run directory, and metrics.jsonl's
+    step rows and evaluation rows."""
+    run_dir = os.path.join(tmp, "run")
+    train_tokens, val_tokens = ref.make_tokens(cfg)
+    for name, toks in (("train.bin", train_tokens), ("val.bin", val_tokens)):
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(ref.encode_tokens(toks))
+    config = os.path.join(tmp, "config.yaml")
+    with open(config, "w") as f:
+        f.write(ref.config_yaml(cfg))
+    # The trainer's config is the reference's (its model shape keys agree with the HF
+    # config.json), started from the HF directory.
+    engine.train(config, {"model.init_from": init_from,
+                          "data.train": os.path.join(tmp, "train.bin"),
+                          "data.val": os.path.join(tmp, "val.bin"),
+                          "train.out_dir": run_dir})
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    return (train_tokens, val_tokens, run_dir, [r for r in rows if "loss" in r],
+            [r for r in rows if "val_loss" in r])
+
+
+def compare_training(cfg: "ref.RunConfig", ours: List[dict], ours_val: List[dict], want: dict,
+                     checks: Checks, loss_tol: float, norm_tol: float) -> None:
+    """The engine's metrics.jsonl rows against train_hf's record: every step's loss (relative,
+    loss_tol), pre-clip gradient norm (relative, norm_tol) and lr (LR_TOL absolute), and every
+    validation loss (relative, loss_tol). A failure names the worst step and both values."""
+    checks.expect(len(ours) == cfg.steps, f"{len(ours)} step rows in metrics.jsonl ({cfg.steps})")
+    worst = {"loss": (0.0, -1), "grad_norm": (0.0, -1), "lr": (0.0, -1)}
+    for s, r in enumerate(ours[: cfg.steps]):
+        dl = abs(r["loss"] - want["steps"][s]) / abs(want["steps"][s])
+        dn = abs(r["grad_norm"] - want["grad_norms"][s]) / abs(want["grad_norms"][s])
+        dr = abs(r["lr"] - want["lrs"][s])
+        for key, d in (("loss", dl), ("grad_norm", dn), ("lr", dr)):
+            worst[key] = max(worst[key], (d, s))
+        print(f"  step {s:2d}  loss ours {r['loss']:.7f} torch {want['steps'][s]:.7f} "
+              f"(rel {dl:.1e})  grad norm ours {r['grad_norm']:.6f} torch "
+              f"{want['grad_norms'][s]:.6f} (rel {dn:.1e})  lr {r['lr']:.3e}")
+    for key, want_key, tol, how in (("loss", "steps", loss_tol, "relative"),
+                                    ("grad_norm", "grad_norms", norm_tol, "relative"),
+                                    ("lr", "lrs", LR_TOL, "absolute")):
+        d, s = worst[key]
+        at = (f" (worst step {s}: ours {ours[s][key]!r}, torch {want[want_key][s]!r})"
+              if s >= 0 else "")
+        checks.expect(d <= tol, f"per-step {key} within {tol:g} {how}: {d:.3e}{at}")
+    clipped = sum(n > cfg.grad_clip for n in want["grad_norms"])
+    margin = min(abs(n - cfg.grad_clip) / cfg.grad_clip for n in want["grad_norms"])
+    print(f"  clipping: {clipped} of {cfg.steps} steps; the closest pre-clip norm is "
+          f"{margin:.1%} from {cfg.grad_clip}")
+    by_step = {r["step"]: r["val_loss"] for r in ours_val}
+    worst_val, at = 0.0, ""
+    for v in want["val"]:
+        got = by_step.get(v["after_steps"])
+        if got is None:
+            checks.expect(False, f"an evaluation after {v['after_steps']} steps in metrics.jsonl")
+            continue
+        d = abs(got - v["loss"]) / abs(v["loss"])
+        if d >= worst_val:
+            worst_val = d
+            at = f" (after {v['after_steps']} steps: ours {got!r}, torch {v['loss']!r})"
+        print(f"  val after {v['after_steps']:2d} steps: ours {got:.7f} torch {v['loss']:.7f}")
+    checks.expect(worst_val <= loss_tol,
+                  f"validation losses within {loss_tol:g}: {worst_val:.3e}{at}")
+
+
+def compare_weights(trained: Dict[str, torch.Tensor], reference: Dict[str, torch.Tensor],
+                    checks: Checks, tol: float = WEIGHTS_TOL) -> None:
+    """Per tensor of `reference` (PyTorch's trained state_dict): max |ours - torch| / max |torch|
+    against `trained` (the engine's, exported and read back by transformers), within tol. A
+    failure names the worst tensor and where in it."""
+    worst_w, worst_name, at = 0.0, "", ""
+    for name, t in reference.items():
+        if name.endswith(".attn.bias") or name.endswith(".attn.masked_bias"):
+            continue  # GPT-2's buffers (older transformers), not parameters
+        diff = (trained[name].double() - t.double()).abs()
+        d = (diff.max() / t.double().abs().max()).item()
+        if d >= worst_w:
+            i = np.unravel_index(int(diff.argmax()), tuple(t.shape))
+            worst_w, worst_name = d, name
+            at = (f" at {tuple(map(int, i))}: ours {trained[name][i].item():.7f}, torch "
+                  f"{t[i].item():.7f}")
+    print(f"  trained weights: worst tensor {worst_name}, max |ours - torch| / max |torch| = "
+          f"{worst_w:.3e}{at}")
+    checks.expect(worst_w <= tol, f"trained weights (exported) within {tol:g} of PyTorch's: "
+                  f"{worst_w:.3e} ({worst_name}{at})")
+
+
+# ---- export: engine -> HF directory -> transformers ------------------------------------------
+def check_export(engine: Engine, tmp: str) -> int:
     checks = Checks()
     fx = os.path.join(HERE, "fixtures", "odd")
     cfg = ref.CONFIGS["odd"]
@@ -179,13 +365,12 @@ def check_export(cli: str, engine_logits: str, tmp: str) -> int:
     run_dir, hf_dir = os.path.join(tmp, "run"), os.path.join(tmp, "hf")
     # A few engine steps from the fixture's init, so the exported weights are trained ones
     # (biases and LayerNorm parameters no longer 0 and 1).
-    run([cli, "train", "--progress", "quiet", "--config", os.path.join(fx, "config.yaml"),
-         "--set", "model.init_from=" + os.path.join(fx, "model.bin"),
-         "--set", "data.train=" + os.path.join(fx, "train.bin"),
-         "--set", "data.val=" + os.path.join(fx, "val.bin"),
-         "--set", f"train.steps={EXPORT_STEPS}", "--set", "train.eval_every=0",
-         "--set", "train.out_dir=" + run_dir])
-    run([cli, "export", "--format", "hf", "--checkpoint", run_dir, "-o", hf_dir])
+    engine.train(os.path.join(fx, "config.yaml"),
+                 {"model.init_from": os.path.join(fx, "model.bin"),
+                  "data.train": os.path.join(fx, "train.bin"),
+                  "data.val": os.path.join(fx, "val.bin"),
+                  "train.steps": EXPORT_STEPS, "train.eval_every": 0, "train.out_dir": run_dir})
+    engine.export(run_dir, hf_dir)
 
     model = load_hf(hf_dir, checks)
     c = model.config
@@ -202,11 +387,11 @@ def check_export(cli: str, engine_logits: str, tmp: str) -> int:
     checks.expect(moved > 1e-3, f"the exported model is trained (ln_1.bias moved {moved:.2e})")
 
     # The engine's logits come from the trainer's own model.bin, not from the export.
-    check_logits(engine_logits, run_dir, model, ms.V, ms.maxT, 7, "export", tmp, checks)
+    check_logits(engine, run_dir, model, ms.V, ms.maxT, 7, "export", tmp, checks)
 
     # eval on the exported directory (the HF import path of eval) against transformers' loss.
     B, T, nb = 4, 24, 3
-    out = run([cli, "eval", "--checkpoint", hf_dir, "--data", os.path.join(fx, "val.bin"),
+    out = run([engine.cli, "eval", "--checkpoint", hf_dir, "--data", os.path.join(fx, "val.bin"),
                "--batches", str(nb), "--json", "--set", f"data.batch_size={B}",
                "--set", f"data.seq_len={T}"])
     doc = json.loads(out.strip().splitlines()[-1])
@@ -223,121 +408,54 @@ def check_export(cli: str, engine_logits: str, tmp: str) -> int:
 
 
 # ---- import-train: transformers' save_pretrained -> engine training vs PyTorch ----------------
+def perturb_1d(model) -> None:
+    """Adds seeded N(0, 0.2) noise to every 1-D parameter (biases, norm weights): transformers'
+    init makes them 0 and 1, which would hide one mapped to the wrong place until training moved
+    it. Draws from torch's global generator: seed it first."""
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.2)
+
+
 def make_hf_model(cfg: "ref.RunConfig") -> GPT2LMHeadModel:
-    """transformers' own GPT-2 at its own init, dropout off, plus a seeded perturbation of every
-    1-D tensor (biases, LayerNorm): GPT-2's init makes them 0 and 1, which would hide a bias or
-    LayerNorm mapped to the wrong place until training moved them."""
+    """transformers' own GPT-2 at its own init, dropout off, every 1-D tensor perturbed."""
     torch.manual_seed(IMPORT_SEED)
     config = GPT2Config(n_layer=cfg.layers, n_embd=cfg.channels, n_head=cfg.heads,
                         vocab_size=cfg.vocab_size, n_positions=cfg.max_seq_len, resid_pdrop=0.0,
                         embd_pdrop=0.0, attn_pdrop=0.0)
     model = GPT2LMHeadModel(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.add_(torch.randn_like(p) * 0.2)
+    perturb_1d(model)
     return model
 
 
-def train_hf(cfg: "ref.RunConfig", model: GPT2LMHeadModel, train_tokens: np.ndarray,
-             val_tokens: np.ndarray) -> dict:
-    """gpt2_reference.train_loop for a transformers model: the same lr schedule, data order,
-    accumulation, clipping and AdamW groups (decay on the 2-D tensors: the reference's DECAYED)."""
-    model.train()  # dropout is 0: train and eval mode compute the same
-    params = [p for _, p in model.named_parameters()]  # the tied lm_head appears once, as wte
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    assert len(decay) == 2 + 4 * cfg.layers and len(no_decay) == 2 + 8 * cfg.layers
-
-    def evaluate() -> float:
-        with torch.no_grad():
-            ls = [hf_loss(model, *ref.window(val_tokens, cfg.batch_size, cfg.seq_len, i)).item()
-                  for i in range(cfg.eval_batches)]
-        return sum(ls) / len(ls)
-
-    return ref.train_loop(cfg, decay, no_decay, params, lambda x, y: hf_loss(model, x, y),
-                          evaluate, train_tokens)
-
-
-def check_import_train(cli: str, engine_logits: str, tmp: str) -> int:
+def check_import_train(engine: Engine, tmp: str) -> int:
     checks = Checks()
     cfg = IMPORT_RUN
-    hf_dir, run_dir = os.path.join(tmp, "hf"), os.path.join(tmp, "run")
+    hf_dir = os.path.join(tmp, "hf")
     make_hf_model(cfg).save_pretrained(hf_dir, safe_serialization=True)
     checks.expect(os.path.exists(os.path.join(hf_dir, "model.safetensors")),
                   "save_pretrained wrote model.safetensors")
-    train_tokens, val_tokens = ref.make_tokens(cfg)
-    for name, toks in (("train.bin", train_tokens), ("val.bin", val_tokens)):
-        with open(os.path.join(tmp, name), "wb") as f:
-            f.write(ref.encode_tokens(toks))
-    with open(os.path.join(tmp, "config.yaml"), "w") as f:
-        f.write(ref.config_yaml(cfg))
-    # The trainer's config is the reference's (model shape keys included: they must agree with
-    # the HF config.json), started from the HF directory.
-    run([cli, "train", "--progress", "quiet", "--config", os.path.join(tmp, "config.yaml"),
-         "--set", "model.init_from=" + hf_dir,
-         "--set", "data.train=" + os.path.join(tmp, "train.bin"),
-         "--set", "data.val=" + os.path.join(tmp, "val.bin"),
-         "--set", "train.out_dir=" + run_dir])
-    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
-    ours = [r for r in rows if "loss" in r]
-    ours_val = [r for r in rows if "val_loss" in r]
+    train_tokens, val_tokens, run_dir, ours, ours_val = engine_train(engine, cfg, hf_dir, tmp)
 
     # PyTorch: the model as the engine got it, read back from the directory.
     model = load_hf(hf_dir, checks)
+    decay, other = decay_split(model)
+    assert len(decay) == 2 + 4 * cfg.layers and len(other) == 2 + 8 * cfg.layers, (decay, other)
 
     # Before training: the engine's logits from the HF directory itself (its import) against
     # transformers'.
-    check_logits(engine_logits, hf_dir, model, cfg.vocab_size, cfg.max_seq_len, 11, "imported model",
+    check_logits(engine, hf_dir, model, cfg.vocab_size, cfg.max_seq_len, 11, "imported model",
                  tmp, checks)
 
     want = train_hf(cfg, model, train_tokens, val_tokens)
-    checks.expect(len(ours) == cfg.steps, f"{len(ours)} step rows in metrics.jsonl ({cfg.steps})")
-    worst_loss = worst_norm = worst_lr = 0.0
-    for s, r in enumerate(ours[: cfg.steps]):
-        dl = abs(r["loss"] - want["steps"][s]) / abs(want["steps"][s])
-        dn = abs(r["grad_norm"] - want["grad_norms"][s]) / abs(want["grad_norms"][s])
-        dr = abs(r["lr"] - want["lrs"][s])
-        worst_loss, worst_norm, worst_lr = max(worst_loss, dl), max(worst_norm, dn), max(worst_lr,
-                                                                                          dr)
-        print(f"  step {s:2d}  loss ours {r['loss']:.7f} torch {want['steps'][s]:.7f} "
-              f"(rel {dl:.1e})  grad norm ours {r['grad_norm']:.6f} torch "
-              f"{want['grad_norms'][s]:.6f} (rel {dn:.1e})  lr {r['lr']:.3e}")
-    checks.expect(worst_loss <= LOSS_TOL, f"per-step losses within {LOSS_TOL:g}: {worst_loss:.3e}")
-    checks.expect(worst_norm <= LOSS_TOL,
-                  f"per-step pre-clip grad norms within {LOSS_TOL:g}: {worst_norm:.3e}")
-    checks.expect(worst_lr <= 1e-12, f"learning rates within 1e-12: {worst_lr:.1e}")
-    clipped = sum(n > cfg.grad_clip for n in want["grad_norms"])
-    margin = min(abs(n - cfg.grad_clip) / cfg.grad_clip for n in want["grad_norms"])
-    print(f"  clipping: {clipped} of {cfg.steps} steps; the closest pre-clip norm is "
-          f"{margin:.1%} from {cfg.grad_clip}")
-    by_step = {r["step"]: r["val_loss"] for r in ours_val}
-    worst_val = 0.0
-    for v in want["val"]:
-        got = by_step.get(v["after_steps"])
-        if got is None:
-            checks.expect(False, f"an evaluation after {v['after_steps']} steps")
-            continue
-        worst_val = max(worst_val, abs(got - v["loss"]) / abs(v["loss"]))
-        print(f"  val after {v['after_steps']:2d} steps: ours {got:.7f} torch {v['loss']:.7f}")
-    checks.expect(worst_val <= LOSS_TOL, f"validation losses within {LOSS_TOL:g}: {worst_val:.3e}")
+    compare_training(cfg, ours, ours_val, want, checks, LOSS_TOL, LOSS_TOL)
 
     # The trained weights, exported and read back by transformers, against PyTorch's after the
     # same steps: per tensor, max |ours - torch| / max |torch|.
     out_dir = os.path.join(tmp, "trained-hf")
-    run([cli, "export", "--format", "hf", "--checkpoint", run_dir, "-o", out_dir])
-    trained = load_hf(out_dir, checks).state_dict()
-    worst_w, worst_name = 0.0, ""
-    for name, t in model.state_dict().items():
-        if name.endswith(".attn.bias") or name.endswith(".attn.masked_bias"):
-            continue  # buffers (older transformers), not parameters
-        d = ((trained[name].double() - t.double()).abs().max() / t.double().abs().max()).item()
-        if d > worst_w:
-            worst_w, worst_name = d, name
-    print(f"  trained weights: worst tensor {worst_name}, max |ours - torch| / max |torch| = "
-          f"{worst_w:.3e}")
-    checks.expect(worst_w <= WEIGHTS_TOL,
-                  f"trained weights (exported) within {WEIGHTS_TOL:g} of PyTorch's: {worst_w:.3e}")
+    engine.export(run_dir, out_dir)
+    compare_weights(load_hf(out_dir, checks).state_dict(), model.state_dict(), checks)
     return checks.exit_code()
 
 
@@ -350,12 +468,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, "
           f"{sys.executable}", flush=True)
+    engine = Engine(args.cli, args.engine_logits)
     with tempfile.TemporaryDirectory(prefix="transformers_parity.") as tmp:
         work = args.keep or tmp
         os.makedirs(work, exist_ok=True)
         if args.mode == "export":
-            return check_export(args.cli, args.engine_logits, work)
-        return check_import_train(args.cli, args.engine_logits, work)
+            return check_export(engine, work)
+        return check_import_train(engine, work)
 
 
 if __name__ == "__main__":
