@@ -18,13 +18,40 @@
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
+#include "model/hf.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "runtime/worker_pool.h"
 
 namespace {
 
-int Run(const std::string& checkpoint, const std::string& ids_path, const std::string& out) {
+// Reads a (B, T) F32 tensor of token ids below V into dst (B*T ints); false with a message if
+// it is missing or holds something else.
+bool ReadIds(cputrain::model::SafetensorsFile& in, const char* name, int B, int T, int V,
+             int* dst) {
+  const cputrain::model::SafeTensor* t = in.Find(name);
+  if (!t || t->shape.size() != 2 || t->shape[0] != static_cast<std::uint64_t>(B) ||
+      t->shape[1] != static_cast<std::uint64_t>(T)) {
+    std::fprintf(stderr, "engine_logits: %s has no (%d, %d) tensor '%s'\n", in.path().c_str(), B, T,
+                 name);
+    return false;
+  }
+  std::vector<float> ids(t->numel);
+  in.ReadF32(*t, ids.data());
+  for (int i = 0; i < B * T; ++i) {
+    const int id = static_cast<int>(ids[i]);
+    if (static_cast<float>(id) != ids[i] || id < 0 || id >= V) {
+      std::fprintf(stderr, "engine_logits: %s[%d] = %g is not a token id below V = %d\n", name, i,
+                   static_cast<double>(ids[i]), V);
+      return false;
+    }
+    dst[i] = id;
+  }
+  return true;
+}
+
+int Run(const std::string& checkpoint, const std::string& ids_path, const std::string& out,
+        const std::string& grads_out) {
   using namespace cputrain;
   kernels::InitBlas();
   const std::string file = model::ResolveModelFile(checkpoint);
@@ -44,24 +71,16 @@ int Run(const std::string& checkpoint, const std::string& ids_path, const std::s
     std::fprintf(stderr, "engine_logits: idx is (%d, %d); T must be 1..%d\n", B, T, s.maxT);
     return 1;
   }
-  std::vector<float> ids(idx->numel);
-  in.ReadF32(*idx, ids.data());
-
   WorkerPool pool(std::vector<int>(1, 0), nullptr, "logits");
   model::Activations acts(s, B, T, 1);
   std::vector<float> mem(acts.floats(), 0.f);
   std::vector<int> tokens(2 * static_cast<std::size_t>(B) * T, 0);
   acts.Bind(mem.data(), tokens.data());
-  for (int i = 0; i < B * T; ++i) {
-    const int id = static_cast<int>(ids[i]);
-    if (static_cast<float>(id) != ids[i] || id < 0 || id >= s.V) {
-      std::fprintf(stderr, "engine_logits: idx[%d] = %g is not a token id below V = %d\n", i,
-                   static_cast<double>(ids[i]), s.V);
-      return 1;
-    }
-    acts.inputs[i] = id;
-  }
-  model::Forward(pool, layout, params.data(), acts, B, T, /*with_loss=*/false);
+  if (!ReadIds(in, "idx", B, T, s.V, acts.inputs)) return 1;
+  const bool with_grads = !grads_out.empty();
+  if (with_grads && !ReadIds(in, "targets", B, T, s.V, acts.targets)) return 1;
+  const double loss_sum =
+      model::Forward(pool, layout, params.data(), acts, B, T, /*with_loss=*/with_grads);
 
   std::vector<float> logits(static_cast<std::size_t>(B) * T * s.V);
   for (std::size_t n = 0; n < static_cast<std::size_t>(B) * T; ++n)
@@ -70,18 +89,34 @@ int Run(const std::string& checkpoint, const std::string& ids_path, const std::s
                                             static_cast<std::uint64_t>(T),
                                             static_cast<std::uint64_t>(s.V)};
   model::WriteSafetensors(out, {{"logits", shape, logits.data()}}, {});
+  if (!with_grads) return 0;
+
+  // d(mean cross-entropy over the B*T positions)/d(every parameter), under Hugging Face's names
+  // (a tied embedding's gradient includes the LM head's share, as autograd's for the one tensor).
+  const float N = static_cast<float>(B) * T;
+  std::vector<float> grads(layout.total(), 0.f);
+  model::Backward(pool, layout, params.data(), grads.data(), acts, B, T, 1.0f / N,
+                  [](std::size_t) {});
+  const std::vector<model::HfTensorData> hf = model::ToHfTensors(layout, grads.data());
+  std::vector<model::SafeTensorOut> tensors;
+  for (const model::HfTensorData& t : hf) tensors.push_back({t.name, t.shape, t.data.data()});
+  const float loss = static_cast<float>(loss_sum / N);
+  tensors.push_back({"loss", {1}, &loss});
+  model::WriteSafetensors(grads_out, std::move(tensors), {});
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: engine_logits CHECKPOINT IDS.safetensors OUT.safetensors\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr,
+                 "usage: engine_logits CHECKPOINT IDS.safetensors OUT.safetensors "
+                 "[GRADS.safetensors]\n");
     return 1;
   }
   try {
-    return Run(argv[1], argv[2], argv[3]);
+    return Run(argv[1], argv[2], argv[3], argc == 5 ? argv[4] : "");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_logits: %s\n", e.what());
     return 1;
