@@ -219,9 +219,9 @@ TEST(PlacementCheck, RanksWhoseBindingsLeaveCpusIdleAreWarnedAbout) {
   EXPECT_TRUE(UnusedCpuWarnings({Bound(0, "a", {0}, {0, 1}), Bound(1, "a", {1}, {0, 1})}).empty());
 }
 
-// A Distributed of two processes whose other process holds exactly this one's data: every sum
+// A comm::Distributed of two processes whose other process holds exactly this one's data: every sum
 // across ranks doubles (exact in binary floating point).
-class MirrorDistributed final : public Distributed {
+class MirrorDistributed final : public comm::Distributed {
  public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
@@ -242,7 +242,7 @@ struct StepRun {
 };
 
 // `steps` steps of a small GPT-2 on one group of `rows` rows, the global batch being B rows.
-StepRun RunSteps(int B, int rows, Distributed* dist, int steps) {
+StepRun RunSteps(int B, int rows, comm::Distributed* dist, int steps) {
   kernels::InitBlas();
   const topo::Topology topology = topo::LoadTopology("synthetic:pack:1 numa:1 core:2 pu:1");
   const topo::Plan plan = topo::PlanPlacement(topology, {}, nullptr);

@@ -1,4 +1,4 @@
-// mpi/: the multi-node bridge — Open MPI under the trainer (train/distributed.h).
+// mpi/: the multi-node bridge — Open MPI under the trainer (comm/distributed.h).
 //
 // One process per machine (or per socket, with mpirun's per-socket binding: each process then
 // plans only its cpuset). The bridge turns on by itself under mpirun (mpi.enabled: auto), or
@@ -24,14 +24,14 @@
 // no_mpi.cc, whose Start refuses a run that mpirun launched (InputError: exit 2, naming the
 // rebuild) instead of letting every process train alone, and links no libmpi.
 //
-// Thread safety: as train::Distributed says; Finish and Abort from the main thread.
+// Thread safety: as comm::Distributed says; Finish and Abort from the main thread.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "comm/distributed.h"
 #include "mpi/mpi_config.h"
-#include "train/distributed.h"
 
 namespace cputrain::mpi {
 
@@ -43,7 +43,7 @@ const char* MpiLauncherVariable();
 // Whether this binary was built with the MPI bridge (CPUTRAIN_MPI).
 bool BuiltWithMpi();
 
-class Bridge : public train::Distributed {
+class Bridge : public comm::Distributed {
  public:
   // Ends the process with an exit code, at once: the caller's choice (the CLI's), since the
   // library never exits by itself. Called by Abort after MPI_Abort, should that return.

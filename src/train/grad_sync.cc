@@ -32,7 +32,7 @@ std::vector<comm::Range> MakeBuckets(const model::ParamLayout& layout, std::size
 
 GradSync::GradSync(const model::ParamLayout& layout, std::vector<WorkerPool*> pools,
                    std::vector<WorkerPool*> comm_pools, std::vector<float*> grads,
-                   std::size_t bucket_floats, Distributed* dist)
+                   std::size_t bucket_floats, comm::Distributed* dist)
     : total_(layout.total()),
       pools_(std::move(pools)),
       comm_pools_(std::move(comm_pools)),

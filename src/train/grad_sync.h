@@ -2,7 +2,7 @@
 // bucket by bucket while backward is still running, leaving each group with the global sum of
 // the shard of the gradient it owns (ZeRO-1: it then updates that shard alone).
 //
-// With a Distributed (multi-node), each owner then allreduces its part of the bucket with the
+// With a comm::Distributed (multi-node), each owner then allreduces its part of the bucket with the
 // same group of every other process before it marks the bucket reduced: intra-node
 // reduce-scatter, inter-node allreduce of the shard, overlapped with backward in the same way.
 //
@@ -38,10 +38,10 @@
 
 #include "comm/bucket_sync.h"
 #include "comm/comm.h"
+#include "comm/distributed.h"
 #include "common/wait.h"
 #include "model/transformer.h"
 #include "runtime/worker_pool.h"
-#include "train/distributed.h"
 
 namespace cputrain::train {
 
@@ -52,7 +52,7 @@ class GradSync {
   // processes of a multi-node run (each owned part is then allreduced across them), or null.
   GradSync(const model::ParamLayout& layout, std::vector<WorkerPool*> pools,
            std::vector<WorkerPool*> comm_pools, std::vector<float*> grads,
-           std::size_t bucket_floats, Distributed* dist = nullptr);
+           std::size_t bucket_floats, comm::Distributed* dist = nullptr);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -76,7 +76,7 @@ class GradSync {
   const std::size_t total_;
   std::vector<WorkerPool*> pools_, comm_pools_;
   std::vector<float*> grads_;
-  Distributed* dist_;
+  comm::Distributed* dist_;
   std::vector<comm::Range> buckets_;  // in completion order: buckets_[0] ends at total_
   comm::BucketSync sync_;
   std::vector<int> next_bucket_;  // per group, owned by its driver: first unpublished bucket

@@ -13,7 +13,7 @@
 
 namespace cputrain::train {
 
-nlohmann::json GatherPlacement(Distributed& dist, nlohmann::json mine) {
+nlohmann::json GatherPlacement(comm::Distributed& dist, nlohmann::json mine) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   mine["rank"] = dist.rank();

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "train/distributed.h"
+#include "comm/distributed.h"
 
 namespace cputrain::train {
 
 // Adds "rank" and "host" to this process's placement `mine`, gathers every rank's (rank order)
 // and returns `mine` with "ranks": [...]. Every rank gets the same list, so every rank refuses
 // alike when CheckNoSharedCpus throws.
-nlohmann::json GatherPlacement(Distributed& dist, nlohmann::json mine);
+nlohmann::json GatherPlacement(comm::Distributed& dist, nlohmann::json mine);
 
 // ranks: [{"rank", "host", "simulated", "groups": [{"cpus": [...]}, ...]}, ...]. Throws
 // InputError naming both ranks, the host and the CPU when two non-simulated ranks on one host

@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
+#include "comm/distributed.h"
 #include "common/error.h"
 #include "model/checkpoint_path.h"
-#include "train/distributed.h"
 
 namespace cputrain::train {
 namespace fs = std::filesystem;
@@ -128,7 +128,7 @@ TrainState StateAt(const Config& cfg, const model::Shape& shape, int step, int s
   s.tokens = pos.tokens;
   s.seed = cfg.model.seed;
   const std::string yaml = ConfigToYaml(cfg);
-  s.config_hash = Hash64(yaml.data(), yaml.size());
+  s.config_hash = comm::Hash64(yaml.data(), yaml.size());
   s.lr = lr;
   s.shape = shape;
   s.shards = Shards(train);

@@ -16,8 +16,8 @@ double MsSince(Clock::time_point t) {
 
 }  // namespace
 
-Stepper::Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist,
-                 int accum_steps)
+Stepper::Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats,
+                 comm::Distributed* dist, int accum_steps)
     : groups_(groups), B_(B), T_(T), dist_(dist), accum_(accum_steps) {
   const int G = groups.size();
   if (G == 1 && dist == nullptr) return;

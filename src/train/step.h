@@ -4,7 +4,7 @@
 //      micro-batches: the first writes the gradient buffer, the others add into it, each
 //      scaled by 1/(k*B*T)); on the last micro-batch only, gradients sync bucket by bucket
 //      while backward runs (GradSync: reduce-scatter between groups, then each owned part
-//      across processes through Distributed), as DDP's no_sync;
+//      across processes through comm::Distributed), as DDP's no_sync;
 //   2. the group owning shard g of the flat buffer (ZeRO-1) has the summed gradient of its
 //      shard; it computes the shard's sum of squares, the groups combine them in group order
 //      (global norm, clipping coefficient);
@@ -25,9 +25,9 @@
 #include <memory>
 
 #include "comm/comm.h"
+#include "comm/distributed.h"
 #include "common/function_ref.h"
 #include "optim/optim.h"
-#include "train/distributed.h"
 #include "train/grad_sync.h"
 #include "train/replica_group.h"
 
@@ -45,7 +45,7 @@ class Stepper {
   // B: the global micro-batch (rows over all processes and groups), T: tokens per row.
   // bucket_floats: gradient bucket size. dist: the other processes, or null. accum_steps: k
   // micro-batches per step (gradient accumulation), >= 1.
-  Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, Distributed* dist,
+  Stepper(ReplicaGroups& groups, int B, int T, std::size_t bucket_floats, comm::Distributed* dist,
           int accum_steps = 1);
   ~Stepper();
   Stepper(const Stepper&) = delete;
@@ -79,7 +79,7 @@ class Stepper {
 
   ReplicaGroups& groups_;
   const int B_, T_;
-  Distributed* dist_;
+  comm::Distributed* dist_;
   const int accum_;
   std::unique_ptr<GradSync> sync_;            // with more than one group or process
   std::unique_ptr<comm::Communicator> comm_;  // with more than one group

@@ -104,7 +104,8 @@ std::optional<TokenWindows> OpenVal(const Config& cfg, int vocab, int* eval_wind
 // placement.json: what the plan asked for and where the memory actually is; under MPI every
 // process's, after checking that no two pin one CPU.
 nlohmann::json Placement(const ReplicaGroups& groups, const topo::Plan& plan,
-                         const topo::Topology& topology, const Config& cfg, Distributed* dist) {
+                         const topo::Topology& topology, const Config& cfg,
+                         comm::Distributed* dist) {
   nlohmann::json pj = {{"groups", groups.PlacementJson(plan)},
                        {"simulated", topology.simulated},
                        {"topology", cfg.topology},
@@ -139,7 +140,7 @@ void LogStart(const model::Shape& shape, const ReplicaGroups& groups, const topo
 
 // Any process asked to stop: every process stops after the same step (a signal reaches each at
 // a slightly different time).
-bool AgreeToStop(const StopToken* stop, Distributed* dist) {
+bool AgreeToStop(const StopToken* stop, comm::Distributed* dist) {
   bool requested = stop != nullptr && stop->requested();
   if (dist) requested = dist->SumAcrossRanks(requested ? 1.0 : 0.0) > 0;
   return requested;
@@ -147,7 +148,7 @@ bool AgreeToStop(const StopToken* stop, Distributed* dist) {
 
 // Everything a run holds while it trains: the plan, the data, the groups and the step.
 struct Run {
-  Run(const Config& c, Distributed* d)
+  Run(const Config& c, comm::Distributed* d)
       : cfg(c),
         dist(d),
         R(d ? d->size() : 1),
@@ -158,7 +159,7 @@ struct Run {
         micro_windows(static_cast<std::size_t>(k)),
         start(std::chrono::steady_clock::now()) {}
   const Config& cfg;
-  Distributed* dist;
+  comm::Distributed* dist;
   int R, rank, B, T, k;                    // k micro-batches per step
   std::vector<std::size_t> micro_windows;  // the train windows of the current step's micro-batches
   std::chrono::steady_clock::time_point start;
@@ -297,9 +298,9 @@ void SetUp(Run& run, Progress progress) {
     const std::string effective = ConfigToYaml(cfg);
     const int step = run.resume ? run.resume->state.step : 0;
     run.dist->CheckConsistent(
-        Hash64(effective.data(), effective.size()),
-        Hash64(&step, sizeof(step),
-               HashFloats((*run.groups)[0].weights, run.groups->layout().total())),
+        comm::Hash64(effective.data(), effective.size()),
+        comm::Hash64(&step, sizeof(step),
+                     comm::HashFloats((*run.groups)[0].weights, run.groups->layout().total())),
         G);
   }
   LogStart(run.shape, *run.groups, run.plan, cfg, run.R, *run.train);
@@ -410,7 +411,7 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
 
 TrainResult Train(const Config& cfg, const TrainOptions& options) {
   kernels::InitBlas();
-  Distributed* dist = options.dist;
+  comm::Distributed* dist = options.dist;
   Run run(cfg, dist);
   SetUp(run, options.progress);
   RunOutputs& out = *run.out;
@@ -460,7 +461,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
 }
 
 EvalResult EvaluateCheckpoint(const Config& cfg, const std::vector<std::string>& data, int batches,
-                              Distributed* dist) {
+                              comm::Distributed* dist) {
   kernels::InitBlas();
   if (cfg.model.init_from.empty()) {
     throw InputError("no checkpoint to evaluate",

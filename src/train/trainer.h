@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "comm/distributed.h"
 #include "common/stop.h"
 #include "config/config.h"
 #include "model/shape.h"
-#include "train/distributed.h"
 
 namespace cputrain::train {
 
@@ -68,7 +68,7 @@ struct TrainOptions {
   const StopToken* stop = nullptr;
   // The other processes of a multi-node run (src/mpi), or null. The global batch is split
   // across processes, then across each process's groups, in order; only rank 0 writes out_dir.
-  Distributed* dist = nullptr;
+  comm::Distributed* dist = nullptr;
   // Called on the main thread right before (true) and after (false) the groups run each
   // training step: forward, backward, sync, optimizer, allgather — not the logging around it.
   // Tests use it to check that a step allocates nothing after the first.
@@ -102,6 +102,6 @@ struct EvalResult {
 // group of config's placement (and process of `dist`, or null). Throws InputError for a bad
 // checkpoint, data or placement.
 EvalResult EvaluateCheckpoint(const Config& config, const std::vector<std::string>& data,
-                              int batches, Distributed* dist);
+                              int batches, comm::Distributed* dist);
 
 }  // namespace cputrain::train

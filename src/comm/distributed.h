@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace cputrain::train {
+namespace cputrain::comm {
 
 class Distributed {
  public:
@@ -44,4 +44,4 @@ uint64_t Hash64(const void* data, std::size_t bytes, uint64_t seed = 0xcbf29ce48
 // The same over 64-bit words, at a pace that suits 500 MB of parameters.
 uint64_t HashFloats(const float* p, std::size_t n);
 
-}  // namespace cputrain::train
+}  // namespace cputrain::comm

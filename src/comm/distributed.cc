@@ -1,8 +1,8 @@
-#include "train/distributed.h"
+#include "comm/distributed.h"
 
 #include <cstring>
 
-namespace cputrain::train {
+namespace cputrain::comm {
 
 uint64_t Hash64(const void* data, std::size_t bytes, uint64_t h) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
@@ -21,4 +21,4 @@ uint64_t HashFloats(const float* p, std::size_t n) {
   return h;
 }
 
-}  // namespace cputrain::train
+}  // namespace cputrain::comm
