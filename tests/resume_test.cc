@@ -147,6 +147,26 @@ TEST(Resume, StoppedAndResumedIsBitIdenticalInBf16) {
                      "placement.group_by=l3"});
 }
 
+// The same on a Llama (random init: RMSNorm, rotary embeddings, grouped-query attention with one
+// KV head for three query heads, SwiGLU, an untied head; the family checkpoint format): straight
+// vs stopped and resumed, with 1 group, 2 groups, and in bf16.
+const std::vector<std::string> kLlama = {"model.init_from=",
+                                         "model.arch=llama",
+                                         "model.kv_heads=1",
+                                         "model.ffn_hidden=96",
+                                         "model.tied_embeddings=false",
+                                         "model.rope_theta=500"};
+std::vector<std::string> Llama(std::vector<std::string> more) {
+  more.insert(more.begin(), kLlama.begin(), kLlama.end());
+  return more;
+}
+TEST(Resume, LlamaStoppedAndResumedIsBitIdentical) {
+  ExpectExactResume(Llama({}));
+  ExpectExactResume(Llama({"data.shuffle=true", "train.grad_accum_steps=2", kTwoGroups,
+                           "placement.threads_per_group=1"}));
+  if (kernels::DetectBf16().trains()) ExpectExactResume(Llama({"train.precision=bf16"}));
+}
+
 // A 1-group checkpoint resumed on 2 groups: each group takes its shard of the full moments. The
 // sums then run in another order, so the rows match a straight 1-group run to 1e-6 relative.
 TEST(Resume, OneGroupCheckpointResumesOnTwoGroups) {

@@ -191,6 +191,42 @@ TEST(Train, TwoGroupRunsAreBitIdenticalWhateverTheSyncModeAndReplicas) {
   EXPECT_EQ(pe["groups"][1]["param_replica"], 0);
 }
 
+// The same for a Llama (random init; grouped-query attention, rotary embeddings, SwiGLU, an
+// untied head): two groups inline, with comm threads and small buckets, and sharing one replica
+// on one node train bit-identical runs; one group agrees within float rounding.
+TEST(Train, LlamaRunsAreBitIdenticalAcrossSyncModesAndReplicas) {
+  const std::string topo = "topology=synthetic:pack:2 numa:1 core:2 pu:1";
+  const std::string one_node = "topology=synthetic:pack:1 numa:1 l3:2 core:2 pu:1";
+  const std::vector<std::string> llama = {"model.init_from=", "model.arch=llama",
+                                          "model.kv_heads=1", "model.tied_embeddings=false",
+                                          "train.steps=8"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), llama.begin(), llama.end());
+    return more;
+  };
+  test::TempDir a, b, c, one;
+  Quiet(FixtureConfig("odd", a.path(), with({topo, "placement.threads_per_group=1"})));
+  Quiet(FixtureConfig("odd", b.path(),
+                      with({topo, "placement.comm_threads=1", "comm.bucket_mb=0.05"})));
+  Quiet(FixtureConfig("odd", c.path(),
+                      with({one_node, "placement.group_by=l3", "placement.comm_threads=1"})));
+  Quiet(FixtureConfig("odd", one.path(), with({"placement.threads_per_group=1"})));
+  const std::string ma = MetricsWithoutTimings(a.path());
+  EXPECT_NE(ma.find("\"loss\""), std::string::npos);
+  EXPECT_EQ(ma, MetricsWithoutTimings(b.path()));
+  EXPECT_EQ(ma, MetricsWithoutTimings(c.path()));
+  EXPECT_EQ(Slurp(model::ResolveModelFile(a.path())), Slurp(model::ResolveModelFile(b.path())));
+  EXPECT_EQ(Slurp(model::ResolveModelFile(a.path())), Slurp(model::ResolveModelFile(c.path())));
+  // One group: the same steps within rounding.
+  const std::vector<nlohmann::json> rows_a = StepRows(a.path()), rows_1 = StepRows(one.path());
+  ASSERT_EQ(rows_a.size(), 8u);
+  ASSERT_EQ(rows_1.size(), 8u);
+  for (std::size_t i = 0; i < rows_a.size(); ++i) {
+    const double l1 = rows_1[i]["loss"].get<double>();
+    EXPECT_NEAR(rows_a[i]["loss"].get<double>(), l1, 1e-5 * l1) << "step " << i;
+  }
+}
+
 // Shuffled windows: the permutation is global, so every placement trains on the same rows in the
 // same order. 2 groups inline and 2 groups with comm threads are bit-identical; 1 group sums the
 // same gradients in another order, so it agrees within float rounding (1e-5) while a run without

@@ -22,13 +22,15 @@ void AddExportCommand(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
       "export", "Write a checkpoint as a Hugging Face GPT-2 directory or an llm.c model.bin");
-  cmd->add_option("--format", o->format,
-                  "hf: config.json + model.safetensors (GPT2LMHeadModel); llmc: model.bin")
+  cmd->add_option(
+         "--format", o->format,
+         "hf: config.json + model.safetensors (GPT2LMHeadModel or LlamaForCausalLM, by the "
+         "model's family); llmc: llm.c's model.bin (GPT-2 only)")
       ->required()
       ->check(CLI::IsMember({"hf", "llmc"}));
   cmd->add_option("--checkpoint", o->checkpoint,
                   "model.bin, a checkpoints/step_N directory, a run's out_dir, or a Hugging "
-                  "Face GPT-2 directory")
+                  "Face GPT-2 or Llama directory")
       ->required();
   cmd->add_option("-o,--output", o->out,
                   "hf: the directory to write (created if needed); llmc: the model.bin to write")
@@ -44,6 +46,12 @@ void AddExportCommand(CLI::App& app) {
       fmt::print("wrote {}/{} and {}/{} ({})\n", o->out, model::kHfWeightsFile, o->out,
                  model::kHfConfigFile, shape.ToString());
     } else {
+      if (shape.arch != model::Arch::kGpt2) {
+        throw InputError(fmt::format("--format llmc: llm.c's model.bin holds GPT-2 only, and "
+                                     "'{}' is a {} model",
+                                     o->checkpoint, model::ArchName(shape.arch)),
+                         "use --format hf (a Hugging Face directory)");
+      }
       model::SaveCheckpoint(o->out, layout, params.data());
       fmt::print("wrote {} ({})\n", o->out, shape.ToString());
     }
