@@ -50,7 +50,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,10 +67,12 @@
 #include "bench/models.h"
 #include "bench/peak.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "common/subprocess.h"
 #include "data/token_file.h"
 #include "kernels/bf16.h"
+#include "model/hf.h"
 #include "model/transformer.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
@@ -135,6 +140,101 @@ std::string LastLines(const std::string& text, std::size_t n) {
   }
   if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
   return fmt::format("{}", fmt::join(lines, " | "));
+}
+
+// A "Key:   1234 kB" line's value in bytes from a /proc file (/proc/meminfo, /proc/self/status),
+// or 0 when the file or the key is not there.
+uint64_t ProcKb(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
+// What a new row may use: MemAvailable (the kernel's estimate of what can be allocated without
+// swapping, reclaimable page cache included).
+uint64_t MemAvailable() { return ProcKb("/proc/meminfo", "MemAvailable"); }
+
+// Makes `pid` (a benchmark row's process) the out-of-memory killer's first choice, so that a row
+// whose estimate was wrong is what dies, not the bench or a neighbour's process.
+void OomFirst(pid_t pid) { std::ofstream(fmt::format("/proc/{}/oom_score_adj", pid)) << "1000\n"; }
+
+// Runs argv as a row's process (OomFirst) and waits for it.
+SubprocessResult RunRowProcess(const std::vector<std::string>& argv,
+                               const SubprocessOptions& opts) {
+  Subprocess p(argv, opts);
+  OomFirst(p.pid());
+  return p.Wait();
+}
+
+// Why a row's process failed: the signal that ended it (SIGKILL: most likely the out-of-memory
+// killer), else its exit status and last words.
+std::string ProcessFailure(const SubprocessResult& pr) {
+  if (pr.term_signal == SIGKILL) {
+    return "killed by SIGKILL (out of memory? `dmesg` says; the estimate was too low)";
+  }
+  if (pr.term_signal != 0) return fmt::format("killed by signal {}", pr.term_signal);
+  return fmt::format("exit status {}: {}", pr.exit_code, LastLines(pr.err, 3));
+}
+
+// The memory guard's verdict on a row estimated to need `need` bytes: "" if it fits in what is
+// available now (with 5% to spare), else why it is skipped.
+std::string MemoryVerdict(uint64_t need) {
+  const uint64_t avail = MemAvailable();
+  if (avail == 0 || static_cast<double>(need) * 1.05 <= static_cast<double>(avail)) return "";
+  return fmt::format(
+      "needs ~{} by the estimate, {} available (MemAvailable): skipped so as not to "
+      "run out of memory",
+      FormatBytes(need), FormatBytes(avail));
+}
+
+// Our run's memory at its peak, as train/replica_group.cc allocates it: per group gradients
+// (4 B/param), activations and (bf16) operand scratch; parameters (4 B/param, plus a 2 B/param
+// bf16 copy) once per replica (groups all on one known NUMA node share group 0's, as
+// train::ShareReplica decides); the AdamW moments (8 B/param) sharded over the groups; plus
+// 256 MiB for the program, its pools and libraries.
+uint64_t OursBytes(const model::Shape& s, int B, int T, const topo::Plan& plan, bool bf16) {
+  const double P = static_cast<double>(s.ParamCount());
+  const std::size_t G = plan.groups.size();
+  const bool shared =
+      G > 1 && plan.groups[0].numa_node >= 0 &&
+      std::all_of(plan.groups.begin(), plan.groups.end(),
+                  [&](const topo::Group& g) { return g.numa_node == plan.groups[0].numa_node; });
+  const double replicas = shared ? 1 : static_cast<double>(G);
+  const int rows = std::max(1, B / static_cast<int>(G));
+  double bytes = P * (4 * replicas + 4 * static_cast<double>(G) + 8) + 256.0 * (1 << 20);
+  for (const topo::Group& g : plan.groups) {
+    const int threads = std::max<int>(1, static_cast<int>(g.cpus.size()));
+    bytes += 4.0 * static_cast<double>(model::Activations(s, rows, T, threads).floats());
+    if (bf16) {
+      bytes += 2.0 * static_cast<double>(model::Bf16Operands::InElems(s, rows, T) +
+                                         model::Bf16Operands::DoutElems(s, rows, T) +
+                                         model::Bf16Operands::AttnElems(threads, T));
+    }
+  }
+  if (bf16) bytes += 2 * P * replicas;
+  return static_cast<uint64_t>(bytes);
+}
+
+// One PyTorch process's memory at its peak (bench/pytorch/train_gpt2.py on B sequences): weights,
+// gradients and AdamW's two moments (16 B/param); the single-tensor AdamW torch runs on CPU (no
+// foreach kernels there) makes two temporaries of each tensor in turn, the largest (the
+// embedding, Vp x C) counting; what the allocator keeps of the smaller ones, ~3 B/param; the
+// activations autograd keeps, roughly B T (L (12 C + 4 F + 2 NH T) + 3 V) floats (attention,
+// MLP, logits with their softmax and gradient); under autocast the bf16 copies of the weights
+// that backward holds (2 B/param); under DDP its reducer's gradient buckets, a copy of the
+// gradients (4 B/param); 0.75 GiB for torch, transformers and their libraries (1 GiB
+// more under torch.compile: inductor and its compiler workers). Measured (VmHWM, 1 thread, B=1,
+// T=32, eager fp32, transformers' Llama): smollm2-135m 3.49 GB (estimate 3.60), the same with one
+// layer 1.45 GB (1.61), a 2-layer C=64 model 0.69 GB (import and runtime alone).
+uint64_t TorchBytes(const model::Shape& s, int B, int T, bool bf16, bool compile, bool ddp) {
+  const double P = static_cast<double>(s.ParamCount());
+  const double L = s.L, C = s.C, F = s.ffn(), NH = s.NH, V = s.Vp;
+  const double acts = static_cast<double>(B) * T * (L * (12 * C + 4 * F + 2 * NH * T) + 3 * V);
+  const double gib = 1024.0 * 1024 * 1024;
+  return static_cast<uint64_t>(P * (19 + (bf16 ? 2 : 0) + (ddp ? 4 : 0)) + 2 * 4 * V * C +
+                               4 * acts + (compile ? 1.75 : 0.75) * gib);
 }
 
 PlacementSpec ParseSpec(const std::string& text, const topo::Topology& topo) {
@@ -237,6 +337,22 @@ std::string Verdict(double ratio, double target) {
                          : fmt::format("missed by {:.0f}%", 100 * (1 - ratio / target));
 }
 
+// The target for ours / PyTorch's best in fp32: >= 1 for GPT-2 (its history in
+// docs/benchmarks.md), >= 1.5 for the Llama family.
+double SpeedTarget(const ModelPreset& m) { return m.shape.arch == model::Arch::kGpt2 ? 1 : 1.5; }
+
+std::string RssText(double bytes) {
+  return bytes > 0 ? FormatBytes(static_cast<uint64_t>(bytes)) : std::string("-");
+}
+// "; peak RSS 2.5 GiB vs 3.4 GiB -> 0.74x (target <= 1: met)", or "" when one is unknown.
+std::string RssRatioText(double ours, double torch) {
+  if (ours <= 0 || torch <= 0) return "";
+  const double r = ours / torch;
+  return fmt::format("; peak RSS {} vs {} -> {:.2f}x (target <= 1: {})", RssText(ours),
+                     RssText(torch), r,
+                     r <= 1 ? "met" : fmt::format("missed by {:.0f}%", 100 * (r - 1)));
+}
+
 struct Row {
   std::string label, note;
   double tokens_per_s = 0, step_ms = 0, fwd = 0, bwd = 0, comm = 0, opt = 0, other = 0;
@@ -244,6 +360,7 @@ struct Row {
   double others_pct = 0;          // CPU share other processes took meanwhile (OthersMeter)
   double slowest_core_pct = 100;  // slowest core's FMA speed before/after, % of its peak
   bool bf16 = false;              // train.precision: bf16, or PyTorch under bf16 autocast
+  double peak_rss = 0;            // the row's process's peak resident set, bytes (0: unknown)
   bool ok = false;
 };
 
@@ -281,13 +398,31 @@ class TrainSuite : public Suite {
                     "/usr/bin/python3 runs Debian's PyTorch 1.x setups)");
     cmd->add_option("--pytorch-script", script_,
                     "bench/pytorch/train_gpt2.py (default: the source tree's)");
+    cmd->add_option("--pytorch-setup", torch_setups_,
+                    "only these PyTorch setups (repeatable): eager, compile, ipex, ddp (default: "
+                    "all; PyTorch 1.x: its own)")
+        ->check(CLI::IsMember({"eager", "compile", "ipex", "ddp"}));
+    cmd->add_option("--batch", batch_,
+                    "sequences per step for every model, instead of the preset's B (smoke runs)")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--seq-len", seq_len_,
+                    "positions per sequence for every model, instead of the preset's T")
+        ->check(CLI::Range(1, 1 << 20));
+    // Internal: how the suite runs each of its own rows in a fresh process (RunOurs) — train
+    // with --config's config here, then write the steps and this process's peak RSS to FILE.
+    cmd->add_option("--row-process", row_result_, "")->group("");
   }
   void Run(const BenchContext& ctx, SuiteRecords* report) override;
 
  private:
+  // --row-process FILE: trains ctx.config in this process and writes FILE (RunOurs reads it).
+  void RowProcess(const BenchContext& ctx) const;
+  // Our run of model m on one placement, in a fresh process; a row the memory guard turns down
+  // (or the out-of-memory killer ends) goes to *skipped as (label, why).
   std::optional<Row> RunOurs(const BenchContext& ctx, const ModelPreset& m,
                              const PlacementSpec& spec, const std::string& tokens,
-                             const std::string& out_dir, SuiteRecords* report);
+                             const std::string& out_dir, SuiteRecords* report,
+                             std::vector<std::pair<std::string, std::string>>* skipped);
   // PyTorch's setups on model m: rows appended to *rows, the setups that could not run to
   // *skipped as (label, why).
   void RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
@@ -320,6 +455,9 @@ class TrainSuite : public Suite {
   bool pytorch_ = false;
   std::string python_;  // "" = the peers' venv (scripts/peers-env.sh)
   std::string script_;
+  std::vector<std::string> torch_setups_;  // --pytorch-setup; empty = all
+  int batch_ = 0, seq_len_ = 0;            // 0 = the preset's
+  std::string row_result_;                 // --row-process
   // Run state.
   int steps_run_ = 0, warmup_run_ = 0;
   int real_cores_ = 0;
@@ -337,7 +475,8 @@ class TrainSuite : public Suite {
 
 std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m,
                                        const PlacementSpec& spec, const std::string& tokens,
-                                       const std::string& out_dir, SuiteRecords* report) {
+                                       const std::string& out_dir, SuiteRecords* report,
+                                       std::vector<std::pair<std::string, std::string>>* skipped) {
   std::vector<std::string> sets = spec.sets;
   Config cfg = ParseConfig(ConfigToYaml(ctx.config), "bench train (" + spec.label + ")", sets);
   m.ApplyTo(&cfg);
@@ -383,24 +522,61 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
               m.B, G);
     rec["skipped"] = fmt::format("B={} not divisible by G={}", m.B, G);
     report->Add(rec);
+    skipped->emplace_back(spec.label, rec["skipped"].get<std::string>());
     return std::nullopt;
   }
-  train::TrainOptions opts;
-  opts.progress = train::Progress::kQuiet;
+  // The memory guard: a row that would not fit in what is available now is skipped.
+  const uint64_t need = OursBytes(m.shape, m.B, m.T, plan, cfg.train.bf16);
+  rec["mem_estimate_bytes"] = need;
+  rec["mem_available_bytes"] = MemAvailable();
+  if (const std::string why = MemoryVerdict(need); !why.empty()) {
+    log::Warn("bench train: {} on {}: {}", m.name, spec.label, why);
+    rec["skipped"] = why;
+    report->Add(rec);
+    skipped->emplace_back(spec.label, why);
+    return std::nullopt;
+  }
+  // The run in a fresh process (this program's --row-process), so that its peak RSS is its own
+  // and everything it allocated is gone before the next row; its checkpoint goes with out_dir.
+  const std::string config_file = out_dir + ".yaml", result_file = out_dir + ".json";
+  WriteFileAtomic(config_file, ConfigToYaml(cfg));
+  SubprocessOptions po;
+  po.out = SubprocessOptions::Output::kDiscard;
+  po.err = SubprocessOptions::Output::kCapture;
   const double speed0 = SlowestCorePct();
   const OthersMeter others;
-  const train::TrainResult res = train::Train(cfg, opts);
+  const SubprocessResult pr =
+      RunRowProcess({std::filesystem::read_symlink("/proc/self/exe"), "bench", "train", "--config",
+                     config_file, "--row-process", result_file},
+                    po);
   const double others_pct = others.Percent();
   const double slowest = std::min(speed0, SlowestCorePct());
+  std::error_code ec;
+  std::filesystem::remove_all(out_dir, ec);
+  if (pr.exit_code != 0) {
+    const std::string why = ProcessFailure(pr);
+    // Killed for memory: a skipped row. Any other failure is the engine's: the suite fails.
+    if (pr.term_signal != SIGKILL) {
+      throw RuntimeError(fmt::format("bench train: {} on {}: {}", m.name, spec.label, why));
+    }
+    log::Warn("bench train: {} on {}: {}", m.name, spec.label, why);
+    rec["skipped"] = why;
+    report->Add(rec);
+    skipped->emplace_back(spec.label, why);
+    return std::nullopt;
+  }
+  if (!pr.err.empty()) log::Debug("bench train: {}: stderr: {}", spec.label, LastLines(pr.err, 5));
+  const nlohmann::json res = nlohmann::json::parse(ReadFile(result_file));
   std::vector<double> ms, fwd, bwd, comm, opt, other;
-  for (std::size_t i = static_cast<std::size_t>(warmup_run_); i < res.steps.size(); ++i) {
-    const train::StepRecord& s = res.steps[i];
-    ms.push_back(s.ms);
-    fwd.push_back(s.forward_ms);
-    bwd.push_back(s.backward_ms);
-    comm.push_back(s.comm_ms);
-    opt.push_back(s.optimizer_ms);
-    other.push_back(s.ms - s.forward_ms - s.backward_ms - s.comm_ms - s.optimizer_ms);
+  const nlohmann::json& steps = res.at("steps");
+  for (std::size_t i = static_cast<std::size_t>(warmup_run_); i < steps.size(); ++i) {
+    const nlohmann::json& s = steps[i];
+    ms.push_back(s.at("ms").get<double>());
+    fwd.push_back(s.at("forward_ms").get<double>());
+    bwd.push_back(s.at("backward_ms").get<double>());
+    comm.push_back(s.at("comm_ms").get<double>());
+    opt.push_back(s.at("optimizer_ms").get<double>());
+    other.push_back(ms.back() - fwd.back() - bwd.back() - comm.back() - opt.back());
   }
   CPUTRAIN_CHECK(!ms.empty(), "no timed step");
   Row row;
@@ -420,6 +596,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   row.mfu = row.gflops / PeakFor(cores_used, row.bf16);
   row.others_pct = others_pct;
   row.slowest_core_pct = slowest;
+  row.peak_rss = res.value("peak_rss_bytes", 0.0);
   row.ok = true;
   rec.update({{"steps", ms.size()},
               {"warmup", warmup_run_},
@@ -444,9 +621,29 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
               {"peak_gflops", PeakFor(cores_used, row.bf16)},
               {"mfu", row.mfu},
               {"others_cpu_pct", others_pct},
-              {"slowest_core_pct", slowest}});
+              {"slowest_core_pct", slowest},
+              {"peak_rss_bytes", row.peak_rss}});
   report->Add(rec);
   return row;
+}
+
+void TrainSuite::RowProcess(const BenchContext& ctx) const {
+  train::TrainOptions opts;
+  opts.progress = train::Progress::kQuiet;
+  const train::TrainResult res = train::Train(ctx.config, opts);
+  nlohmann::json steps = nlohmann::json::array();
+  for (const train::StepRecord& s : res.steps) {
+    steps.push_back({{"ms", s.ms},
+                     {"forward_ms", s.forward_ms},
+                     {"backward_ms", s.backward_ms},
+                     {"comm_ms", s.comm_ms},
+                     {"optimizer_ms", s.optimizer_ms}});
+  }
+  // VmHWM, this process's own peak: getrusage's ru_maxrss would also count the spawning
+  // bench's peak, which the kernel carries over at exec.
+  const nlohmann::json out = {{"steps", steps},
+                              {"peak_rss_bytes", ProcKb("/proc/self/status", "VmHWM")}};
+  WriteFileAtomic(row_result_, out.dump());
 }
 
 void TrainSuite::ProbePytorch(SuiteRecords* report) {
@@ -589,6 +786,12 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                       {"--ddp", std::to_string(N)},
                       {}});
   }
+  if (!torch_setups_.empty() && !legacy) {  // --pytorch-setup: the ones asked for
+    std::erase_if(setups, [&](const Setup& s) {
+      const std::string name = s.mode == "ddp" ? "ddp" : s.config;
+      return std::find(torch_setups_.begin(), torch_setups_.end(), name) == torch_setups_.end();
+    });
+  }
   if (precision_ == "bf16") {  // each setup again under autocast, right after its fp32 row
     for (std::size_t i = 0; i < setups.size(); i += 2) {
       Setup a = setups[i];
@@ -634,7 +837,28 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                                      "--batch",    std::to_string(m.B),
                                      "--steps",    std::to_string(steps_run_),
                                      "--warmup",   std::to_string(warmup_run_)};
+    // Llama (any family but GPT-2): transformers' model from the config.json our export writes
+    // for this shape, so both sides train the same model; sdpa attention, PyTorch's fast one.
+    // GPT-2 keeps the script's nanoGPT model, as in the recorded history (docs/benchmarks.md).
+    if (m.shape.arch != model::Arch::kGpt2) {
+      argv.insert(argv.end(),
+                  {"--hf-config", nlohmann::json::parse(model::HfConfigJson(m.shape)).dump(),
+                   "--attn", "sdpa"});
+    }
     argv.insert(argv.end(), s.args.begin(), s.args.end());
+    // The memory guard: DDP runs P whole copies, each on B/P sequences.
+    const int procs = s.mode == "ddp" ? N : 1;
+    const uint64_t need =
+        procs * TorchBytes(m.shape, m.B / procs, m.T, s.bf16, s.config == "compile", procs > 1);
+    rec["mem_estimate_bytes"] = need;
+    rec["mem_available_bytes"] = MemAvailable();
+    if (const std::string why = MemoryVerdict(need); !why.empty()) {
+      log::Warn("bench train: {}: skipped, {}", s.label, why);
+      rec["skipped"] = why;
+      report->Add(rec);
+      skipped->emplace_back(s.label, why);
+      continue;
+    }
     log::Info("bench train: {} {}{}", s.label, s.env.empty() ? "" : s.env[0] + " ",
               fmt::format("{}", fmt::join(argv, " ")));
     const double speed0 = SlowestCorePct();
@@ -642,7 +866,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
     SubprocessOptions opts;
     opts.err = SubprocessOptions::Output::kCapture;  // shown when the setup fails
     opts.env = s.env;
-    const SubprocessResult pr = RunSubprocess(argv, opts);
+    const SubprocessResult pr = RunRowProcess(argv, opts);
     const double others_pct = others.Percent();
     const double slowest = std::min(speed0, SlowestCorePct());
     nlohmann::json out;
@@ -655,10 +879,9 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
     }
     if (pr.exit_code != 0 || out.is_null() || !out.contains("tokens_per_s")) {
       // The script's own reason (a configuration that cannot run here), else its last words.
-      const std::string why =
-          out.is_object() && out.contains("skipped")
-              ? out["skipped"].get<std::string>()
-              : fmt::format("exit status {}: {}", pr.exit_code, LastLines(pr.err, 3));
+      const std::string why = out.is_object() && out.contains("skipped")
+                                  ? out["skipped"].get<std::string>()
+                                  : ProcessFailure(pr);
       log::Warn("bench train: {}: skipped, {}", s.label, why);
       rec["skipped"] = why;
       report->Add(rec);
@@ -684,6 +907,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
     row.mfu = row.gflops / PeakFor(N, s.bf16);
     row.others_pct = others_pct;
     row.slowest_core_pct = slowest;
+    row.peak_rss = out.value("peak_rss_bytes", 0.0);
     row.ok = true;
     rows->push_back(row);
     rec.update({{"steps", steps_run_},
@@ -702,7 +926,11 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                 {"peak_gflops", PeakFor(N, s.bf16)},
                 {"mfu", row.mfu},
                 {"others_cpu_pct", others_pct},
-                {"slowest_core_pct", slowest}});
+                {"slowest_core_pct", slowest},
+                {"peak_rss_bytes", row.peak_rss}});
+    for (const char* k : {"model_type", "attn_implementation", "params"}) {
+      if (out.contains(k)) rec[k] = out[k];
+    }
     if (out.contains("torch")) rec["torch"] = out["torch"];
     if (s.config == "ipex" && out.contains("ipex")) rec["ipex"] = out["ipex"];
     report->Add(rec);
@@ -740,20 +968,31 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& r
     const double ratio = best->tokens_per_s / torch->tokens_per_s;
     std::printf(
         "  bf16, ours best: %s, %.1f tokens/s (MFU %.1f%% of the bf16 peak); PyTorch autocast "
-        "best: %s, %.1f -> %.2fx (target >= 1.5: %s)\n",
+        "best: %s, %.1f -> %.2fx (target >= 1.5: %s)%s\n",
         best->label.c_str(), best->tokens_per_s, 100 * best->mfu, torch->label.c_str(),
-        torch->tokens_per_s, ratio, Verdict(ratio, 1.5).c_str());
-    report->Add({{"kind", "bf16_vs_pytorch_autocast"},
-                 {"model", m.name},
-                 {"placement", best->label},
-                 {"pytorch_placement", torch->label},
-                 {"tokens_per_s", best->tokens_per_s},
-                 {"pytorch_tokens_per_s", torch->tokens_per_s},
-                 {"ratio", ratio}});
+        torch->tokens_per_s, ratio, Verdict(ratio, 1.5).c_str(),
+        RssRatioText(best->peak_rss, torch->peak_rss).c_str());
+    nlohmann::json rec = {{"kind", "bf16_vs_pytorch_autocast"},
+                          {"model", m.name},
+                          {"placement", best->label},
+                          {"pytorch_placement", torch->label},
+                          {"tokens_per_s", best->tokens_per_s},
+                          {"pytorch_tokens_per_s", torch->tokens_per_s},
+                          {"ratio", ratio}};
+    if (best->peak_rss > 0 && torch->peak_rss > 0) {
+      rec["peak_rss_bytes"] = best->peak_rss;
+      rec["pytorch_peak_rss_bytes"] = torch->peak_rss;
+      rec["rss_ratio"] = best->peak_rss / torch->peak_rss;
+    }
+    report->Add(rec);
   }
 }
 
 void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
+  if (!row_result_.empty()) {
+    RowProcess(ctx);
+    return;
+  }
   steps_run_ = steps_ > 0 ? steps_ : (ctx.quick ? 3 : 6);
   warmup_run_ = warmup_ >= 0 ? warmup_ : (ctx.quick ? 1 : 2);
   const std::vector<std::string> names =
@@ -761,7 +1000,15 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                        : (ctx.quick ? std::vector<std::string>{"tiny"}
                                     : std::vector<std::string>{"small", "gpt2-124M"});
   std::vector<ModelPreset> models;
-  for (const std::string& n : names) models.push_back(ResolveModel(n, ctx.config));
+  for (const std::string& n : names) {
+    ModelPreset m = ResolveModel(n, ctx.config);
+    if (batch_ > 0) m.B = batch_;
+    if (seq_len_ > 0) {
+      m.T = seq_len_;
+      m.shape.maxT = std::max(m.shape.maxT, m.T);
+    }
+    models.push_back(m);
+  }
   const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
   std::vector<PlacementSpec> specs;
   for (const std::string& p : placements_.empty() ? DefaultSpecs(topo) : placements_) {
@@ -871,31 +1118,33 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
         "core's FMA speed just before and after it, %% of peak (a shared VM's core can "
         "run at half speed for a while): a few %% / below ~90%% mean a disturbed row\n",
         m.name.c_str(), m.Describe().c_str(), fpt / 1e6);
-    std::printf("  %-38s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %6s %5s | %s\n", "placement",
+    std::printf("  %-38s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %9s | %6s %5s | %s\n", "placement",
                 "tokens/s", "GFLOP/s", "MFU", "step ms", "forward", "backward", "comm", "optim",
-                "other", "others", "core", "how");
+                "other", "peak RSS", "others", "core", "how");
     std::vector<Row> rows;
+    std::vector<std::pair<std::string, std::string>> skipped;  // (label, why), ours and PyTorch's
     for (std::size_t i = 0; i < specs.size(); ++i) {
-      const std::optional<Row> r = RunOurs(
-          ctx, m, specs[i], tokens, fmt::format("{}/run-{}-{}", scratch.path(), m.name, i), report);
+      const std::optional<Row> r =
+          RunOurs(ctx, m, specs[i], tokens, fmt::format("{}/run-{}-{}", scratch.path(), m.name, i),
+                  report, &skipped);
       if (r) rows.push_back(*r);
     }
     const std::size_t ours = rows.size();
-    std::vector<std::pair<std::string, std::string>> torch_skipped;  // (label, why)
-    if (pytorch_ && !torch_version_.empty()) RunPytorch(m, &rows, &torch_skipped, report);
+    if (pytorch_ && !torch_version_.empty()) RunPytorch(m, &rows, &skipped, report);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf(
-          "  %-38s %9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %5.0f%% %4.0f%% | "
-          "%s\n",
+          "  %-38s %9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %9s | %5.0f%% "
+          "%4.0f%% | %s\n",
           r.label.c_str(), r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm,
-          r.opt, r.other, r.others_pct, r.slowest_core_pct, r.note.c_str());
+          r.opt, r.other, RssText(r.peak_rss).c_str(), r.others_pct, r.slowest_core_pct,
+          r.note.c_str());
       if (i + 1 == ours && ours < rows.size()) std::printf("  %s\n", std::string(60, '-').c_str());
     }
-    if (ours == rows.size() && !torch_skipped.empty()) {
+    if (ours == rows.size() && !skipped.empty()) {
       std::printf("  %s\n", std::string(60, '-').c_str());
     }
-    for (const auto& [label, why] : torch_skipped) {
+    for (const auto& [label, why] : skipped) {
       std::printf("  %-38s %9s | %s\n", label.c_str(), "skipped", why.c_str());
     }
     // Summary against the targets (reported, not asserted).
@@ -941,13 +1190,22 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     }
     if (our_best && torch_best) {
       const double ratio = our_best->tokens_per_s / torch_best->tokens_per_s;
+      const double target = SpeedTarget(m);
       std::printf(
           "  PyTorch, best: %s, %.1f tokens/s -> ours / PyTorch's best = %.2fx "
-          "(target >= 1: %s)\n",
-          torch_best->label.c_str(), torch_best->tokens_per_s, ratio, Verdict(ratio, 1).c_str());
+          "(target >= %g: %s)%s\n",
+          torch_best->label.c_str(), torch_best->tokens_per_s, ratio, target,
+          Verdict(ratio, target).c_str(),
+          RssRatioText(our_best->peak_rss, torch_best->peak_rss).c_str());
       summary["pytorch_best_placement"] = torch_best->label;
       summary["pytorch_best_tokens_per_s"] = torch_best->tokens_per_s;
       summary["ratio_vs_pytorch_best"] = ratio;
+      summary["target"] = target;
+      if (our_best->peak_rss > 0 && torch_best->peak_rss > 0) {
+        summary["peak_rss_bytes"] = our_best->peak_rss;
+        summary["pytorch_peak_rss_bytes"] = torch_best->peak_rss;
+        summary["rss_ratio_vs_pytorch_best"] = our_best->peak_rss / torch_best->peak_rss;
+      }
     }
     // G groups x (n/G) against 1 x n, for the placements of that name.
     const Row* one = nullptr;

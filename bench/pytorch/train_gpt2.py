@@ -17,7 +17,8 @@ under torch.autocast("cpu", dtype=torch.bfloat16), the recipe of IPEX/PyTorch CP
 {"tokens_per_s", "step_ms": [...], "forward_ms", "backward_ms", "optimizer_ms", "setup", "blas",
  "autocast", "config", "torch", "ipex", "warmup", "warmup_ms": [...], "peak_rss_bytes"}
 (the three parts are medians over the timed steps, of rank 0 under DDP, where backward includes
-the gradient allreduce that DDP overlaps with it; peak_rss_bytes is the process's ru_maxrss,
+the gradient allreduce that DDP overlaps with it; peak_rss_bytes is the process's own peak
+resident set, VmHWM (not ru_maxrss, which includes the peak of the process that started it),
 under DDP the sum of the P processes' (an upper bound of their peak together: the peaks may not
 coincide), and never counts torch.compile's compiler worker processes), plus, with --hf-config,
 "model_type", "attn_implementation" (the one that ran) and "params" (parameter count), or, when
@@ -203,7 +204,17 @@ def build_hf(args, torch):
 
 
 def peak_rss_bytes():
-    """This process's peak resident set size (ru_maxrss, kilobytes on Linux)."""
+    """This process's own peak resident set size: VmHWM of /proc/self/status. Not ru_maxrss:
+    the kernel carries the spawning process's peak over into it at exec (a bench that trained
+    20 GB before starting this script would show here as 20 GB); ru_maxrss where there is no
+    /proc."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
