@@ -9,7 +9,7 @@
 #   4. an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan) running the whole
 #      CTest suite again, CLI end to end included; any report fails the test that caused it.
 #      Under ASan the activation buffer has poisoned red zones between tensors and every NUMA
-#      buffer a poisoned tail (model/gpt2.h), so an overrun of one tensor into the next reports
+#      buffer a poisoned tail (model/transformer.h), so an overrun of one tensor into the next reports
 #   5. the fuzzers (tests/fuzz/run.sh: libFuzzer targets built with clang, a bounded run each)
 #   6. a ThreadSanitizer build of the lock-free code (collectives, bucket sync, worker pool) and
 #      its stress tests, plus multi-group training with comm threads: TSan must report nothing

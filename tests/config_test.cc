@@ -257,7 +257,8 @@ TEST(Config, ExplicitKeysAreThoseOfTheFileAndSetNotTheBuiltinDefaults) {
 }
 
 TEST(Config, ShippedConfigsParse) {
-  for (const char* name : {"quickstart.yaml", "two-socket.yaml", "multi-node.yaml"}) {
+  for (const char* name :
+       {"quickstart.yaml", "two-socket.yaml", "multi-node.yaml", "smollm2-135m.yaml"}) {
     const std::string path = std::string(CPUTRAIN_SOURCE_DIR) + "/configs/" + name;
     EXPECT_NO_THROW(LoadConfig(path, {})) << path;
   }
