@@ -47,7 +47,9 @@ const Tokenizer& Bytes() {
 
 std::vector<int> Read(const std::string& path) {
   TokenFile f = TokenFile::Open(path);
-  return std::vector<int>(f.data(), f.data() + f.size());
+  std::vector<int> ids(f.size());
+  f.Read(0, f.size(), ids.data());
+  return ids;
 }
 
 std::vector<std::string> DirEntries(const std::string& dir) {
@@ -328,16 +330,33 @@ TEST(PrepareDataErrors, ValFractionOutOfRange) {
   }
 }
 
-TEST(PrepareDataErrors, VocabularyTooLargeForUint16) {
+// A vocabulary above 65,536 ids writes version 2 files (uint32 ids) that read back exactly;
+// the ids here are the bytes + 70000, the end-of-text 69999.
+TEST(PrepareData, VocabularyAbove65536WritesVersion2) {
   struct Huge : Tokenizer {
     std::string name() const override { return "huge"; }
-    int vocab_size() const override { return 70000; }
+    int vocab_size() const override { return 70256; }
     int eot_token() const override { return 69999; }
-    void Encode(std::string_view, std::vector<int>*) const override {}
+    void Encode(std::string_view text, std::vector<int>* out) const override {
+      for (char c : text) out->push_back(70000 + static_cast<unsigned char>(c));
+    }
     std::string Decode(const int*, std::size_t) const override { return ""; }
+    bool IsSafeCut(std::string_view, std::size_t) const override { return true; }
   } huge;
-  PrepareRun run({"text\n"});
-  ExpectFailureLeavesNothing<InputError>(run, huge, "at most 65536");
+  const std::vector<std::string> texts = {"some text\nand more\n",
+                                          "a second\ndocument\nof lines\n"};
+  PrepareRun run(texts, 0.2);
+  run.options.chunk_bytes = 3;
+  const PrepareResult r = PrepareData(run.options, huge);
+  auto [train, val] = ExpectedTokens(huge, texts, ExpectedCut(texts, 0.2));
+  EXPECT_EQ(TokenFile::Open(r.train_path).version(), 2);
+  EXPECT_EQ(TokenFile::Open(r.val_path).version(), 2);
+  EXPECT_EQ(Read(r.train_path), train);
+  EXPECT_EQ(Read(r.val_path), val);
+  EXPECT_EQ(train[0], 69999);
+  // A vocabulary that fits 16 bits keeps version 1 (llm.c's), byte for byte.
+  PrepareRun small(texts, 0.2);
+  EXPECT_EQ(TokenFile::Open(PrepareData(small.options, Gpt2()).train_path).version(), 1);
 }
 
 TEST(PrepareDataErrors, BlankLineSplitNeedsAnEndOfTextToken) {
