@@ -69,6 +69,15 @@ std::vector<std::string> MoreDocuments() {
       " \u00a0 \u3000 x",
       "\u0928\u092e\u0938\u094d\u0924\u0947 \u0926\u0941\u0928\u093f\u092f\u093e 123",
       "\U0001F469\u200D\U0001F4BB\U0001F468\u200D\U0001F469\u200D\U0001F467 ok",
+      // What NFC (Qwen2's normalizer) changes: decomposed letters, Hangul jamo (L V, LV T),
+      // singletons and exclusions, marks out of canonical order, a leading mark; and what it
+      // keeps (compatibility characters).
+      "Tie\u0302\u0301ng Vie\u0323\u0302t, cafe\u0301",
+      "\u1100\u1161\u11a8 \u1112\u1161\u11ab \uac00\u11a8",
+      "\u212b \u2126 \u0344 \uf900 \u0958\u0915\u093c",
+      "a\u0301\u0323 a\u0323\u0301 q\u0307\u0323 \u1e0b\u0323",
+      "\u0301 leading mark, e\u0301\u0301",
+      "\ufb01 \u2460 \uff21\uff22\uff23",
   };
 }
 

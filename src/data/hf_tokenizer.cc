@@ -18,6 +18,7 @@
 #include "data/gpt2_pretokenizer.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/hf_pretokenizer.h"
+#include "data/nfc.h"
 #include "data/unicode_classes.h"
 #include "data/word_cache.h"
 
@@ -146,7 +147,7 @@ class PairTable {
 };
 
 struct NormStep {
-  enum Kind { kPrepend, kReplace } kind;
+  enum Kind { kPrepend, kReplace, kNfc } kind;
   std::string from, to;  // Replace: from -> to; Prepend: to
 };
 
@@ -441,9 +442,11 @@ void LoadNormalizer(const JsonFile& f, const json& n, const std::string& where,
     }
     t->norm.push_back({NormStep::kReplace, f.Str(pattern, where + ".pattern", "String"),
                        f.Str(n, where, "content")});
+  } else if (type == "NFC") {
+    t->norm.push_back({NormStep::kNfc, "", ""});
   } else {
     f.Fail(where + ".type",
-           fmt::format("normalizer '{}' is not supported (supported: Prepend, Replace, "
+           fmt::format("normalizer '{}' is not supported (supported: NFC, Prepend, Replace, "
                        "Sequence)",
                        type));
   }
@@ -707,9 +710,11 @@ std::unique_ptr<HfTokenizer> HfTokenizer::Load(const std::string& path) {
   }
 
   // prepare-data may cut documents where no piece can span the cut: only when nothing adds
-  // text at a piece's start (normalizers, prefix spaces, Metaspace), some step splits by a
-  // pattern, and no added token holds whitespace.
-  bool splits = false, modifies = !t->norm.empty();
+  // text at a piece's start (Prepend, Replace, prefix spaces, Metaspace), some step splits by a
+  // pattern, and no added token holds whitespace. NFC keeps such cuts: it never joins across a
+  // whitespace starter.
+  bool splits = false, modifies = false;
+  for (const NormStep& n : t->norm) modifies |= n.kind != NormStep::kNfc;
   for (const PreStep& s : t->pre) {
     splits |= s.kind == PreStep::kSplit || (s.kind == PreStep::kByteLevel && s.use_regex);
     modifies |=
@@ -778,16 +783,22 @@ void HfTokenizer::Encode(std::string_view text, std::vector<int>* out) const {
 
 void HfTokenizer::Impl::EncodeSegment(std::string_view text, bool first,
                                       std::vector<int>* out) const {
-  std::string normalized;
-  if (!norm.empty()) {
-    normalized.assign(text);
-    for (const NormStep& n : norm) {
-      if (n.kind == NormStep::kPrepend) {
-        if (!normalized.empty()) normalized.insert(0, n.to);
-      } else {
-        ReplaceAll(&normalized, n.from, n.to);
-      }
+  // Each step reads the text as the previous one left it; a step that changes nothing copies
+  // nothing.
+  std::string normalized, next;
+  for (const NormStep& n : norm) {
+    if (n.kind == NormStep::kPrepend) {
+      if (text.empty()) continue;
+      next.assign(n.to);
+      next.append(text);
+    } else if (n.kind == NormStep::kReplace) {
+      if (text.find(n.from) == std::string_view::npos) continue;
+      next.assign(text);
+      ReplaceAll(&next, n.from, n.to);
+    } else if (!Nfc(text, &next)) {
+      continue;
     }
+    normalized.swap(next);
     text = normalized;
   }
   std::deque<std::string> arena;

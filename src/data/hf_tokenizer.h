@@ -7,7 +7,7 @@
 //                 next to it); the text between is encoded by the pipeline below. All are
 //                 matched on the raw text (HF matches a non-special token with normalized: true
 //                 on the normalized text: the same wherever the normalizer leaves it alone).
-//   normalizer    null, Prepend, Replace (a String pattern), Sequence of these.
+//   normalizer    null, NFC (nfc.h), Prepend, Replace (a String pattern), Sequence of these.
 //   pre-tokenizer null, ByteLevel (add_prefix_space; use_regex: GPT-2's pattern), Split with
 //                 Llama 3's or Qwen2's pattern (hf_pretokenizer.h; behavior Isolated), Digits
 //                 (individual_digits), Metaspace (replacement, prepend_scheme or
@@ -32,7 +32,7 @@
 // config, bos and eos are the template's special tokens before and after the text.
 //
 // Anything else (Unigram and WordLevel models, WordPiece, which will come with BERT, other
-// normalizers such as NFC/NFKC/Lowercase, other pre-tokenizers or patterns, BPE dropout,
+// normalizers such as NFKC/Lowercase, other pre-tokenizers or patterns, BPE dropout,
 // subword prefixes/suffixes, single_word added tokens) is an InputError naming the file, the key
 // and what is supported.
 //

@@ -11,8 +11,8 @@ structure of the real files; the vocabularies are small and made here, nothing i
                   ignore_merges; post-processor ByteLevel + TemplateProcessing("<|begin_of_text|>
                   $A"); a few whole words in the vocabulary with no merges that make them, so
                   ignore_merges decides their ids
-  qwen2           Split(Qwen2's regex) + ByteLevel; post-processor ByteLevel; merges written as
-                  [a, b] pairs (the newer tokenizer.json form)
+  qwen2           normalizer NFC; Split(Qwen2's regex) + ByteLevel; post-processor ByteLevel;
+                  merges written as [a, b] pairs (the newer tokenizer.json form)
   smollm2         Digits(individual_digits) + ByteLevel(use_regex); tokenizer_config.json names
                   <|endoftext|> as bos and eos
   gpt2            GPT-2's own vocabulary (gpt2_dir's encoder.json + vocab.bpe) as tokenizer.json
@@ -125,6 +125,7 @@ def make_all(out_dir, gpt2_dir, docs):
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
         CHAT_SPECIALS, 1000)
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.normalizer = normalizers.NFC()
     j = json.loads(tok.to_str())
     j["model"]["merges"] = [m.split(" ") if isinstance(m, str) else m
                             for m in j["model"]["merges"]]
