@@ -10,7 +10,7 @@ structure of the real files; the vocabularies are small and made here, nothing i
   llama3          Split(Llama 3's regex, Isolated) + ByteLevel(no prefix space, no regex);
                   ignore_merges; post-processor ByteLevel + TemplateProcessing("<|begin_of_text|>
                   $A"); a few whole words in the vocabulary with no merges that make them, so
-                  ignore_merges decides their ids
+                  ignore_merges decides their ids; <mask> (lstrip) and <|r|> (rstrip)
   qwen2           normalizer NFC; Split(Qwen2's regex) + ByteLevel; post-processor ByteLevel;
                   merges written as [a, b] pairs (the newer tokenizer.json form)
   smollm2         Digits(individual_digits) + ByteLevel(use_regex); tokenizer_config.json names
@@ -104,6 +104,9 @@ def make_all(out_dir, gpt2_dir, docs):
         pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)]),
         LLAMA3_SPECIALS, 1200)
+    # Added tokens that take the whitespace beside them (RoBERTa's <mask> is lstrip).
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True),
+                            AddedToken("<|r|>", rstrip=True, special=True)])
     bot = tok.token_to_id("<|begin_of_text|>")
     tok.post_processor = processors.Sequence([
         processors.ByteLevel(trim_offsets=False),
@@ -116,7 +119,13 @@ def make_all(out_dir, gpt2_dir, docs):
     for word in [" Punctuation", " contractions", " case", "Mixed", " Привет"]:
         spelled = "".join(BYTE_CHARS[b] for b in word.encode("utf-8"))
         if spelled not in vocab:
-            vocab[spelled] = len(vocab)
+            vocab[spelled] = 1 + max(vocab.values())
+    # Added tokens outside the vocabulary come after it (HF gives them those ids on load).
+    next_id = 1 + max(vocab.values())
+    for a in j["added_tokens"]:
+        if a["content"] not in vocab:
+            a["id"] = next_id
+            next_id += 1
     dirs["llama3"] = save(j, out_dir, "llama3")
 
     # Qwen2, merges as pairs.
