@@ -249,6 +249,10 @@ struct HfTokenizer::Impl {
   SpecialFrame frame;
   int bos = -1, eos = -1;
   bool word_space_cuts = false;
+  // SentencePiece-style vocabularies: the word-start character (U+2581) that no token holds
+  // after another character, so BPE merges never cross the place before it and a piece may be
+  // split there (into words the cache can hold); "" if no such split is exact.
+  std::string word_start;
 
   void EncodeSegment(std::string_view text, bool first, std::vector<int>* out) const;
   void PreTokenize(std::string_view text, bool first, std::deque<std::string>* arena,
@@ -725,6 +729,25 @@ std::unique_ptr<HfTokenizer> HfTokenizer::Load(const std::string& path) {
     for (char c : a.content) added_space |= c == ' ' || (c >= '\t' && c <= '\r');
   }
   t->word_space_cuts = splits && !modifies && !added_space;
+  // The word-start split: the character spaces become (Replace or Metaspace), when no
+  // vocabulary token holds it after a different character.
+  std::string start_char;
+  for (const NormStep& n : t->norm) {
+    if (n.kind == NormStep::kReplace && n.from == " ") start_char = n.to;
+  }
+  for (const PreStep& s : t->pre) {
+    if (s.kind == PreStep::kMetaspace) start_char = s.replacement;
+  }
+  bool exact = !start_char.empty() && !t->byte_level;
+  for (auto it = t->model_ids.begin(); exact && it != t->model_ids.end(); ++it) {
+    const std::string& token = it->first;
+    for (std::size_t at = token.find(start_char, 1); exact && at != std::string::npos;
+         at = token.find(start_char, at + 1)) {
+      exact = at >= start_char.size() &&
+              token.compare(at - start_char.size(), start_char.size(), start_char) == 0;
+    }
+  }
+  if (exact) t->word_start = start_char;
   return std::unique_ptr<HfTokenizer>(new HfTokenizer(std::move(t)));
 }
 
@@ -806,7 +829,25 @@ void HfTokenizer::Impl::EncodeSegment(std::string_view text, bool first,
   PreTokenize(text, first, &arena, &pieces);
   WordCache& cache = WordCache::For(serial);
   const auto bpe = [this](std::string_view p, std::vector<int>* ids) { Model(p, ids); };
-  for (const Piece& p : pieces) cache.Encode(p.text, out, bpe);
+  for (const Piece& p : pieces) {
+    if (word_start.empty()) {
+      cache.Encode(p.text, out, bpe);
+      continue;
+    }
+    // Before each word-start character that follows another character (runs of them stay
+    // together: "▁▁" tokens exist).
+    std::size_t from = 0;
+    for (std::size_t at = p.text.find(word_start, 1); at != std::string_view::npos;
+         at = p.text.find(word_start, at + word_start.size())) {
+      if (at >= word_start.size() &&
+          p.text.compare(at - word_start.size(), word_start.size(), word_start) == 0) {
+        continue;
+      }
+      cache.Encode(p.text.substr(from, at - from), out, bpe);
+      from = at;
+    }
+    cache.Encode(p.text.substr(from), out, bpe);
+  }
 }
 
 void HfTokenizer::Impl::PreTokenize(std::string_view text, bool first,

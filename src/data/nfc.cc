@@ -103,26 +103,13 @@ char32_t Compose(char32_t a, char32_t b) {
 
 const char* NfcUnicodeVersion() { return kNfcUnicodeVersion; }
 
-bool Nfc(std::string_view text, std::string* out) {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const auto* end = p + text.size();
-  // Quick check: nothing that NFC can change.
-  const Tables& t = T();
-  bool changes = false;
-  for (const unsigned char* q = p; q < end && !changes;) {
-    if (*q < 0x80) {
-      ++q;
-      continue;
-    }
-    char32_t cp;
-    q += DecodeUtf8(q, end, &cp);
-    changes = cp != kInvalidCodePoint && t.may_change[cp];
-  }
-  if (!changes) return false;
+namespace {
 
+// Appends NFC of text[p, end) to *out.
+void NfcSpan(const unsigned char* p, const unsigned char* end, std::string* out) {
   // Decompose, then order each run of non-starters by class (stable), then compose.
   std::vector<char32_t> cps;
-  cps.reserve(text.size());
+  cps.reserve(static_cast<std::size_t>(end - p));
   while (p < end) {
     char32_t cp;
     const int len = DecodeUtf8(p, end, &cp);
@@ -161,7 +148,6 @@ bool Nfc(std::string_view text, std::string* out) {
     cps[kept++] = c;
   }
   cps.resize(std::min(kept, cps.size()));
-  out->clear();
   for (char32_t cp : cps) {
     if (cp >= kRawByte) {
       out->push_back(static_cast<char>(cp - kRawByte));
@@ -169,6 +155,50 @@ bool Nfc(std::string_view text, std::string* out) {
       AppendUtf8(cp, out);
     }
   }
+}
+
+// True if NFC can change the code point at p, or something next to it (may_change).
+bool MayChange(const unsigned char* p, const unsigned char* end, int* len) {
+  if (*p < 0x80) {
+    *len = 1;
+    return false;
+  }
+  char32_t cp;
+  *len = DecodeUtf8(p, end, &cp);
+  return cp != kInvalidCodePoint && T().may_change[cp];
+}
+
+}  // namespace
+
+bool Nfc(std::string_view text, std::string* out) {
+  const auto* begin = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = begin + text.size();
+  // A code point that NFC leaves alone (not may_change: class 0, no decomposition, the second
+  // of no composition) starts a stretch that normalizes on its own: nothing before it composes
+  // with it or reorders past it. So only the stretches from the stable code point before each
+  // changeable one to the next stable one go through NfcSpan; the rest is copied.
+  const unsigned char* stable = begin;  // start of the last stable code point (or the text)
+  const unsigned char* copied = begin;  // out holds NFC of text[begin, copied)
+  bool changed = false;
+  int len = 0;
+  for (const unsigned char* p = begin; p < end;) {
+    if (!MayChange(p, end, &len)) {
+      stable = p;
+      p += len;
+      continue;
+    }
+    if (!changed) {
+      out->clear();
+      changed = true;
+    }
+    const unsigned char* q = p + len;
+    while (q < end && MayChange(q, end, &len)) q += len;
+    out->append(reinterpret_cast<const char*>(copied), stable - copied);
+    NfcSpan(stable, q, out);
+    copied = stable = p = q;
+  }
+  if (!changed) return false;
+  out->append(reinterpret_cast<const char*>(copied), end - copied);
   return true;
 }
 

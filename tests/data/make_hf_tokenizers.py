@@ -13,8 +13,9 @@ structure of the real files; the vocabularies are small and made here, nothing i
                   ignore_merges decides their ids; <mask> (lstrip) and <|r|> (rstrip)
   qwen2           normalizer NFC; Split(Qwen2's regex) + ByteLevel; post-processor ByteLevel;
                   merges written as [a, b] pairs (the newer tokenizer.json form)
-  smollm2         Digits(individual_digits) + ByteLevel(use_regex); tokenizer_config.json names
-                  <|endoftext|> as bos and eos
+  smollm2         Digits(individual_digits) + ByteLevel(use_regex); merges written as "a b"
+                  strings (the older form); tokenizer_config.json names <|endoftext|> as bos
+                  and eos
   gpt2            GPT-2's own vocabulary (gpt2_dir's encoder.json + vocab.bpe) as tokenizer.json
   gpt2_prefix     the same with ByteLevel(add_prefix_space=True)
   llama2          SentencePiece-style BPE as Llama 2 / TinyLlama: normalizer Prepend("▁") +
@@ -24,6 +25,8 @@ structure of the real files; the vocabularies are small and made here, nothing i
                   ones fall back to bytes
   llama2_eos      llama2 with tokenizer_config.json add_bos_token + add_eos_token (reference:
                   transformers' LlamaTokenizerFast, which rebuilds the template from them)
+  llama2_cross    llama2 with a token across a word start ("e▁t", merged first), which keeps
+                  the encoder from splitting the text into words
   metaspace       llama2's model with the Metaspace pre-tokenizer form (prepend_scheme first,
                   split false) and a Metaspace decoder, as newer Mistral conversions
   metaspace_split Metaspace(prepend_scheme always, split true), no unk (unknown characters
@@ -146,7 +149,10 @@ def make_all(out_dir, gpt2_dir, docs):
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]),
         CHAT_SPECIALS, 900)
     smol.post_processor = processors.ByteLevel(trim_offsets=False)
-    dirs["smollm2"] = save(smol, out_dir, "smollm2",
+    j = json.loads(smol.to_str())
+    j["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m
+                            for m in j["model"]["merges"]]
+    dirs["smollm2"] = save(j, out_dir, "smollm2",
                            {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})
 
     # Over 65,536 ids: fillers first, smollm2's tokens after them.
@@ -207,6 +213,12 @@ def make_all(out_dir, gpt2_dir, docs):
     dirs["llama2_eos"] = save(j, out_dir, "llama2_eos", {
         "add_bos_token": True, "add_eos_token": True, "bos_token": "<s>", "eos_token": "</s>",
         "unk_token": "<unk>", "tokenizer_class": "LlamaTokenizer", "legacy": True})
+
+    # A token across a word start ("e▁t", merged first): words can no longer be encoded apart.
+    j = json.loads(json.dumps(j))
+    j["model"]["vocab"]["e▁t"] = 1 + max(j["model"]["vocab"].values())
+    j["model"]["merges"].insert(0, ["e", "▁t"])
+    dirs["llama2_cross"] = save(j, out_dir, "llama2_cross")
 
     j = json.loads(json.dumps(base))
     j["normalizer"] = None
