@@ -285,6 +285,44 @@ TEST(HfTokenizer, RoundTripsTextAndInvalidUtf8) {
   }
 }
 
+// Vocabularies of millions: ids above 2^21 through merges, added tokens and Decode. Made here
+// (no library needed): fillers first, GPT-2's byte alphabet and two merges at the top.
+TEST(HfTokenizer, AVocabularyOfMillionsOfIds) {
+  constexpr int kVocab = 2'100'000;
+  test::TempDir dir;
+  std::string vocab = "{";
+  const int bytes_at = kVocab - 259;  // 256 byte tokens, "ab", "Ġab", "<|eot|>"
+  for (int i = 0; i < bytes_at; ++i) vocab += fmt::format("\"<f{}>\":{},", i, i);
+  // GPT-2's byte alphabet (printable bytes stand for themselves, the rest for U+0100..).
+  for (int b = 0, extra = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const char32_t cp = printable ? char32_t(b) : char32_t(256 + extra++);
+    std::string utf8;
+    if (cp < 0x80) {
+      utf8.push_back(static_cast<char>(cp));
+    } else {
+      utf8.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      utf8.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+    vocab += fmt::format("{}:{},", json(utf8).dump(), bytes_at + b);
+  }
+  vocab +=
+      fmt::format("\"ab\":{},\"\u0120ab\":{},\"<|eot|>\":{}}}", kVocab - 3, kVocab - 2, kVocab - 1);
+  std::ofstream(dir.path() + "/tokenizer.json")
+      << R"({"added_tokens":[{"id":)" << kVocab - 1
+      << R"(,"content":"<|eot|>","special":true}],"normalizer":null,)"
+      << R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+      << R"("post_processor":null,"decoder":{"type":"ByteLevel"},)"
+      << R"("model":{"type":"BPE","merges":["a b","\u0120 ab"],"vocab":)" << vocab << "}}";
+  std::unique_ptr<Tokenizer> tok = MakeTokenizer(dir.path());
+  EXPECT_EQ(tok->vocab_size(), kVocab);
+  EXPECT_EQ(Encode(*tok, "ab ab<|eot|>a"),
+            (std::vector<int>{kVocab - 3, kVocab - 2, kVocab - 1, bytes_at + 'a'}));
+  const std::vector<int> ids = Encode(*tok, "ab ab<|eot|>a");
+  EXPECT_EQ(tok->Decode(ids.data(), ids.size()), "ab ab<|eot|>a");
+  EXPECT_EQ(tok->eot_token(), -1);
+}
+
 // ---- Errors: a malformed or unsupported tokenizer.json is an InputError naming the file and
 // the key, with a hint.
 
