@@ -47,7 +47,9 @@ const Tokenizer& Bytes() {
 
 std::vector<int> Read(const std::string& path) {
   TokenFile f = TokenFile::Open(path);
-  return std::vector<int>(f.data(), f.data() + f.size());
+  std::vector<int> ids(f.size());
+  f.Read(0, f.size(), ids.data());
+  return ids;
 }
 
 std::vector<std::string> DirEntries(const std::string& dir) {
@@ -87,16 +89,22 @@ std::vector<std::string> WriteInputs(const std::string& dir,
 }
 
 // Tokens a correct run must write: each piece of a file on one side of the cut is a document,
-// encoded whole, preceded by EOT when the tokenizer has one.
+// encoded whole, between the tokenizer's special tokens if it adds any, else preceded by its EOT
+// when it has one (docs/data.md's framing rule).
 std::pair<std::vector<int>, std::vector<int>> ExpectedTokens(const Tokenizer& tok,
                                                              const std::vector<std::string>& texts,
                                                              uint64_t cut) {
   std::vector<int> train, val;
   uint64_t start = 0;
+  const SpecialFrame& frame = tok.special_frame();
   auto doc = [&](std::vector<int>* out, std::string_view text) {
     if (text.empty()) return;
-    if (tok.eot_token() >= 0) out->push_back(tok.eot_token());
-    tok.Encode(text, out);
+    if (!frame.before.empty() || !frame.after.empty()) {
+      tok.EncodeWithSpecial(text, out);
+    } else {
+      if (tok.eot_token() >= 0) out->push_back(tok.eot_token());
+      tok.Encode(text, out);
+    }
   };
   for (const auto& t : texts) {
     uint64_t end = start + t.size();
@@ -117,6 +125,15 @@ std::string Corpus() {
   std::string text = Slurp(std::string(CPUTRAIN_SOURCE_DIR) + "/tests/data/tokenizer_corpus.txt");
   EXPECT_GT(text.size(), 1000u);
   return text;
+}
+
+std::string Jsonl(const std::vector<std::string>& docs) {
+  std::string out;
+  for (std::size_t i = 0; i < docs.size(); ++i) {
+    nlohmann::json j = {{"id", i}, {"text", docs[i]}};
+    out += j.dump() + "\n";
+  }
+  return out;
 }
 
 struct PrepareRun {
@@ -328,16 +345,87 @@ TEST(PrepareDataErrors, ValFractionOutOfRange) {
   }
 }
 
-TEST(PrepareDataErrors, VocabularyTooLargeForUint16) {
+// A vocabulary above 65,536 ids writes version 2 files (uint32 ids) that read back exactly;
+// the ids here are the bytes + 70000, the end-of-text 69999.
+TEST(PrepareData, VocabularyAbove65536WritesVersion2) {
   struct Huge : Tokenizer {
     std::string name() const override { return "huge"; }
-    int vocab_size() const override { return 70000; }
+    int vocab_size() const override { return 70256; }
     int eot_token() const override { return 69999; }
-    void Encode(std::string_view, std::vector<int>*) const override {}
+    void Encode(std::string_view text, std::vector<int>* out) const override {
+      for (char c : text) out->push_back(70000 + static_cast<unsigned char>(c));
+    }
     std::string Decode(const int*, std::size_t) const override { return ""; }
+    bool IsSafeCut(std::string_view, std::size_t) const override { return true; }
   } huge;
-  PrepareRun run({"text\n"});
-  ExpectFailureLeavesNothing<InputError>(run, huge, "at most 65536");
+  const std::vector<std::string> texts = {"some text\nand more\n",
+                                          "a second\ndocument\nof lines\n"};
+  PrepareRun run(texts, 0.2);
+  run.options.chunk_bytes = 3;
+  const PrepareResult r = PrepareData(run.options, huge);
+  auto [train, val] = ExpectedTokens(huge, texts, ExpectedCut(texts, 0.2));
+  EXPECT_EQ(TokenFile::Open(r.train_path).version(), 2);
+  EXPECT_EQ(TokenFile::Open(r.val_path).version(), 2);
+  EXPECT_EQ(Read(r.train_path), train);
+  EXPECT_EQ(Read(r.val_path), val);
+  EXPECT_EQ(train[0], 69999);
+  // A vocabulary that fits 16 bits keeps version 1 (llm.c's), byte for byte.
+  PrepareRun small(texts, 0.2);
+  EXPECT_EQ(TokenFile::Open(PrepareData(small.options, Gpt2()).train_path).version(), 1);
+}
+
+// A tokenizer that puts bos 300 before and eos 301 after each text (a tokenizer.json's template
+// or add_bos_token/add_eos_token): one token per byte, cut before whitespace after
+// non-whitespace as gpt2 is.
+struct Framed : Tokenizer {
+  SpecialFrame frame{{300}, {301}};
+  std::string name() const override { return "framed"; }
+  int vocab_size() const override { return 302; }
+  int eot_token() const override { return 301; }
+  int bos_token() const override { return 300; }
+  int eos_token() const override { return 301; }
+  const SpecialFrame& special_frame() const override { return frame; }
+  void Encode(std::string_view text, std::vector<int>* out) const override {
+    for (char c : text) out->push_back(static_cast<unsigned char>(c));
+  }
+  std::string Decode(const int*, std::size_t) const override { return ""; }
+  bool reads_utf8() const override { return false; }
+  bool IsSafeCut(std::string_view text, std::size_t pos) const override {
+    auto space = [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; };
+    return space(text[pos]) && !space(text[pos - 1]);
+  }
+};
+
+// Every document, plain, in chunks of any size, split at blank lines or as JSON lines, gets bos
+// before and eos after it, wherever the chunks end.
+TEST(PrepareData, SpecialTokensFrameEveryDocument) {
+  const Framed framed;
+  const std::vector<std::string> texts = {Corpus().substr(0, 1500), "a second document\nof lines\n",
+                                          "the third\n"};
+  for (std::size_t chunk :
+       {std::size_t{1}, std::size_t{7}, std::size_t{100}, std::size_t{1} << 20}) {
+    PrepareRun run(texts, 0.1);
+    run.options.chunk_bytes = chunk;
+    run.options.threads = 2;
+    const PrepareResult r = PrepareData(run.options, framed);
+    auto [train, val] = ExpectedTokens(framed, texts, ExpectedCut(texts, 0.1));
+    EXPECT_EQ(Read(r.train_path), train) << "chunk " << chunk;
+    EXPECT_EQ(Read(r.val_path), val) << "chunk " << chunk;
+    EXPECT_EQ(train.front(), 300);
+    EXPECT_EQ(train.back(), 301);
+
+    PrepareRun blank({"One,\ntwo.\n\nThree.\n   \n\nFour  \nfive\n\n"}, 0.0);
+    blank.options.split_on_blank_lines = true;
+    blank.options.chunk_bytes = chunk;
+    std::vector<int> want;
+    for (const char* d : {"One,\ntwo.\n", "Three.\n", "Four  \nfive\n"})
+      framed.EncodeWithSpecial(d, &want);
+    EXPECT_EQ(Read(PrepareData(blank.options, framed).train_path), want) << "chunk " << chunk;
+  }
+  PrepareRun jsonl({Jsonl({"one", "two"})}, 0.0);
+  jsonl.options.jsonl_field = "text";
+  EXPECT_EQ(Read(PrepareData(jsonl.options, framed).train_path),
+            (std::vector<int>{300, 'o', 'n', 'e', 301, 300, 't', 'w', 'o', 301}));
 }
 
 TEST(PrepareDataErrors, BlankLineSplitNeedsAnEndOfTextToken) {
@@ -433,15 +521,6 @@ TEST(PrepareData, OneLineCorpusIsCutAtATokenBoundary) {
   auto [train, val] = ExpectedTokens(Gpt2(), {text}, cut);
   EXPECT_EQ(Read(r.train_path), train);
   EXPECT_EQ(Read(r.val_path), val);
-}
-
-std::string Jsonl(const std::vector<std::string>& docs) {
-  std::string out;
-  for (std::size_t i = 0; i < docs.size(); ++i) {
-    nlohmann::json j = {{"id", i}, {"text", docs[i]}};
-    out += j.dump() + "\n";
-  }
-  return out;
 }
 
 // --jsonl FIELD: each line is a document (EOT + its text's tokens); the split falls at the first

@@ -25,6 +25,7 @@
 #include "data/gpt2_tokenizer.h"
 #include "data/unicode_classes.h"
 #include "test_util.h"
+#include "tokenizer_docs.h"
 
 namespace cputrain::data {
 namespace {
@@ -34,28 +35,11 @@ const std::string kSourceDir = CPUTRAIN_SOURCE_DIR;
 const std::string kEncoderDir = kSourceDir + "/third_party/gpt2";
 const std::string kPeersPython = CPUTRAIN_PEERS_PYTHON;
 
+using ::cputrain::test::EdgeCases;
+using ::cputrain::test::Escaped;
+using ::cputrain::test::RandomDocuments;
+using ::cputrain::test::ReferenceDocuments;
 using ::cputrain::test::Slurp;
-
-// Printable form of a document for failure messages.
-std::string Escaped(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        out += c < 0x20 || c == 0x7F ? fmt::format("\\x{:02x}", c) : std::string(1, char(c));
-    }
-  }
-  return out;
-}
 
 const Gpt2Tokenizer& Gpt2() {
   static std::unique_ptr<Gpt2Tokenizer> t = Gpt2Tokenizer::Load(kEncoderDir);
@@ -66,117 +50,6 @@ std::vector<int> Encode(const Tokenizer& t, std::string_view text) {
   std::vector<int> ids;
   t.Encode(text, &ids);
   return ids;
-}
-
-// Hand-picked edge cases; each is a document of its own.
-std::vector<std::string> EdgeCases() {
-  return {
-      "",
-      " ",
-      "  ",
-      "\n",
-      "\n\n\n",
-      " \n ",
-      "\t",
-      "a",
-      "Hello world",
-      "Hello  world",
-      "Hello   world   ",
-      "trailing space ",
-      "trailing spaces   ",
-      "  leading spaces",
-      "\tleading tab",
-      "tab\tin\t\tthe middle",
-      "line\nbreaks\n\nand\n\n\nruns\n",
-      "windows\r\nline\r\nendings\r\n",
-      "mixed \t\n \t\n  x",
-      "space before newline \nnext",
-      "newline then space\n next",
-      "\u00a0nbsp\u00a0 \u00a0x",
-      "ideographic\u3000\u3000space\u3000",
-      "line separator\u2028para\u2029end",
-      "bom\ufeffinside and \ufeff at start",
-      "nel\u0085is whitespace in tiktoken, not in JS",
-      "vertical\vtab and form\ffeed",
-      "it's we're they've I'm you'll he'd can't",
-      "IT'S WE'RE THEY'VE I'M YOU'LL HE'D CAN'T",
-      "'s 't 're 've 'm 'll 'd",
-      "'S 'T 'RE 'VE 'M 'LL 'D",
-      "''s '''re x'sy 'sss 'lll 'rer 'r 'v 'l",
-      "' s' ' 's",
-      "end with apostrophe'",
-      "'",
-      "1234567890 12 345 6.78 9,000",
-      "abc123def 456ghi",
-      " 1 2  3   4",
-      "...!!!???",
-      " ... !!! ???",
-      "a.b,c;d:e",
-      "(parenthesised) [bracketed] {braced}",
-      "email@example.com https://x.y/z?a=b&c=d",
-      "<|endoftext|>",
-      "Ωμέγα Ελλάδα",
-      "Привет, мир!",
-      "مرحبا بالعالم",
-      "שלום עולם",
-      "नमस्ते दुनिया",
-      "สวัสดีชาวโลก",
-      "你好，世界！",
-      "こんにちは世界",
-      "안녕하세요 세계",
-      "e\u0301 combining acute, n\u0303 tilde, a\u0308\u0304 two marks",
-      "😀",
-      "😀😀😀",
-      " 😀 😀",
-      "👩‍💻 👨‍👩‍👧‍👦",
-      "🏳️‍🌈 🏴‍☠️",
-      "🇺🇸🇬🇧🇯🇵",
-      "👍🏿👍🏻",
-      "1️⃣2️⃣#️⃣*️⃣",
-      "©®™",
-      "½ ⅓ ² ³ Ⅻ",
-      "١٢٣ ४५६ ๗๘๙ ０１２",
-      "𝐀𝐁𝐂 𐌰𐌱𐌲 𓀀",
-      "\u200b\u200c\u200d\u2060",
-      "x\u00ady",
-      std::string(300, 'a'),
-      std::string(200, ' ') + "x",
-      std::string(150, '!'),
-      "y" + std::string(100, '\n'),
-      "一二三四五六七八九十一二三四五六七八九十一二三四五六七八九十一二三四五六七八九十",
-  };
-}
-
-// Random strings over characters that stress the regex's edges: spaces of every kind next to
-// contractions, letters, numbers and other.
-std::vector<std::string> RandomDocuments(int count, unsigned seed) {
-  const std::vector<std::string> palette = {
-      " ",      " ", " ",       "\t", "\n", "\r",     "\u00a0", "\u3000", "\u2028", "\ufeff",
-      "\u0085", "'", "'",       "s",  "t",  "r",      "e",      "v",      "m",      "l",
-      "d",      "S", "a",       "Z",  "1",  "9",      "½",      ".",      ",",      "!",
-      "\"",     "é", "e\u0301", "中", "😀",  "\u200d", "🇺",      "Ж",      "ا",      "\u0301",
-      "ｱ",      "_", "-",       "٣",  "\v", "\f"};
-  std::mt19937 rng(seed);
-  std::vector<std::string> docs;
-  for (int i = 0; i < count; ++i) {
-    int len = static_cast<int>(rng() % 40);
-    std::string d;
-    for (int j = 0; j < len; ++j) d += palette[rng() % palette.size()];
-    docs.push_back(d);
-  }
-  return docs;
-}
-
-// Every document the reference comparison covers.
-std::vector<std::string> ReferenceDocuments() {
-  std::vector<std::string> docs = EdgeCases();
-  std::string corpus = Slurp(kSourceDir + "/tests/data/tokenizer_corpus.txt");
-  EXPECT_GT(corpus.size(), 1000u) << "tests/data/tokenizer_corpus.txt is missing or short";
-  docs.push_back(corpus);
-  std::istringstream lines(corpus);
-  for (std::string line; std::getline(lines, line);) docs.push_back(line);
-  for (std::string& d : RandomDocuments(600, 20240520)) docs.push_back(std::move(d));
-  return docs;
 }
 
 // Runs the reference encoder (tiktoken) on `docs`. Fails (never skips) when the peers'

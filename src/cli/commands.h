@@ -53,5 +53,7 @@ inline constexpr const char* kBenchCommandHelp =
 CLI::App* AddReportOptions(CLI::App& app, std::string* results, std::string* dir);
 // prepare-data: text files -> train.bin/val.bin token files (prepare_data_cmd.cc).
 void AddPrepareDataCommand(CLI::App& app);
+// tokenize --tokenizer PATH [--special]: lines on stdin -> ids on stdout (tokenize_cmd.cc).
+void AddTokenizeCommand(CLI::App& app);
 
 }  // namespace cputrain::cli

@@ -43,7 +43,8 @@ void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
   }
 }
 
-// --tokenizer auto: a Hugging Face directory's own vocab.json + merges.txt, else by the
+// --tokenizer auto: a Hugging Face directory's own tokenizer.json (or vocab.json + merges.txt;
+// MakeTokenizer picks), else by the
 // model's vocabulary: GPT-2's BPE for V >= 50257, bytes below (V = 256, or a bytes model with
 // spare rows). Says on stderr which it picked.
 std::unique_ptr<data::Tokenizer> ChooseTokenizer(const std::string& flag, const std::string& file,
@@ -52,7 +53,8 @@ std::unique_ptr<data::Tokenizer> ChooseTokenizer(const std::string& flag, const 
   std::error_code ec;
   std::string name = shape.V >= data::kGpt2VocabSize ? "gpt2" : "bytes";
   if (model::IsHfDir(file) &&
-      std::filesystem::exists(std::filesystem::path(file) / "vocab.json", ec)) {
+      (std::filesystem::exists(std::filesystem::path(file) / "tokenizer.json", ec) ||
+       std::filesystem::exists(std::filesystem::path(file) / "vocab.json", ec))) {
     name = file;
   }
   std::fprintf(stderr, "note: tokenizer %s (from the model's %s; --tokenizer overrides)\n",
@@ -125,9 +127,10 @@ void AddGenerateCommand(CLI::App& app) {
                   "newest checkpoint), e.g. out/quickstart")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "auto (from the model: its Hugging Face directory's vocab.json + merges.txt, "
-                  "else gpt2 for a vocabulary of 50257 or more, bytes below), gpt2, bytes, or a "
-                  "directory with vocab.json + merges.txt");
+                  "auto (from the model: its Hugging Face directory's tokenizer.json or vocab.json "
+                  "+ merges.txt, else gpt2 for a vocabulary of 50257 or more, bytes below), gpt2, "
+                  "bytes, a tokenizer.json or a directory holding one, or a directory with "
+                  "vocab.json + merges.txt");
   cmd->add_option("--prompt", o->prompt, "text to continue (empty: start of a document)");
   cmd->add_option("--tokens", o->tokens, "tokens to generate")->check(AtLeast(1));
   cmd->add_option("--temperature", o->temperature, "0 = greedy; higher = more random")

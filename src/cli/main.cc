@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddExportCommand(app);
   cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
+  cputrain::cli::AddTokenizeCommand(app);
   AddLogLevel(&app);
   DropEmptyListDefaults(&app);
   if (const char* env = std::getenv("CPUTRAIN_LOG"); env && !SetLogLevel(env)) {

@@ -79,19 +79,21 @@ void AddPrepareDataCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "prepare-data",
       "Tokenize text files (- for stdin) or JSON lines (--jsonl) into DIR/train.bin and "
-      "DIR/val.bin, or numbered shards (--shard-tokens), llm.c token files: each file (or JSON "
-      "line) is a document, preceded by <|endoftext|> for gpt2; val is the corpus's last "
+      "DIR/val.bin, or numbered shards (--shard-tokens), llm.c token files (uint32 ids, version "
+      "2, for vocabularies above 65536): each file (or JSON line) is a document, preceded by "
+      "<|endoftext|> for gpt2, framed by bos/eos for a tokenizer.json; val is the corpus's last "
       "--val-fraction, cut at a line start (docs/data.md)");
   cmd->add_option("--tokenizer", opts->tokenizer,
-                  "gpt2 (GPT-2 BPE, 50257 tokens), bytes (one token per byte, 256), or a "
-                  "directory with GPT-2's vocab.json + merges.txt (a Hugging Face model's)")
+                  "gpt2 (GPT-2 BPE, 50257 tokens), bytes (one token per byte, 256), a Hugging "
+                  "Face tokenizer.json or a directory holding one (+ tokenizer_config.json), or "
+                  "a directory with GPT-2's vocab.json + merges.txt")
       ->required();
   cmd->add_option("--val-fraction", opts->prepare.val_fraction,
                   "fraction of the corpus (bytes, from its end) for val.bin; 0 = no val.bin")
       ->capture_default_str();
   cmd->add_flag("--split-on-blank-lines", opts->prepare.split_on_blank_lines,
-                "each run of non-blank lines is a document of its own (gpt2); blank lines are "
-                "dropped");
+                "each run of non-blank lines is a document of its own (needs an end-of-text, bos "
+                "or eos token); blank lines are dropped");
   cmd->add_option("--threads", opts->prepare.threads, "tokenizing threads; 0 = every core");
   cmd->add_option("--jsonl", opts->prepare.jsonl_field,
                   "inputs are JSON lines (HF datasets' to_json): one document per line, its text "

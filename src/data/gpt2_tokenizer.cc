@@ -14,23 +14,27 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "data/bpe_heap.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/unicode_classes.h"
+#include "data/word_cache.h"
 
 namespace cputrain::data {
-namespace {
 
-// GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes
-// for U+0100.. in byte order. encoder.json and vocab.bpe spell tokens in these characters.
-std::vector<char32_t> ByteToCodePoint() {
-  std::vector<char32_t> table(256);
-  int extra = 0;
-  for (int b = 0; b < 256; ++b) {
-    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-    table[b] = printable ? char32_t(b) : char32_t(256 + extra++);
-  }
+const std::vector<char32_t>& ByteLevelCodePoints() {
+  static const std::vector<char32_t> table = [] {
+    std::vector<char32_t> t(256);
+    int extra = 0;
+    for (int b = 0; b < 256; ++b) {
+      bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      t[b] = printable ? char32_t(b) : char32_t(256 + extra++);
+    }
+    return t;
+  }();
   return table;
 }
+
+namespace {
 
 // Turns a token spelled in bytes_to_unicode characters back into its raw bytes; false if the
 // spelling uses another character.
@@ -51,35 +55,17 @@ bool SpellingToBytes(std::string_view spelling, const std::unordered_map<char32_
 }
 
 std::atomic<uint64_t> g_next_serial{1};
-
-// Per-thread cache of piece -> ids. Bounded: cleared when full, so memory stays flat over a
-// corpus of any size (~6 MiB per thread at the limit). Pieces longer than kMaxPieceBytes are
-// rare and seldom repeat, so they are not cached.
-struct WordCache {
-  static constexpr std::size_t kMaxEntries = 1 << 16;
-  static constexpr std::size_t kMaxPieceBytes = 128;
-
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  struct Span {
-    uint32_t offset, size;
-  };
-  uint64_t owner = 0;
-  std::unordered_map<std::string, Span, Hash, std::equal_to<>> map;
-  std::vector<int> ids;
-
-  void Reset(uint64_t serial) {
-    owner = serial;
-    map.clear();
-    ids.clear();
-  }
-};
-
 thread_local WordCache t_cache;
 
 }  // namespace
+
+WordCache& WordCache::For(uint64_t serial) {
+  WordCache& cache = t_cache;
+  if (cache.owner != serial) cache.Reset(serial);
+  return cache;
+}
+
+uint64_t WordCache::NewSerial() { return g_next_serial.fetch_add(1, std::memory_order_relaxed); }
 
 void Gpt2Tokenizer::InsertMerge(int left, int right, int rank, int merged) {
   uint32_t key = PairKey(left, right);
@@ -97,7 +83,7 @@ std::unordered_map<std::string, int> ReadEncoder(const std::string& encoder_path
                                                  const std::string& hint,
                                                  std::vector<std::string>* token_bytes) {
   constexpr int kVocabSize = Gpt2Tokenizer::kVocabSize;
-  std::vector<char32_t> byte_to_cp = ByteToCodePoint();
+  const std::vector<char32_t>& byte_to_cp = ByteLevelCodePoints();
   std::unordered_map<char32_t, int> cp_to_byte;
   for (int b = 0; b < 256; ++b) cp_to_byte[byte_to_cp[b]] = b;
   nlohmann::json encoder;
@@ -183,7 +169,7 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   const InputKind vocab_kind{"GPT-2 vocabulary file", "GPT-2's encoder.json or vocab.bpe",
                              kMaxVocabBytes, hint};
   std::unique_ptr<Gpt2Tokenizer> t(new Gpt2Tokenizer());
-  t->serial_ = g_next_serial.fetch_add(1, std::memory_order_relaxed);
+  t->serial_ = WordCache::NewSerial();
 
   std::unordered_map<std::string, int> spelling_to_id =
       ReadEncoder(encoder_path, vocab_kind, hint, &t->token_bytes_);
@@ -192,16 +178,10 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
     throw InputError(
         fmt::format("'{}' does not give <|endoftext|> the id {}", encoder_path, kEotToken), hint);
   }
-  const std::vector<char32_t> byte_to_cp = ByteToCodePoint();
+  const std::vector<char32_t>& byte_to_cp = ByteLevelCodePoints();
   for (int b = 0; b < 256; ++b) {
     std::string spelling;
-    char32_t cp = byte_to_cp[b];
-    if (cp < 0x80) {
-      spelling.push_back(static_cast<char>(cp));
-    } else {  // all below U+0800: two bytes
-      spelling.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      spelling.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    AppendUtf8(byte_to_cp[b], &spelling);
     auto it = spelling_to_id.find(spelling);
     if (it == spelling_to_id.end()) {
       throw InputError(fmt::format("'{}' has no token for byte {}", encoder_path, b), hint);
@@ -302,42 +282,15 @@ void Gpt2Tokenizer::BpeScan(const unsigned char* bytes, std::size_t n,
 
 void Gpt2Tokenizer::BpeHeap(const unsigned char* bytes, std::size_t n,
                             std::vector<int>* out) const {
-  // Doubly linked list of symbols; a heap of candidate merges ordered by (rank, position).
-  // Entries go stale when a symbol they name is merged away or changed; they are checked
-  // against the current symbols when popped.
-  std::vector<int> id(n), prev(n), next(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    id[i] = byte_token_[bytes[i]];
-    prev[i] = static_cast<int>(i) - 1;
-    next[i] = i + 1 < n ? static_cast<int>(i + 1) : -1;
-  }
-  struct Candidate {
-    int rank, pos, left, right;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
-  auto push = [&](int pos) {
-    if (pos < 0 || next[pos] < 0) return;
-    if (const MergeSlot* s = FindMerge(id[pos], id[next[pos]])) {
-      heap.push({s->rank, pos, id[pos], id[next[pos]]});
-    }
-  };
-  for (std::size_t i = 0; i + 1 < n; ++i) push(static_cast<int>(i));
-  while (!heap.empty()) {
-    Candidate c = heap.top();
-    heap.pop();
-    int r = next[c.pos];
-    if (id[c.pos] != c.left || r < 0 || id[r] != c.right) continue;  // stale
-    id[c.pos] = FindMerge(c.left, c.right)->merged;
-    id[r] = -1;  // removed; never a live symbol again
-    next[c.pos] = next[r];
-    if (next[r] >= 0) prev[next[r]] = c.pos;
-    push(prev[c.pos]);
-    push(c.pos);
-  }
-  for (int i = 0; i >= 0; i = next[i]) out->push_back(id[i]);
+  std::vector<int> id(n);
+  for (std::size_t i = 0; i < n; ++i) id[i] = byte_token_[bytes[i]];
+  BpeMergeHeap(
+      id.data(), n,
+      [this](int left, int right) {
+        const MergeSlot* s = FindMerge(left, right);
+        return s != nullptr ? BpeMerge{s->rank, s->merged} : BpeMerge{-1, -1};
+      },
+      out);
 }
 
 void Gpt2Tokenizer::Bpe(std::string_view piece, std::vector<int>* out, BpeLoop loop) const {
@@ -354,32 +307,21 @@ void Gpt2Tokenizer::Bpe(std::string_view piece, std::vector<int>* out, BpeLoop l
 }
 
 void Gpt2Tokenizer::Encode(std::string_view text, std::vector<int>* out) const {
-  WordCache& cache = t_cache;
-  if (cache.owner != serial_) cache.Reset(serial_);
+  WordCache& cache = WordCache::For(serial_);
   Gpt2PreTokenizer pieces(text);
   std::string_view piece;
+  const auto bpe = [this](std::string_view p, std::vector<int>* ids) { Bpe(p, ids); };
   while (pieces.Next(&piece)) {
     if (piece.size() == 1) {
       out->push_back(byte_token_[static_cast<unsigned char>(piece[0])]);
-      continue;
+    } else {
+      cache.Encode(piece, out, bpe);
     }
-    if (piece.size() > WordCache::kMaxPieceBytes) {
-      Bpe(piece, out);
-      continue;
-    }
-    auto it = cache.map.find(piece);
-    if (it != cache.map.end()) {
-      const int* ids = cache.ids.data() + it->second.offset;
-      out->insert(out->end(), ids, ids + it->second.size);
-      continue;
-    }
-    std::size_t before = out->size();
-    Bpe(piece, out);
-    if (cache.map.size() >= WordCache::kMaxEntries) cache.Reset(serial_);
-    auto offset = static_cast<uint32_t>(cache.ids.size());
-    cache.ids.insert(cache.ids.end(), out->begin() + before, out->end());
-    cache.map.emplace(piece, WordCache::Span{offset, static_cast<uint32_t>(out->size() - before)});
   }
+}
+
+bool Gpt2Tokenizer::IsSafeCut(std::string_view text, std::size_t pos) const {
+  return IsGpt2SafeCut(text, pos);
 }
 
 std::string Gpt2Tokenizer::Decode(const int* ids, std::size_t n) const {

@@ -31,6 +31,11 @@
 
 namespace cputrain::data {
 
+// GPT-2's bytes_to_unicode(): the code point that spells each byte in byte-level vocabularies
+// (encoder.json, and the ByteLevel pre-tokenizer of tokenizer.json files). Printable Latin-1
+// bytes stand for themselves, the other 68 bytes for U+0100.. in byte order.
+const std::vector<char32_t>& ByteLevelCodePoints();
+
 class Gpt2Tokenizer final : public Tokenizer {
  public:
   static constexpr int kVocabSize = kGpt2VocabSize;
@@ -47,6 +52,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   int eot_token() const override { return kEotToken; }
   void Encode(std::string_view text, std::vector<int>* out) const override;
   std::string Decode(const int* ids, std::size_t n) const override;
+  bool IsSafeCut(std::string_view text, std::size_t pos) const override;
 
   enum class BpeLoop { kAuto, kScan, kHeap };
   // BPE of one piece's bytes, appended to *out, without the cache. Tests use `loop` to run both

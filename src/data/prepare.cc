@@ -20,7 +20,6 @@
 
 #include "common/error.h"
 #include "common/files.h"
-#include "data/gpt2_pretokenizer.h"
 #include "data/prepare_output.h"
 #include "data/token_file.h"
 #include "data/unicode_classes.h"
@@ -46,9 +45,10 @@ struct Chunk {
   std::size_t file = 0;
   uint64_t file_offset = 0;  // of text[0]
   bool doc_start = false;    // text[0] starts a document (a region's first byte)
+  bool doc_end = false;      // the text ends a document (a region's last byte)
   bool val = false;
   // Filled by the tokenizing stage:
-  std::vector<uint16_t> tokens;
+  std::vector<uint32_t> tokens;
   uint64_t documents = 0;
   std::exception_ptr error;  // rethrown by the writer, in corpus order
 };
@@ -137,7 +137,8 @@ int OpenInput(const InputFile& f) {
   return fd;
 }
 
-using SafeCut = bool (*)(std::string_view, std::size_t);
+// Where a document may be cut (Tokenizer::IsSafeCut); null: nowhere.
+using SafeCut = std::function<bool(std::string_view, std::size_t)>;
 
 // The first p >= target where safe(text, p) holds (a file's first byte always does), for a
 // corpus without line breaks to cut at; `total` if there is none.
@@ -284,6 +285,7 @@ class ChunkReader {
     chunk->file = r.file;
     chunk->file_offset = emit_offset_;
     chunk->doc_start = first_;
+    chunk->doc_end = carry_.empty() && read_offset_ == r.end;
     chunk->val = r.val;
     emit_offset_ += cut;
     first_ = false;
@@ -321,8 +323,6 @@ class ChunkReader {
   bool first_ = true;
 };
 
-bool AnyCut(std::string_view, std::size_t) { return true; }
-
 bool IsBlankLine(std::string_view line) {
   for (char c : line) {
     if (c != ' ' && c != '\t' && c != '\r' && c != '\n') return false;
@@ -330,12 +330,13 @@ bool IsBlankLine(std::string_view line) {
   return true;
 }
 
-// The tokenizing stage: fills chunk->tokens and chunk->documents, or chunk->error.
-void TokenizeChunk(const Tokenizer& tok, bool split_on_blank_lines, bool check_utf8,
+// The tokenizing stage: fills chunk->tokens and chunk->documents, or chunk->error. `frame`
+// marks each document (DocumentFrame).
+void TokenizeChunk(const Tokenizer& tok, const SpecialFrame& frame, bool split_on_blank_lines,
                    const std::vector<InputFile>& files, Chunk* chunk) {
   try {
     const std::string& text = chunk->text;
-    if (check_utf8) {
+    if (tok.reads_utf8()) {
       std::size_t bad = FindInvalidUtf8(text);
       if (bad != std::string_view::npos) {
         std::string bytes;
@@ -346,19 +347,22 @@ void TokenizeChunk(const Tokenizer& tok, bool split_on_blank_lines, bool check_u
         throw InputError(
             fmt::format("input '{}' is not valid UTF-8 at byte {} (bytes {})",
                         files[chunk->file].path, chunk->file_offset + bad, bytes),
-            "the gpt2 tokenizer reads UTF-8 text: convert the file (e.g. iconv -f latin1 -t "
-            "utf-8) or use --tokenizer bytes");
+            fmt::format("the {} tokenizer reads UTF-8 text: convert the file (e.g. iconv -f "
+                        "latin1 -t utf-8) or use --tokenizer bytes",
+                        tok.name()));
       }
     }
     static thread_local std::vector<int> ids;
     ids.clear();
-    const int eot = tok.eot_token();
+    auto open_doc = [&] {
+      ++chunk->documents;
+      ids.insert(ids.end(), frame.before.begin(), frame.before.end());
+    };
+    auto close_doc = [&] { ids.insert(ids.end(), frame.after.begin(), frame.after.end()); };
     if (!split_on_blank_lines) {
-      if (chunk->doc_start) {
-        ++chunk->documents;
-        if (eot >= 0) ids.push_back(eot);
-      }
+      if (chunk->doc_start) open_doc();
       tok.Encode(text, &ids);
+      if (chunk->doc_end) close_doc();
     } else {
       // A chunk that does not start a region was cut just after non-whitespace, so its first
       // line continues a non-blank line of the open document.
@@ -373,19 +377,21 @@ void TokenizeChunk(const Tokenizer& tok, bool split_on_blank_lines, bool check_u
         continued = false;
         if (blank && open) {
           tok.Encode(all.substr(doc, pos - doc), &ids);
+          close_doc();
           open = false;
         } else if (!blank && !open) {
-          ++chunk->documents;
-          ids.push_back(eot);
+          open_doc();
           open = true;
           doc = pos;
         }
         pos = end;
       }
-      if (open) tok.Encode(all.substr(doc), &ids);
+      if (open) {
+        tok.Encode(all.substr(doc), &ids);
+        if (chunk->doc_end) close_doc();
+      }
     }
-    chunk->tokens.resize(ids.size());
-    for (std::size_t i = 0; i < ids.size(); ++i) chunk->tokens[i] = static_cast<uint16_t>(ids[i]);
+    chunk->tokens.assign(ids.begin(), ids.end());
   } catch (...) {
     chunk->error = std::current_exception();
   }
@@ -402,19 +408,14 @@ void CheckOptions(const PrepareOptions& options, const Tokenizer& tokenizer) {
     throw InputError(fmt::format("--threads {} is negative", options.threads),
                      "give a thread count, or leave --threads out to use every core");
   }
-  if (tokenizer.vocab_size() > 65536) {
+  const SpecialFrame frame = DocumentFrame(tokenizer);
+  if (options.split_on_blank_lines && frame.before.empty() && frame.after.empty()) {
     throw InputError(
-        fmt::format("tokenizer '{}' has {} tokens; token files store ids as uint16, so at most "
-                    "65536",
-                    tokenizer.name(), tokenizer.vocab_size()),
-        "use the gpt2 or bytes tokenizer");
-  }
-  if (options.split_on_blank_lines && tokenizer.eot_token() < 0) {
-    throw InputError(
-        fmt::format("--split-on-blank-lines needs a tokenizer with an end-of-text token to mark "
-                    "documents; '{}' has none",
+        fmt::format("--split-on-blank-lines needs a tokenizer with an end-of-text, bos or eos "
+                    "token to mark documents; '{}' has none",
                     tokenizer.name()),
-        "use --tokenizer gpt2, or leave out --split-on-blank-lines");
+        "use --tokenizer gpt2 (or a tokenizer.json with such tokens), or leave out "
+        "--split-on-blank-lines");
   }
   if (options.out_dir.empty()) throw InputError("no output directory given", "pass -o DIR");
 }
@@ -430,8 +431,8 @@ struct Sinks {
 
 // Read (in order) -> tokenize (in parallel) -> write (in order), stopping at a StopToken.
 void RunPipeline(const PrepareOptions& options, const Tokenizer& tokenizer,
-                 const std::vector<InputFile>& files, ChunkReader& reader, bool gpt2_cuts,
-                 Sinks out) {
+                 const std::vector<InputFile>& files, ChunkReader& reader, Sinks out) {
+  const SpecialFrame frame = DocumentFrame(tokenizer);
   // At most `live` chunks are in flight and the writer takes them in order, so chunk i can
   // reuse slot i % live (and its buffers): when it is read, chunk i - live has been written.
   // The slots outlive the pipeline, so chunks in flight when an error cancels it are freed.
@@ -453,7 +454,7 @@ void RunPipeline(const PrepareOptions& options, const Tokenizer& tokenizer,
     return chunk;
   };
   auto tokenize = [&](Chunk* chunk) {
-    TokenizeChunk(tokenizer, options.split_on_blank_lines, gpt2_cuts, files, chunk);
+    TokenizeChunk(tokenizer, frame, options.split_on_blank_lines, files, chunk);
     return chunk;
   };
   auto write = [&](Chunk* chunk) {
@@ -508,9 +509,13 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
   MakeDirs(options.out_dir);
   std::optional<SpooledStdin> spool;
   std::vector<InputFile> files = StatInputs(ResolveInputs(options, &spool));
-  const bool gpt2_cuts = tokenizer.name() == "gpt2";
   const bool jsonl = !options.jsonl_field.empty();
-  const SafeCut safe = jsonl ? nullptr : gpt2_cuts ? &IsGpt2SafeCut : &AnyCut;
+  SafeCut safe;
+  if (!jsonl) {
+    safe = [&tokenizer](std::string_view text, std::size_t pos) {
+      return tokenizer.IsSafeCut(text, pos);
+    };
+  }
   PrepareResult result;
   result.bytes = files.back().start + files.back().size;
   result.val_cut = options.val_fraction > 0
@@ -522,9 +527,12 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
     name = std::filesystem::absolute(options.out_dir).lexically_normal().filename().string();
     if (name.empty()) name = std::filesystem::absolute(options.out_dir).parent_path().filename();
   }
-  SplitWriter train(options.out_dir, name, "train", options.shard_tokens);
+  const int version = TokenFileVersionFor(tokenizer.vocab_size());
+  SplitWriter train(options.out_dir, name, "train", options.shard_tokens, version);
   std::optional<SplitWriter> val;
-  if (options.val_fraction > 0) val.emplace(options.out_dir, name, "val", options.shard_tokens);
+  if (options.val_fraction > 0) {
+    val.emplace(options.out_dir, name, "val", options.shard_tokens, version);
+  }
 
   if (jsonl) {
     std::vector<std::string> paths;
@@ -539,7 +547,7 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
     PrepareProgress progress;
     progress.bytes_total = result.bytes;
     RunWithThreads(options.threads, [&] {
-      RunPipeline(options, tokenizer, files, reader, gpt2_cuts,
+      RunPipeline(options, tokenizer, files, reader,
                   {&train, val ? &*val : nullptr, &result, &progress, start});
     });
   }

@@ -1,4 +1,5 @@
-// prepare-data: text files -> train.bin and val.bin (llm.c token files, token_file.h).
+// prepare-data: text files -> train.bin and val.bin (llm.c token files, token_file.h: version 1
+// with uint16 ids when the tokenizer's vocabulary fits, version 2 with uint32 ids above 65,536).
 //
 // Inputs. Text files, "-" for standard input (spooled to a temporary file in the output
 // directory first: the split needs every input's size up front), or with jsonl_field JSON-lines
@@ -12,24 +13,30 @@
 //
 // Documents. Each input file is one document; with split_on_blank_lines, every run of
 // non-blank lines is one (a blank line is empty or holds only spaces, tabs and '\r'; blank lines
-// are dropped). With a tokenizer that has an end-of-text token (gpt2), every document is
-// preceded by it, as llm.c's data scripts do; the bytes tokenizer writes the text as it is.
+// are dropped). Each document is framed by DocumentFrame (prepare_output.h): the special tokens
+// the tokenizer adds with add_special_tokens=True (a tokenizer.json's bos before, eos after);
+// a tokenizer that adds none gets its end-of-text token (gpt2's <|endoftext|>), else its bos,
+// before each document, as llm.c's data scripts do; the bytes tokenizer writes the text as it
+// is.
 //
 // Split. The corpus is the input files in the order given, T bytes in all. It is cut once, at
 // the first line start at or after byte T - floor(val_fraction * T) (a file's first byte is a
 // line start): everything before goes to train.bin, the rest to val.bin. A corpus whose tail
 // holds no line start (text8: one line of 100 MB) is cut at the first token boundary instead
-// (for gpt2 before whitespace that follows non-whitespace, for bytes at that byte). With JSON
+// (Tokenizer::IsSafeCut: for gpt2 before whitespace that follows non-whitespace, for bytes at
+// that byte). With JSON
 // lines the cut is the first line (document) starting there. A document the cut
 // falls in is split, and its tail starts val.bin as a document of its own. So val.bin is the
 // last ~val_fraction of the corpus, the same whichever tokenizer or thread count is used.
 //
 // Parallelism. A reader cuts the corpus into ~chunk_bytes chunks, worker threads tokenize them
 // (oneTBB parallel_pipeline), a writer appends them in order; at most a few chunks are in
-// flight, so memory does not grow with the corpus. For gpt2 chunks are cut only where
-// IsGpt2SafeCut holds (before whitespace that follows non-whitespace), so the tokens equal
-// those of tokenizing each document whole; a stretch of more than chunk_bytes without such a
-// place makes that chunk longer.
+// flight, so memory does not grow with the corpus. Chunks are cut only where the tokenizer's
+// IsSafeCut holds (gpt2: before whitespace that follows non-whitespace; a tokenizer.json with a
+// pattern pre-tokenizer: between a letter or number and ASCII whitespace; one whose pipeline
+// adds text at a piece's start, e.g. SentencePiece-style: nowhere, so a document is one chunk),
+// so the tokens equal those of tokenizing each document whole; a stretch of more than
+// chunk_bytes without such a place makes that chunk longer.
 //
 // Failure. Both files are written through temporaries and renamed only after every token is
 // written and fsynced; any error, or a set `cancel`, leaves no train.bin/val.bin behind (an
@@ -80,15 +87,15 @@ struct PrepareResult {
   std::size_t train_files = 0, val_files = 0;
   uint64_t train_tokens = 0;
   uint64_t val_tokens = 0;
-  uint64_t documents = 0;  // document starts (an end-of-text token each for gpt2)
+  uint64_t documents = 0;  // document starts
   uint64_t bytes = 0;      // T
   uint64_t val_cut = 0;    // corpus byte where val.bin starts; T when there is no val.bin
   double seconds = 0;
 };
 
-// Throws InputError for bad options or input (missing file, a directory, not UTF-8 for gpt2
-// with file and byte offset, empty corpus, an empty split, output directory not writable, a
-// vocabulary too large for uint16 ids), RuntimeError for I/O failures and cancellation.
+// Throws InputError for bad options or input (missing file, a directory, not UTF-8 for a
+// tokenizer that reads text, with file and byte offset, empty corpus, an empty split, output
+// directory not writable), RuntimeError for I/O failures and cancellation.
 PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokenizer);
 
 }  // namespace cputrain::data

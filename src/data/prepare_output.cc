@@ -15,13 +15,16 @@
 namespace cputrain::data {
 
 SplitWriter::SplitWriter(std::string dir, std::string name, std::string split,
-                         uint64_t shard_tokens)
+                         uint64_t shard_tokens, int version)
     : dir_(std::move(dir)),
       name_(std::move(name)),
       split_(std::move(split)),
-      shard_tokens_(shard_tokens) {
+      shard_tokens_(shard_tokens),
+      version_(version) {
   // One file: opened now, so an unwritable directory is reported before any work.
-  if (shard_tokens_ == 0) shards_.push_back(std::make_unique<TokenFileWriter>(ShardPath(0)));
+  if (shard_tokens_ == 0) {
+    shards_.push_back(std::make_unique<TokenFileWriter>(ShardPath(0), version_));
+  }
 }
 
 std::string SplitWriter::ShardPath(std::size_t i) const {
@@ -35,10 +38,10 @@ std::string SplitWriter::Describe() const {
   return (std::filesystem::path(dir_) / fmt::format("{}_{}_*.bin", name_, split_)).string();
 }
 
-void SplitWriter::Append(const uint16_t* tokens, std::size_t n) {
+void SplitWriter::Append(const uint32_t* tokens, std::size_t n) {
   while (n > 0) {
     if (shard_tokens_ > 0 && (shards_.empty() || shards_.back()->count() == shard_tokens_))
-      shards_.push_back(std::make_unique<TokenFileWriter>(ShardPath(shards_.size())));
+      shards_.push_back(std::make_unique<TokenFileWriter>(ShardPath(shards_.size()), version_));
     TokenFileWriter& w = *shards_.back();
     const std::size_t room =
         shard_tokens_ > 0 ? static_cast<std::size_t>(shard_tokens_ - w.count()) : n;
@@ -84,6 +87,15 @@ SpooledStdin::SpooledStdin(const std::string& dir) {
 
 SpooledStdin::~SpooledStdin() { std::remove(path_.c_str()); }
 
+SpecialFrame DocumentFrame(const Tokenizer& tokenizer) {
+  SpecialFrame frame = tokenizer.special_frame();
+  if (frame.before.empty() && frame.after.empty()) {
+    const int marker = tokenizer.eot_token() >= 0 ? tokenizer.eot_token() : tokenizer.bos_token();
+    if (marker >= 0) frame.before.push_back(marker);
+  }
+  return frame;
+}
+
 namespace {
 
 [[noreturn]] void BadLine(const std::string& path, uint64_t line, const std::string& what,
@@ -101,8 +113,9 @@ void TokenizeJsonl(const std::vector<std::string>& paths, const std::vector<uint
                    const std::string& field, uint64_t val_cut, const Tokenizer& tokenizer,
                    SplitWriter& train, SplitWriter* val, PrepareResult* result,
                    const PrepareOptions& options) {
+  const SpecialFrame frame = DocumentFrame(tokenizer);
   std::vector<int> ids;
-  std::vector<uint16_t> out;
+  std::vector<uint32_t> out;
   for (std::size_t f = 0; f < paths.size(); ++f) {
     std::ifstream in(paths[f], std::ios::binary);
     if (!in) throw InputError(fmt::format("cannot read input '{}'", paths[f]), "check the path");
@@ -126,9 +139,9 @@ void TokenizeJsonl(const std::vector<std::string>& paths, const std::vector<uint
       const auto it = doc.find(field);
       if (it == doc.end() || !it->is_string())
         BadLine(paths[f], number, fmt::format("no string field \"{}\"", field), field);
-      ids.clear();
-      if (tokenizer.eot_token() >= 0) ids.push_back(tokenizer.eot_token());
+      ids.assign(frame.before.begin(), frame.before.end());
       tokenizer.Encode(it->get_ref<const std::string&>(), &ids);
+      ids.insert(ids.end(), frame.after.begin(), frame.after.end());
       out.assign(ids.begin(), ids.end());
       const bool to_val = val != nullptr && at >= val_cut;
       (to_val ? *val : train).Append(out.data(), out.size());

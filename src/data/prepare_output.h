@@ -20,8 +20,10 @@ namespace cputrain::data {
 // TokenFileWriter, for every shard.
 class SplitWriter {
  public:
-  SplitWriter(std::string dir, std::string name, std::string split, uint64_t shard_tokens);
-  void Append(const uint16_t* tokens, std::size_t n);
+  // Token files of `version` (TokenFileVersionFor the tokenizer's vocabulary).
+  SplitWriter(std::string dir, std::string name, std::string split, uint64_t shard_tokens,
+              int version);
+  void Append(const uint32_t* tokens, std::size_t n);
   void Finish();  // throws InputError if nothing was written (as TokenFileWriter)
   void Commit();
   uint64_t tokens() const { return tokens_; }
@@ -33,6 +35,7 @@ class SplitWriter {
   std::string ShardPath(std::size_t i) const;
   std::string dir_, name_, split_;
   uint64_t shard_tokens_;
+  int version_;
   uint64_t tokens_ = 0;
   std::vector<std::unique_ptr<TokenFileWriter>> shards_;
 };
@@ -50,6 +53,13 @@ class SpooledStdin {
  private:
   std::string path_;
 };
+
+// How documents are marked in the token stream (docs/data.md): the special tokens the
+// tokenizer adds with add_special_tokens=True (special_frame(): bos before each document,
+// eos after it, as the tokenizer.json's template or tokenizer_config.json says); a tokenizer
+// that adds none gets its end-of-text token (gpt2's <|endoftext|>, a tokenizer.json's eos),
+// else its bos, before each document, as llm.c's data scripts do; none for bytes.
+SpecialFrame DocumentFrame(const Tokenizer& tokenizer);
 
 // JSON lines: each non-empty line of each input is a JSON object whose string `field` is one
 // document. Lines starting at corpus byte >= val_cut go to `val` (null: none). Tokenizes on the

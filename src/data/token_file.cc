@@ -5,10 +5,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <utility>
 
 #include "common/error.h"
@@ -32,11 +34,15 @@ std::string DirOf(const std::string& path) {
 
 }  // namespace
 
+int TokenFileVersionFor(int vocab_size) {
+  return vocab_size <= 65536 ? kTokenFileVersion : kTokenFileVersionWide;
+}
+
 TokenFile TokenFile::Open(const std::string& path) {
   // Regular file, opened without blocking on a FIFO, at most a full header's worth of tokens.
   InputFile in = InputFile::Open(
       path, InputKind{"token file", "a .bin file made by `cputrain-numa prepare-data`",
-                      kTokenFileHeaderBytes + 2 * kTokenFileMaxTokens,
+                      kTokenFileHeaderBytes + sizeof(uint32_t) * kTokenFileMaxTokens,
                       "check data.train / data.val; token files are made by `cputrain-numa "
                       "prepare-data`"});
   const auto bytes = static_cast<std::size_t>(in.size());
@@ -64,17 +70,20 @@ TokenFile TokenFile::Open(const std::string& path) {
                           "prepare-data` as data")
             : kRecreateHint);
   }
-  if (header[1] != kTokenFileVersion) {
-    throw InputError(fmt::format("token file '{}' has version {}; this build reads version {}",
-                                 path, header[1], kTokenFileVersion),
-                     kRecreateHint);
-  }
-  std::size_t payload = bytes - kTokenFileHeaderBytes;
-  if (header[2] < 0 || static_cast<std::size_t>(header[2]) * 2 != payload) {
+  if (header[1] != kTokenFileVersion && header[1] != kTokenFileVersionWide) {
     throw InputError(
-        fmt::format("token file '{}': its header says {} tokens ({} bytes after the header) but "
-                    "the file has {} bytes after the header",
-                    path, header[2], static_cast<int64_t>(header[2]) * 2, payload),
+        fmt::format("token file '{}' has version {}; this build reads versions {} (uint16 ids) "
+                    "and {} (uint32 ids)",
+                    path, header[1], kTokenFileVersion, kTokenFileVersionWide),
+        kRecreateHint);
+  }
+  const std::size_t width = header[1] == kTokenFileVersion ? 2 : 4;
+  std::size_t payload = bytes - kTokenFileHeaderBytes;
+  if (header[2] < 0 || static_cast<std::size_t>(header[2]) * width != payload) {
+    throw InputError(
+        fmt::format("token file '{}': its header says {} tokens ({} bytes after the header, "
+                    "version {}) but the file has {} bytes after the header",
+                    path, header[2], static_cast<int64_t>(header[2]) * width, header[1], payload),
         fmt::format("the file is truncated or was changed after it was written; {}",
                     kRecreateHint));
   }
@@ -82,9 +91,9 @@ TokenFile TokenFile::Open(const std::string& path) {
     throw InputError(fmt::format("token file '{}' holds no tokens", path),
                      fmt::format("{} from a non-empty corpus", kRecreateHint));
   }
-  f.tokens_ =
-      reinterpret_cast<const uint16_t*>(static_cast<const char*>(f.map_) + kTokenFileHeaderBytes);
+  f.tokens_ = static_cast<const char*>(f.map_) + kTokenFileHeaderBytes;
   f.size_ = static_cast<std::size_t>(header[2]);
+  f.version_ = header[1];
   return f;
 }
 
@@ -98,6 +107,7 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
     map_bytes_ = std::exchange(other.map_bytes_, 0);
     tokens_ = std::exchange(other.tokens_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    version_ = other.version_;
   }
   return *this;
 }
@@ -112,25 +122,53 @@ void TokenFile::Reset() {
   size_ = 0;
 }
 
-void TokenFile::CheckBelow(int vocab_size) const {
-  // A branch-free max over the whole file first (vectorizes; the common case is "all fine"),
-  // then a scan for the first offender only if there is one.
-  uint16_t max = 0;
-  for (std::size_t i = 0; i < size_; ++i) max = tokens_[i] > max ? tokens_[i] : max;
-  if (static_cast<int>(max) < vocab_size) return;
-  for (std::size_t i = 0; i < size_; ++i) {
-    if (static_cast<int>(tokens_[i]) >= vocab_size) {
-      throw InputError(
-          fmt::format("token file '{}': token {} (0-based, byte offset {}) is {}, not below the "
-                      "model's vocabulary size {}",
-                      path_, i, kTokenFileHeaderBytes + 2 * i, tokens_[i], vocab_size),
-          "the file was made with a different tokenizer than the model uses; re-create it with "
-          "`cputrain-numa prepare-data --tokenizer` matching the model (gpt2: 50257, bytes: 256)");
-    }
+void TokenFile::Read(std::size_t begin, std::size_t n, int* out) const {
+  if (version_ == kTokenFileVersion) {
+    const uint16_t* ids = static_cast<const uint16_t*>(tokens_) + begin;
+    for (std::size_t k = 0; k < n; ++k) out[k] = ids[k];
+  } else {
+    const uint32_t* ids = static_cast<const uint32_t*>(tokens_) + begin;
+    for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<int>(ids[k]);
   }
 }
 
-TokenFileWriter::TokenFileWriter(std::string path) : path_(std::move(path)) {
+namespace {
+
+// The first position of an id >= bound, or n. A branch-free max over the whole file first
+// (vectorizes; the common case is "all fine"), then a scan for the first offender only if there
+// is one.
+template <typename Id>
+std::size_t FirstAtOrAbove(const Id* ids, std::size_t n, uint64_t bound) {
+  Id max = 0;
+  for (std::size_t i = 0; i < n; ++i) max = ids[i] > max ? ids[i] : max;
+  if (max < bound) return n;
+  std::size_t i = 0;
+  while (ids[i] < bound) ++i;
+  return i;
+}
+
+}  // namespace
+
+void TokenFile::CheckBelow(int vocab_size) const {
+  const auto bound = static_cast<uint64_t>(vocab_size < 0 ? 0 : vocab_size);
+  const std::size_t width = version_ == kTokenFileVersion ? 2 : 4;
+  const std::size_t i = version_ == kTokenFileVersion
+                            ? FirstAtOrAbove(static_cast<const uint16_t*>(tokens_), size_, bound)
+                            : FirstAtOrAbove(static_cast<const uint32_t*>(tokens_), size_, bound);
+  if (i == size_) return;
+  throw InputError(
+      fmt::format("token file '{}': token {} (0-based, byte offset {}) is {}, not below the "
+                  "model's vocabulary size {}",
+                  path_, i, kTokenFileHeaderBytes + width * i, at(i), vocab_size),
+      "the file was made with a different tokenizer than the model uses; re-create it with "
+      "`cputrain-numa prepare-data --tokenizer` matching the model (gpt2: 50257, bytes: 256, a "
+      "tokenizer.json directory: its vocabulary)");
+}
+
+TokenFileWriter::TokenFileWriter(std::string path, int version)
+    : path_(std::move(path)), version_(version) {
+  CPUTRAIN_CHECK(version == kTokenFileVersion || version == kTokenFileVersionWide,
+                 "unknown token file version");
   tmp_path_ = fmt::format("{}.tmp.{}", path_, ::getpid());
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (file_ == nullptr) {
@@ -138,7 +176,7 @@ TokenFileWriter::TokenFileWriter(std::string path) : path_(std::move(path)) {
                      fmt::format("check that directory '{}' exists and is writable", DirOf(path_)));
   }
   // The placeholder header; Finish() writes the count into it.
-  int32_t header[kTokenFileHeaderInts] = {kTokenFileMagic, kTokenFileVersion, 0};
+  int32_t header[kTokenFileHeaderInts] = {kTokenFileMagic, version_, 0};
   if (std::fwrite(header, sizeof(header), 1, file_) != 1) {
     int err = errno;
     std::fclose(file_);
@@ -154,6 +192,31 @@ TokenFileWriter::~TokenFileWriter() {
 }
 
 void TokenFileWriter::Append(const uint16_t* tokens, std::size_t n) {
+  if (version_ == kTokenFileVersion) return Write(tokens, n);
+  uint32_t wide[4096];
+  for (std::size_t done = 0; done < n;) {
+    const std::size_t take = std::min(n - done, std::size(wide));
+    std::copy(tokens + done, tokens + done + take, wide);
+    Write(wide, take);
+    done += take;
+  }
+}
+
+void TokenFileWriter::Append(const uint32_t* tokens, std::size_t n) {
+  if (version_ == kTokenFileVersionWide) return Write(tokens, n);
+  uint16_t narrow[4096];
+  for (std::size_t done = 0; done < n;) {
+    const std::size_t take = std::min(n - done, std::size(narrow));
+    for (std::size_t k = 0; k < take; ++k) {
+      CPUTRAIN_CHECK(tokens[done + k] <= 0xFFFF, "an id above 65535 for a version 1 token file");
+      narrow[k] = static_cast<uint16_t>(tokens[done + k]);
+    }
+    Write(narrow, take);
+    done += take;
+  }
+}
+
+void TokenFileWriter::Write(const void* ids, std::size_t n) {
   CPUTRAIN_CHECK(!finished_ && file_ != nullptr, "Append after Finish");
   if (n == 0) return;
   if (n > kTokenFileMaxTokens - count_) {
@@ -161,9 +224,10 @@ void TokenFileWriter::Append(const uint16_t* tokens, std::size_t n) {
         fmt::format("'{}' would hold more than {} tokens, the most a token file's int32 header "
                     "can count",
                     path_, kTokenFileMaxTokens),
-        "split the corpus and run prepare-data on each part");
+        "split the corpus and run prepare-data on each part (or use --shard-tokens)");
   }
-  if (std::fwrite(tokens, sizeof(uint16_t), n, file_) != n) {
+  const std::size_t width = version_ == kTokenFileVersion ? 2 : 4;
+  if (std::fwrite(ids, width, n, file_) != n) {
     throw RuntimeError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(errno)),
                        "check free disk space; no partial file is left at the destination");
   }

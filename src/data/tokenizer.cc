@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "data/gpt2_tokenizer.h"
+#include "data/hf_tokenizer.h"
 
 namespace cputrain::data {
 namespace {
@@ -20,6 +21,8 @@ class BytesTokenizer final : public Tokenizer {
   void Encode(std::string_view text, std::vector<int>* out) const override {
     for (char c : text) out->push_back(static_cast<unsigned char>(c));
   }
+  bool IsSafeCut(std::string_view, std::size_t) const override { return true; }
+  bool reads_utf8() const override { return false; }
   std::string Decode(const int* ids, std::size_t n) const override {
     std::string text(n, '\0');
     for (std::size_t i = 0; i < n; ++i) {
@@ -77,13 +80,33 @@ std::unique_ptr<Tokenizer> MakeGpt2() {
 
 }  // namespace
 
+const SpecialFrame& Tokenizer::special_frame() const {
+  static const SpecialFrame kNone;
+  return kNone;
+}
+
+void Tokenizer::EncodeWithSpecial(std::string_view text, std::vector<int>* out) const {
+  const SpecialFrame& frame = special_frame();
+  out->insert(out->end(), frame.before.begin(), frame.before.end());
+  Encode(text, out);
+  out->insert(out->end(), frame.after.begin(), frame.after.end());
+}
+
 std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name) {
   if (name == "gpt2") return MakeGpt2();
   if (name == "bytes") return std::make_unique<BytesTokenizer>();
   std::error_code ec;
-  if (std::filesystem::is_directory(name, ec)) return Gpt2Tokenizer::Load(name);
+  const std::filesystem::path path(name);
+  if (std::filesystem::is_directory(path, ec)) {
+    if (std::filesystem::exists(path / "tokenizer.json", ec)) return HfTokenizer::Load(name);
+    return Gpt2Tokenizer::Load(name);
+  }
+  if (path.filename() == "tokenizer.json" || std::filesystem::is_regular_file(path, ec)) {
+    return HfTokenizer::Load(name);
+  }
   throw InputError(fmt::format("unknown tokenizer '{}'", name),
-                   "use gpt2, bytes, or a directory holding vocab.json + merges.txt");
+                   "use gpt2, bytes, a tokenizer.json (or a directory holding one), or a "
+                   "directory holding GPT-2's vocab.json + merges.txt");
 }
 
 }  // namespace cputrain::data

@@ -4,8 +4,13 @@
 //          encoder (OpenAI's tiktoken, tests/tokenizer_test.cc) on valid UTF-8; see
 //          gpt2_tokenizer.h.
 //   bytes  one token per byte, id = byte value (V = 256), no end-of-text token.
+//   a Hugging Face tokenizer.json (a file, or a directory holding it and optionally
+//          tokenizer_config.json): byte-level BPE (GPT-2, Llama 3, SmolLM2, Qwen2) or
+//          SentencePiece-style BPE (Llama 2, TinyLlama, Mistral), ids as the `tokenizers`
+//          library gives them; see hf_tokenizer.h.
 //
-// Both are lossless: Decode(Encode(x)) == x for every byte string x, valid UTF-8 or not.
+// gpt2 and bytes are lossless: Decode(Encode(x)) == x for every byte string x, valid UTF-8 or
+// not; a tokenizer.json one for the text its pipeline keeps (hf_tokenizer.h).
 //
 // Thread safety: a Tokenizer is immutable once made; Encode and Decode may be called from any
 // number of threads at once (the gpt2 word cache is per thread).
@@ -22,23 +27,50 @@ namespace cputrain::data {
 // GPT-2's vocabulary size: a model of this V or more speaks GPT-2 ids, not bytes.
 inline constexpr int kGpt2VocabSize = 50257;
 
+// The special tokens Hugging Face's add_special_tokens=True puts around one text (the
+// post-processor's template, e.g. Llama's <s> before it): ids before and after the text's.
+struct SpecialFrame {
+  std::vector<int> before, after;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  virtual std::string name() const = 0;  // "gpt2" or "bytes"
-  virtual int vocab_size() const = 0;    // V: 50257 or 256
-  virtual int eot_token() const = 0;     // 50256 for gpt2, -1 for bytes
-  // Appends the ids of `text` to *out.
+  virtual std::string name() const = 0;  // "gpt2", "bytes", or the tokenizer.json's path
+  virtual int vocab_size() const = 0;    // V: 50257, 256, or 1 + the largest id
+  // The end-of-text id that marks documents: 50256 for gpt2, -1 for bytes, eos_token() for a
+  // tokenizer.json.
+  virtual int eot_token() const = 0;
+  // Beginning and end of sequence ids (tokenizer_config.json's bos_token and eos_token, else the
+  // post-processor's); -1 if none. gpt2 and bytes have none (gpt2's marker is eot_token()).
+  virtual int bos_token() const { return -1; }
+  virtual int eos_token() const { return -1; }
+  // What EncodeWithSpecial adds; empty for gpt2 and bytes (as GPT-2's HF tokenizer).
+  virtual const SpecialFrame& special_frame() const;
+  // Appends the ids of `text` to *out. Special tokens written in the text (e.g. "<s>" for a
+  // tokenizer.json that declares it) become their ids, as in Hugging Face; gpt2 encodes
+  // "<|endoftext|>" as text (tiktoken's encode_ordinary).
   virtual void Encode(std::string_view text, std::vector<int>* out) const = 0;
+  // Encode with the special tokens of special_frame() around the text: Hugging Face's
+  // encode(text, add_special_tokens=True).
+  void EncodeWithSpecial(std::string_view text, std::vector<int>* out) const;
+  // True if Encode(text[0, pos)) followed by Encode(text[pos, ..)) equals Encode(text): where
+  // prepare-data may cut a document into chunks tokenized in parallel. Called with
+  // 0 < pos < text.size().
+  virtual bool IsSafeCut(std::string_view text, std::size_t pos) const = 0;
+  // True if the tokenizer reads UTF-8 text (prepare-data refuses other input for it); false for
+  // bytes.
+  virtual bool reads_utf8() const { return true; }
   // The bytes of ids[0, n); may start or end inside a UTF-8 sequence. Throws InputError for an
   // id outside [0, vocab_size()).
   virtual std::string Decode(const int* ids, std::size_t n) const = 0;
 };
 
-// "gpt2", "bytes", or a directory holding GPT-2's vocabulary under Hugging Face's names
-// (vocab.json + merges.txt, e.g. a Hugging Face model directory) or OpenAI's
-// (encoder.json + vocab.bpe). Throws InputError for an unknown name or missing/malformed vocab
-// files.
+// "gpt2", "bytes", a tokenizer.json file, a directory holding tokenizer.json (+ optional
+// tokenizer_config.json; hf_tokenizer.h), or a directory holding GPT-2's vocabulary under
+// Hugging Face's names (vocab.json + merges.txt) or OpenAI's (encoder.json + vocab.bpe); a
+// directory with both a tokenizer.json and GPT-2's files is read through its tokenizer.json.
+// Throws InputError for an unknown name or missing/malformed vocab files.
 // gpt2 reads encoder.json and vocab.bpe from the first of: $CPUTRAIN_GPT2_VOCAB_DIR (if set,
 // the only place looked at), <executable dir>/../share/cputrain-numa/gpt2 (where cmake
 // --install and the .deb put them), <source dir>/third_party/gpt2 (compiled in, for the build

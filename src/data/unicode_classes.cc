@@ -57,6 +57,22 @@ CodePointClass ClassOfNonAscii(char32_t cp) { return Table().Lookup(cp); }
 
 const char* UnicodeClassesVersion() { return kUnicodeClassesVersion; }
 
+CodePointClass ClassBefore(std::string_view text, std::size_t pos) {
+  const auto* base = reinterpret_cast<const unsigned char*>(text.data());
+  const unsigned char before = base[pos - 1];
+  if (before < 0x80) return internal::kAsciiClasses[before];
+  // A continuation byte: find its lead byte (at most 3 back).
+  for (std::size_t back = 2; back <= 4 && back <= pos; ++back) {
+    const unsigned char* lead = base + pos - back;
+    if ((*lead & 0xC0) == 0x80) continue;
+    char32_t cp;
+    int len = DecodeUtf8(lead, base + pos, &cp);
+    if (static_cast<std::size_t>(len) == back) return ClassOf(cp);
+    break;
+  }
+  return CodePointClass::kOther;
+}
+
 std::size_t FindInvalidUtf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const auto* end = p + s.size();

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace cputrain::data {
@@ -88,6 +89,30 @@ inline int DecodeUtf8(const unsigned char* p, const unsigned char* end, char32_t
   }
   *cp = kInvalidCodePoint;
   return 1;
+}
+
+// The class of the code point that ends just before text[pos] (0 < pos <= size): found by
+// stepping back over at most 3 continuation bytes; a byte that is not part of a valid sequence
+// is Other, as DecodeUtf8 reads it going forwards.
+CodePointClass ClassBefore(std::string_view text, std::size_t pos);
+
+// Appends the UTF-8 encoding of cp (< 0x110000) to *out.
+inline void AppendUtf8(char32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
 }
 
 // Offset of the first byte of `s` that does not start a valid UTF-8 sequence, or npos.

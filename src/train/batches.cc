@@ -112,13 +112,12 @@ void TokenWindows::LoadRows(std::size_t w, int row0, int rows, int* inputs, int*
                             std::upper_bound(starts_.begin(), starts_.end(), w) - starts_.begin()) -
                         1;
   const std::size_t local = w - starts_[i];
-  const uint16_t* base = files_[i].data() + local * static_cast<std::size_t>(B_) * T_ +
-                         static_cast<std::size_t>(row0) * T_;
+  const std::size_t first =
+      local * static_cast<std::size_t>(B_) * T_ + static_cast<std::size_t>(row0) * T_;
   const std::size_t n = static_cast<std::size_t>(rows) * T_;
-  for (std::size_t k = 0; k < n; ++k) {
-    inputs[k] = base[k];
-    targets[k] = base[k + 1];
-  }
+  // Ids of either width (uint16 or uint32 files), widened to int.
+  files_[i].Read(first, n, inputs);
+  files_[i].Read(first + 1, n, targets);
 }
 
 WindowOrder::WindowOrder(std::size_t n, bool shuffle, uint64_t seed)
