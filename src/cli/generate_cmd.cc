@@ -24,8 +24,9 @@ namespace cputrain::cli {
 namespace {
 
 // The model must know every id the tokenizer produces (V >= its vocabulary), and must not have
-// been trained with another tokenizer: a model of V >= 50257 read GPT-2 ids, which the bytes
-// tokenizer would print as bytes. A V in between (300) is a bytes model with spare rows.
+// been trained with another tokenizer: a model of V >= 50257 read GPT-2 ids (or a tokenizer.json's),
+// which the bytes tokenizer would print as bytes. A V in between (300) is a bytes model with spare
+// rows.
 void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
                         const std::string& path) {
   const int gpt2_vocab = data::kGpt2VocabSize;
@@ -35,11 +36,13 @@ void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
                                  path, shape.V, tok.name(), tok.vocab_size()),
                      shape.V == 256 ? "use --tokenizer bytes" : "use the model's tokenizer");
   }
-  if (tok.vocab_size() < gpt2_vocab && shape.V >= gpt2_vocab) {
-    throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {}, GPT-2's, but tokenizer "
-                                 "'{}' has {} tokens: it would print GPT-2 ids as bytes",
-                                 path, shape.V, tok.name(), tok.vocab_size()),
-                     "use --tokenizer gpt2");
+  if (tok.name() == "bytes" && shape.V >= gpt2_vocab) {
+    throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {}, but tokenizer "
+                                 "'bytes' has 256 tokens: it would print the model's ids as bytes",
+                                 path, shape.V),
+                     shape.arch == model::Arch::kGpt2
+                         ? "use --tokenizer gpt2"
+                         : "use --tokenizer DIR, the model's tokenizer.json directory");
   }
 }
 
@@ -52,10 +55,17 @@ std::unique_ptr<data::Tokenizer> ChooseTokenizer(const std::string& flag, const 
   if (flag != "auto") return data::MakeTokenizer(flag);
   std::error_code ec;
   std::string name = shape.V >= data::kGpt2VocabSize ? "gpt2" : "bytes";
-  if (model::IsHfDir(file) &&
-      (std::filesystem::exists(std::filesystem::path(file) / "tokenizer.json", ec) ||
-       std::filesystem::exists(std::filesystem::path(file) / "vocab.json", ec))) {
+  const bool own = model::IsHfDir(file) &&
+                   (std::filesystem::exists(std::filesystem::path(file) / "tokenizer.json", ec) ||
+                    std::filesystem::exists(std::filesystem::path(file) / "vocab.json", ec));
+  if (own) {
     name = file;
+  } else if (shape.arch != model::Arch::kGpt2 && shape.V > 256) {
+    // GPT-2's vocabulary is a guess only a GPT-2 can take.
+    throw InputError(fmt::format("'{}' is a {} model without a tokenizer beside it", file,
+                                 model::ArchName(shape.arch)),
+                     "pass --tokenizer DIR: the Hugging Face directory holding the model's "
+                     "tokenizer.json");
   }
   std::fprintf(stderr, "note: tokenizer %s (from the model's %s; --tokenizer overrides)\n",
                name.c_str(),
@@ -101,7 +111,8 @@ void Generate(WorkerPool& pool, const model::Shape& shape, const model::ParamLay
     for (int i = 0; i < o.tokens; ++i) {
       // Only ids the tokenizer can print (a model may have a larger vocabulary).
       const int next = sampler.Next(logits, tok.vocab_size());
-      if (next == tok.eot_token()) break;
+      // The end of text (gpt2's <|endoftext|>, a tokenizer.json's eos): the model is done.
+      if (next == tok.eot_token() || next == tok.eos_token()) break;
       const std::string text = tok.Decode(&next, 1);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
@@ -123,8 +134,8 @@ void AddGenerateCommand(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a trained checkpoint");
   cmd->add_option("--checkpoint", o->checkpoint,
-                  "llm.c model.bin, a checkpoints/step_N directory, or a run's out_dir (its "
-                  "newest checkpoint), e.g. out/quickstart")
+                  "model.bin, a checkpoints/step_N directory, a run's out_dir (its newest "
+                  "checkpoint), e.g. out/quickstart, or a Hugging Face GPT-2 or Llama directory")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer,
                   "auto (from the model: its Hugging Face directory's tokenizer.json or vocab.json "
@@ -161,12 +172,14 @@ void AddGenerateCommand(CLI::App& app) {
     WorkerPool pool(plan.groups[0].cpus, binder.get(), "gen");
 
     // Every id the tokenizer produces is < vocab_size() <= shape.V (checked above).
+    // The prompt as the model saw documents in training (prepare-data's framing): with the
+    // tokenizer's bos when it adds one (Hugging Face's add_special_tokens), no eos. An empty
+    // prompt is the start of a document: bos, else gpt2's end-of-text, else a newline.
     std::vector<int> ids;
-    if (o->prompt.empty()) {
-      ids.push_back(tok->eot_token() >= 0 ? tok->eot_token() : '\n');
-    } else {
-      tok->Encode(o->prompt, &ids);
-    }
+    const std::vector<int>& before = tok->special_frame().before;
+    ids.insert(ids.end(), before.begin(), before.end());
+    if (!o->prompt.empty()) tok->Encode(o->prompt, &ids);
+    if (ids.empty()) ids.push_back(tok->eot_token() >= 0 ? tok->eot_token() : '\n');
     std::fwrite(o->prompt.data(), 1, o->prompt.size(), stdout);
     std::fflush(stdout);
     Generate(pool, shape, layout, params.data(), *tok, *o, std::move(ids));
