@@ -404,10 +404,12 @@ class TrainSuite : public Suite {
         ->check(CLI::IsMember({"eager", "compile", "ipex", "ddp"}));
     cmd->add_option("--batch", batch_,
                     "sequences per step for every model, instead of the preset's B (smoke runs)")
-        ->check(CLI::Range(1, 1 << 20));
+        ->check(CLI::Range(1, 1 << 20))
+        ->default_str("");
     cmd->add_option("--seq-len", seq_len_,
                     "positions per sequence for every model, instead of the preset's T")
-        ->check(CLI::Range(1, 1 << 20));
+        ->check(CLI::Range(1, 1 << 20))
+        ->default_str("");
     // Internal: how the suite runs each of its own rows in a fresh process (RunOurs) — train
     // with --config's config here, then write the steps and this process's peak RSS to FILE.
     cmd->add_option("--row-process", row_result_, "")->group("");
