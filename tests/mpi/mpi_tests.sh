@@ -6,7 +6,8 @@
 #      accumulation (fixture accum: 3 micro-batches a step) within 1e-4 on 2 ranks; a shuffled run
 #      reads the same windows on 2 ranks as on 1 process of 2 groups (within 1e-5, while shuffled
 #      and unshuffled differ by far more); train.precision: bf16 within 2e-3 of torch.autocast
-#      (fixture bf16) on 2 ranks, where the CPU has AVX512_BF16;
+#      (fixture bf16) on 2 ranks, where the CPU has AVX512_BF16; a Llama (random init) trains
+#      the same steps on 2 ranks as on 1 process of 2 groups (within 1e-5);
 #   2. a rank started with a different config: every rank exits 2 naming it; two ranks of one
 #      host pinning the same CPUs (mpirun --bind-to none): exit 2 naming them;
 #   3. a rank killed mid-run (SIGKILL): the job ends non-zero within 20 s (mpirun notices);
@@ -115,6 +116,25 @@ assert apart > 1e-3, apart
 ' "$work/sh2/metrics.jsonl" "$work/sh1/metrics.jsonl" "$work/sh0/metrics.jsonl" \
   || fail "a shuffled run read other windows on 2 ranks"
 echo "shuffled: 2 ranks and 1 process x 2 groups read the same windows"
+
+echo "== 1f. a Llama (random init: GQA, RoPE, SwiGLU, untied head): 2 ranks = 1 process of 2 groups"
+llama=(--set model.init_from= --set model.arch=llama --set model.kv_heads=1 --set model.ffn_hidden=96
+  --set model.tied_embeddings=false --set train.steps=8 --set train.eval_every=0)
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(train_args "$work/ll2" "${llama[@]}") 2>"$work/ll2.log" \
+  || { cat "$work/ll2.log"; fail "Llama 2-rank run"; }
+# shellcheck disable=SC2046
+"$bin" $(train_args "$work/ll1" "${llama[@]}") --topology "synthetic:pack:2 numa:1 core:1 pu:1" \
+  2>"$work/ll1.log" || { cat "$work/ll1.log"; fail "Llama 1-process run"; }
+/usr/bin/python3 -c '
+import json, sys
+rows = [[json.loads(l) for l in open(f) if "\"loss\"" in l] for f in sys.argv[1:3]]
+assert len(rows[0]) == len(rows[1]) == 8, [len(r) for r in rows]
+for a, b in zip(*rows):
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * a["loss"], (a["step"], a["loss"], b["loss"])
+assert rows[0][-1]["loss"] < rows[0][0]["loss"], "the Llama did not learn"
+' "$work/ll2/metrics.jsonl" "$work/ll1/metrics.jsonl" || fail "a Llama on 2 ranks trained otherwise"
+echo "Llama: 2 ranks and 1 process x 2 groups train the same steps"
 
 echo "== 2. a rank with a different config"
 set +e
