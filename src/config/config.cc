@@ -714,6 +714,16 @@ void Validate(const Config& c) {
     throw InputError(
         fmt::format("model.arch is '{}': the families are gpt2 and llama", c.model.arch), hint);
   }
+  if (c.model.rope_scaling != "none" && c.model.rope_scaling != "llama3") {
+    throw InputError(fmt::format("model.rope_scaling is '{}': it is none or llama3",
+                                 c.model.rope_scaling),
+                     hint);
+  }
+  if (c.model.rope_scaling == "llama3" &&
+      !(c.model.rope_high_freq_factor > c.model.rope_low_freq_factor)) {
+    throw InputError("model.rope_high_freq_factor must be larger than model.rope_low_freq_factor",
+                     hint);
+  }
   if (c.model.kv_heads != 0 && c.model.heads % c.model.kv_heads != 0) {
     throw InputError(fmt::format("model.kv_heads ({}) must divide model.heads ({})",
                                  c.model.kv_heads, c.model.heads),
@@ -722,7 +732,7 @@ void Validate(const Config& c) {
   if (c.model.arch == "gpt2" &&
       ((c.model.kv_heads != 0 && c.model.kv_heads != c.model.heads) ||
        (c.model.ffn_hidden != 0 && c.model.ffn_hidden != 4 * c.model.channels) ||
-       !c.model.tied_embeddings)) {
+       !c.model.tied_embeddings || c.model.rope_scaling != "none")) {
     throw InputError(
         "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels and tied "
         "embeddings",

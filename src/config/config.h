@@ -31,6 +31,10 @@ struct ModelConfig {
   int max_seq_len = 1024;     // maxT
   double norm_eps = 1e-5;
   double rope_theta = 10000;
+  // Rotary frequency scaling (Hugging Face's rope_scaling): "none" or "llama3", with its factors.
+  std::string rope_scaling = "none";
+  double rope_factor = 8, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
+  int rope_original_max_position = 8192;
   bool tied_embeddings = true;  // the LM head is the token embedding (GPT-2: always)
   uint64_t seed = 1337;
 };

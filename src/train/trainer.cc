@@ -405,6 +405,13 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
     s.rope_theta = static_cast<float>(m.rope_theta);
     s.tied = m.tied_embeddings;
     s.attn_bias = s.mlp_bias = false;
+    if (m.rope_scaling == "llama3") {
+      s.rope_scaling.kind = model::RopeScaling::kLlama3;
+      s.rope_scaling.factor = static_cast<float>(m.rope_factor);
+      s.rope_scaling.low_freq_factor = static_cast<float>(m.rope_low_freq_factor);
+      s.rope_scaling.high_freq_factor = static_cast<float>(m.rope_high_freq_factor);
+      s.rope_scaling.original_max_position = m.rope_original_max_position;
+    }
   }
   return s;
 }
