@@ -480,6 +480,11 @@ TEST(CliTokenize, BadTokenizersExitWith2AndAHint) {
   SubprocessResult missing = Tokenize({"--tokenizer", dir.path() + "/nope"}, "x\n");
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
   EXPECT_NE(missing.err.find("hint:"), std::string::npos) << missing.err;
+  SubprocessResult empty = Tokenize({"--tokenizer", dir.path()}, "x\n");
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("holds no tokenizer: no tokenizer.json"), std::string::npos)
+      << empty.err;
+  EXPECT_NE(empty.err.find("hint:"), std::string::npos) << empty.err;
   json j = json::parse(Slurp(Dir("qwen2/tokenizer.json")));
   j["model"]["type"] = "WordPiece";
   std::ofstream(dir.path() + "/tokenizer.json") << j.dump();
