@@ -183,6 +183,19 @@ TEST_P(HfTokenizerMatches, TheTokenizersLibraryIdForId) {
                     << Escaped(want["decoded"][d].get<std::string>()) << "\"";
     }
   }
+  // Decoding token by token, as generate prints them: the first with Decode, the rest as
+  // continuations, gives Decode of the whole.
+  int streamed_differ = 0;
+  for (std::size_t d = 0; d < ref.docs.size(); ++d) {
+    const std::vector<int>& ids = plain[d];
+    if (ids.empty()) continue;
+    std::string text = tok->Decode(ids.data(), 1);
+    for (std::size_t i = 1; i < ids.size(); ++i) text += tok->DecodeContinuation(&ids[i], 1);
+    if (text != tok->Decode(ids.data(), ids.size()) && ++streamed_differ <= 3) {
+      ADD_FAILURE() << "token-by-token Decode of document " << d << ": \"" << Escaped(text) << "\"";
+    }
+  }
+  EXPECT_EQ(streamed_differ, 0);
   EXPECT_EQ(Differences(ref.docs, plain, want["plain"]), "") << "Encode";
   EXPECT_EQ(Differences(ref.docs, special, want["special"]), "") << "EncodeWithSpecial";
   EXPECT_EQ(decoded_differ, 0);
