@@ -250,6 +250,10 @@ TEST(TokenFile, WritersPickTheVersionFromTheVocabularySize) {
   }
   EXPECT_EQ(Slurp(dir.path() + "/a.bin"), Slurp(dir.path() + "/b.bin"));
   EXPECT_EQ(Slurp(dir.path() + "/a.bin").size(), 1024u + 8u);
+  // An id that needs 32 bits into a version 1 file is a caller's bug, refused.
+  TokenFileWriter v1(dir.path() + "/c.bin");
+  const std::vector<uint32_t> big = {1, 70000, 2};
+  EXPECT_THROW(v1.Append(big.data(), big.size()), RuntimeError);
 }
 
 TEST(TokenFile, CountDisagreesWithSizeNamesBothNumbers) {

@@ -183,6 +183,19 @@ TEST_P(HfTokenizerMatches, TheTokenizersLibraryIdForId) {
                     << Escaped(want["decoded"][d].get<std::string>()) << "\"";
     }
   }
+  // Decoding token by token, as generate prints them: the first with Decode, the rest as
+  // continuations, gives Decode of the whole.
+  int streamed_differ = 0;
+  for (std::size_t d = 0; d < ref.docs.size(); ++d) {
+    const std::vector<int>& ids = plain[d];
+    if (ids.empty()) continue;
+    std::string text = tok->Decode(ids.data(), 1);
+    for (std::size_t i = 1; i < ids.size(); ++i) text += tok->DecodeContinuation(&ids[i], 1);
+    if (text != tok->Decode(ids.data(), ids.size()) && ++streamed_differ <= 3) {
+      ADD_FAILURE() << "token-by-token Decode of document " << d << ": \"" << Escaped(text) << "\"";
+    }
+  }
+  EXPECT_EQ(streamed_differ, 0);
   EXPECT_EQ(Differences(ref.docs, plain, want["plain"]), "") << "Encode";
   EXPECT_EQ(Differences(ref.docs, special, want["special"]), "") << "EncodeWithSpecial";
   EXPECT_EQ(decoded_differ, 0);
@@ -480,6 +493,11 @@ TEST(CliTokenize, BadTokenizersExitWith2AndAHint) {
   SubprocessResult missing = Tokenize({"--tokenizer", dir.path() + "/nope"}, "x\n");
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
   EXPECT_NE(missing.err.find("hint:"), std::string::npos) << missing.err;
+  SubprocessResult empty = Tokenize({"--tokenizer", dir.path()}, "x\n");
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("holds no tokenizer: no tokenizer.json"), std::string::npos)
+      << empty.err;
+  EXPECT_NE(empty.err.find("hint:"), std::string::npos) << empty.err;
   json j = json::parse(Slurp(Dir("qwen2/tokenizer.json")));
   j["model"]["type"] = "WordPiece";
   std::ofstream(dir.path() + "/tokenizer.json") << j.dump();

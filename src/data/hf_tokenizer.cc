@@ -260,6 +260,7 @@ struct HfTokenizer::Impl {
   void Model(std::string_view piece, std::vector<int>* out) const;
   void Bpe(std::string_view piece, std::vector<int>* out) const;
   int IdOf(const std::string& token) const;  // vocab or added token, -1 if none
+  std::string DecodeIds(const int* ids, std::size_t n, bool continuation) const;
 };
 
 namespace {
@@ -977,7 +978,15 @@ void HfTokenizer::Impl::Bpe(std::string_view piece, std::vector<int>* out) const
 }
 
 std::string HfTokenizer::Decode(const int* ids, std::size_t n) const {
-  const Impl& t = *impl_;
+  return impl_->DecodeIds(ids, n, /*continuation=*/false);
+}
+
+std::string HfTokenizer::DecodeContinuation(const int* ids, std::size_t n) const {
+  return impl_->DecodeIds(ids, n, /*continuation=*/true);
+}
+
+std::string HfTokenizer::Impl::DecodeIds(const int* ids, std::size_t n, bool continuation) const {
+  const Impl& t = *this;
   std::vector<std::string> tokens(n);
   for (std::size_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= t.vocab_size || !t.known[ids[i]]) {
@@ -1026,6 +1035,7 @@ std::string HfTokenizer::Decode(const int* ids, std::size_t n) const {
         break;
       }
       case DecStep::kStrip:
+        if (continuation) break;  // it trims the text's ends, not a continuation's
         for (std::string& token : tokens) {
           for (int k = 0; k < s.start && token.starts_with(s.content); ++k) {
             token.erase(0, s.content.size());
@@ -1037,14 +1047,14 @@ std::string HfTokenizer::Decode(const int* ids, std::size_t n) const {
         break;
       case DecStep::kMetaspace:
         for (std::size_t i = 0; i < tokens.size(); ++i) {
-          ReplaceAll(&tokens[i], s.from, i == 0 && s.strip_first ? "" : " ");
+          ReplaceAll(&tokens[i], s.from, i == 0 && s.strip_first && !continuation ? "" : " ");
         }
         break;
     }
   }
   std::string text;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (t.join_with_spaces && i > 0) text += ' ';
+    if (t.join_with_spaces && (i > 0 || continuation)) text += ' ';
     text += tokens[i];
   }
   return text;

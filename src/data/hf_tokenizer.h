@@ -23,7 +23,8 @@
 //   decoder       ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence; null joins
 //                 tokens with spaces (as HF). Decode gives raw bytes: byte-fallback tokens that
 //                 do not form valid UTF-8 stay bytes (HF writes U+FFFD for them), so Decode
-//                 inverts Encode.
+//                 inverts Encode. DecodeContinuation leaves out what acts on the text's
+//                 start and ends (Strip; Metaspace's first ▁), for ids that follow others.
 //
 // tokenizer_config.json next to tokenizer.json (optional): bos_token and eos_token (a string
 // or {"content": ...}) name bos_token() and eos_token(); add_bos_token / add_eos_token, where
@@ -64,6 +65,7 @@ class HfTokenizer final : public Tokenizer {
   const SpecialFrame& special_frame() const override;
   void Encode(std::string_view text, std::vector<int>* out) const override;
   std::string Decode(const int* ids, std::size_t n) const override;
+  std::string DecodeContinuation(const int* ids, std::size_t n) const override;
   bool IsSafeCut(std::string_view text, std::size_t pos) const override;
 
   struct Impl;

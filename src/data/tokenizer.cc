@@ -98,8 +98,17 @@ std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name) {
   std::error_code ec;
   const std::filesystem::path path(name);
   if (std::filesystem::is_directory(path, ec)) {
-    if (std::filesystem::exists(path / "tokenizer.json", ec)) return HfTokenizer::Load(name);
-    return Gpt2Tokenizer::Load(name);
+    auto has = [&](const char* file) { return std::filesystem::exists(path / file, ec); };
+    if (has("tokenizer.json")) return HfTokenizer::Load(name);
+    if (has("encoder.json") || has("vocab.json") || has("vocab.bpe") || has("merges.txt")) {
+      return Gpt2Tokenizer::Load(name);  // names the missing one of a pair
+    }
+    throw InputError(
+        fmt::format("directory '{}' holds no tokenizer: no tokenizer.json, nor GPT-2's vocab.json "
+                    "+ merges.txt or encoder.json + vocab.bpe",
+                    name),
+        "pass the directory a Hugging Face model came in (it holds tokenizer.json), the "
+        "tokenizer.json itself, gpt2 or bytes");
   }
   if (path.filename() == "tokenizer.json" || std::filesystem::is_regular_file(path, ec)) {
     return HfTokenizer::Load(name);

@@ -64,6 +64,14 @@ class Tokenizer {
   // The bytes of ids[0, n); may start or end inside a UTF-8 sequence. Throws InputError for an
   // id outside [0, vocab_size()).
   virtual std::string Decode(const int* ids, std::size_t n) const = 0;
+  // The bytes of ids[0, n) that continue earlier ids, e.g. one generated token after the prompt:
+  // Decode(a) + DecodeContinuation(b) == Decode(a + b) for a non-empty a (for a tokenizer.json,
+  // with decoders as real models have them: Strip after Fuse, at the start only). The same as
+  // Decode for gpt2 and bytes; a tokenizer.json's decoder may act on the text's start (Llama 2's
+  // Strip drops its first space: Decode of "▁world" alone is "world", its continuation " world").
+  virtual std::string DecodeContinuation(const int* ids, std::size_t n) const {
+    return Decode(ids, n);
+  }
 };
 
 // "gpt2", "bytes", a tokenizer.json file, a directory holding tokenizer.json (+ optional
