@@ -214,8 +214,8 @@ TEST(Llama, ShardedHfDirectoryLoadsAsOneFile) {
   std::vector<SafeTensorOut> a, b;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     (i % 2 ? a : b).push_back({tensors[i].name, tensors[i].shape, tensors[i].data.data()});
-    map[tensors[i].name] = i % 2 ? "model-00001-of-00002.safetensors"
-                                 : "model-00002-of-00002.safetensors";
+    map[tensors[i].name] =
+        i % 2 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
   }
   WriteSafetensors(sharded.path() + "/model-00001-of-00002.safetensors", a, {{"format", "pt"}});
   WriteSafetensors(sharded.path() + "/model-00002-of-00002.safetensors", b, {{"format", "pt"}});
@@ -229,8 +229,7 @@ TEST(Llama, ShardedHfDirectoryLoadsAsOneFile) {
   EXPECT_EQ(from_one, p);
   EXPECT_EQ(from_shards, p);
   map[tensors[0].name] = "../elsewhere.safetensors";
-  WriteFileAtomic(sharded.path() + "/" + kHfIndexFile,
-                  nlohmann::json{{"weight_map", map}}.dump());
+  WriteFileAtomic(sharded.path() + "/" + kHfIndexFile, nlohmann::json{{"weight_map", map}}.dump());
   EXPECT_THROW(LoadHf(sharded.path(), layout, from_shards.data()), InputError);
 }
 

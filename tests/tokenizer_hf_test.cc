@@ -25,6 +25,9 @@
 #include "data/hf_tokenizer.h"
 #include "data/token_file.h"
 #include "data/tokenizer.h"
+#include "model/hf.h"
+#include "model/params.h"
+#include "runtime/worker_pool.h"
 #include "test_util.h"
 #include "tokenizer_docs.h"
 
@@ -545,9 +548,8 @@ TEST(CliPrepareData, ATokenizerJsonAbove65536IdsWritesVersion2AndTrainReadsIt) {
   EXPECT_GT(*std::max_element(want.begin(), want.end()), 65535);
 
   // train reads version 2 files: one of byte ids trains a bytes model; big's ids are refused
-  // by that model naming the first one beyond its vocabulary. (A model above 65,536 ids is
-  // the Llama work's: model::kMaxVocab; TokenWindowsReadVersion2 in token_file_test.cc reads
-  // such ids into the trainer's rows.)
+  // by that model naming the first one beyond its vocabulary, and a Llama of big's vocabulary
+  // (above 65,536 ids) trains on them.
   {
     TokenFileWriter w(dir.path() + "/bytes.bin", kTokenFileVersionWide);
     std::vector<uint32_t> bytes(corpus.begin(), corpus.end());
@@ -602,6 +604,50 @@ TEST(CliPrepareData, ATokenizerJsonAbove65536IdsWritesVersion2AndTrainReadsIt) {
                                      want[0])),
             std::string::npos)
       << big.err;
+  std::vector<std::string> wide = train_args(dir.path() + "/data/train.bin", dir.path() + "/wide");
+  const int V = MakeTokenizer(Dir("big"))->vocab_size();
+  ASSERT_GT(V, 65536);
+  std::replace(wide.begin(), wide.end(), std::string("model.vocab_size=256"),
+               "model.vocab_size=" + std::to_string(V));
+  for (const char* set : {"model.arch=llama", "model.kv_heads=1"}) {
+    wide.push_back("--set");
+    wide.push_back(set);
+  }
+  test::CliResult w = test::RunCli(wide, {}, 300);
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_NE(Slurp(dir.path() + "/wide/metrics.jsonl").find("val_loss"), std::string::npos);
+}
+
+// generate on a Hugging Face Llama directory with its own tokenizer.json (Llama 3's pipeline):
+// the tokenizer is found in the directory, the prompt gets its bos, greedy decoding repeats; a
+// Llama without a tokenizer beside it is exit 2 naming the fix.
+TEST(CliGenerate, ALlamaDirectoryUsesItsTokenizerJson) {
+  test::TempDir dir;
+  const std::string hf = dir.path() + "/llama";
+  model::Shape s(64, MakeTokenizer(Dir("llama3"))->vocab_size(), 0, 2, 4, 32);
+  s.Vp = model::Shape::PadVocab(s.V);
+  s.arch = model::Arch::kLlama;
+  s.NKV = 2;
+  s.F = 64;
+  s.attn_bias = s.mlp_bias = false;
+  const model::ParamLayout layout(s);
+  std::vector<float> params(layout.total());
+  WorkerPool pool(std::vector<int>(1, 0), nullptr, "init");
+  model::RandomInit(pool, layout, 5, params.data());
+  model::ExportHf(hf, layout, params.data());
+  std::vector<std::string> args = {"generate", "--checkpoint", hf,
+                                   "--prompt", "Hello world",  "--temperature",
+                                   "0",        "--tokens",     "8"};
+  test::CliResult none = test::RunCli(args);
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("pass --tokenizer DIR"), std::string::npos) << none.err;
+  std::filesystem::copy_file(Dir("llama3") + "/tokenizer.json", hf + "/tokenizer.json");
+  test::CliResult a = test::RunCli(args), b = test::RunCli(args);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out.rfind("Hello world", 0), 0u) << a.out;
+  EXPECT_GT(a.out.size(), std::string("Hello world\n").size()) << a.out;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.err.find("tokenizer " + hf), std::string::npos) << a.err;
 }
 
 }  // namespace

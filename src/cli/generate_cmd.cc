@@ -24,9 +24,9 @@ namespace cputrain::cli {
 namespace {
 
 // The model must know every id the tokenizer produces (V >= its vocabulary), and must not have
-// been trained with another tokenizer: a model of V >= 50257 read GPT-2 ids (or a tokenizer.json's),
-// which the bytes tokenizer would print as bytes. A V in between (300) is a bytes model with spare
-// rows.
+// been trained with another tokenizer: a model of V >= 50257 read GPT-2 ids (or a
+// tokenizer.json's), which the bytes tokenizer would print as bytes. A V in between (300) is a
+// bytes model with spare rows.
 void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
                         const std::string& path) {
   const int gpt2_vocab = data::kGpt2VocabSize;
@@ -113,7 +113,7 @@ void Generate(WorkerPool& pool, const model::Shape& shape, const model::ParamLay
       const int next = sampler.Next(logits, tok.vocab_size());
       // The end of text (gpt2's <|endoftext|>, a tokenizer.json's eos): the model is done.
       if (next == tok.eot_token() || next == tok.eos_token()) break;
-      const std::string text = tok.Decode(&next, 1);
+      const std::string text = tok.DecodeContinuation(&next, 1);
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
       history.push_back(next);

@@ -715,9 +715,9 @@ void Validate(const Config& c) {
         fmt::format("model.arch is '{}': the families are gpt2 and llama", c.model.arch), hint);
   }
   if (c.model.rope_scaling != "none" && c.model.rope_scaling != "llama3") {
-    throw InputError(fmt::format("model.rope_scaling is '{}': it is none or llama3",
-                                 c.model.rope_scaling),
-                     hint);
+    throw InputError(
+        fmt::format("model.rope_scaling is '{}': it is none or llama3", c.model.rope_scaling),
+        hint);
   }
   if (c.model.rope_scaling == "llama3" &&
       !(c.model.rope_high_freq_factor > c.model.rope_low_freq_factor)) {

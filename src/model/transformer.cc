@@ -16,7 +16,8 @@
 namespace cputrain::model {
 namespace {
 
-// Floats of red zone after each activation view under AddressSanitizer (transformer.h, Activations).
+// Floats of red zone after each activation view under AddressSanitizer (transformer.h,
+// Activations).
 constexpr std::size_t kRedZoneFloats = kAsan ? 16 : 0;
 
 }  // namespace
