@@ -1,5 +1,5 @@
 // `cputrain-numa export --format hf|llmc --checkpoint X -o OUT`: writes a model in another
-// layout. hf: a Hugging Face GPT-2 directory (config.json + model.safetensors) that
+// layout. hf: a Hugging Face directory of the model's family (config.json + model.safetensors) that
 // transformers' GPT2LMHeadModel.from_pretrained loads; llmc: an llm.c model.bin. The input is
 // anything generate takes (model.bin, a step directory, an out_dir, a Hugging Face directory).
 #include <fmt/format.h>
@@ -21,7 +21,8 @@ void AddExportCommand(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
-      "export", "Write a checkpoint as a Hugging Face GPT-2 directory or an llm.c model.bin");
+      "export",
+      "Write a checkpoint as a Hugging Face directory (GPT-2 or Llama) or an llm.c model.bin");
   cmd->add_option(
          "--format", o->format,
          "hf: config.json + model.safetensors (GPT2LMHeadModel or LlamaForCausalLM, by the "

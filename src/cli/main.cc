@@ -1,4 +1,4 @@
-// cputrain-numa: train GPT-2 on CPU servers, one replica group per socket.
+// cputrain-numa: train GPT-2 and Llama models on CPU servers, one replica group per socket.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -97,7 +97,8 @@ void DropEmptyListDefaults(CLI::App* app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cputrain-numa: NUMA-aware GPT-2 training on CPU servers", "cputrain-numa"};
+  CLI::App app{"cputrain-numa: NUMA-aware GPT-2 and Llama training on CPU servers",
+               "cputrain-numa"};
   app.require_subcommand(1);
   // Every option's default appears in --help (inherited by the subcommands added below).
   app.option_defaults()->always_capture_default();

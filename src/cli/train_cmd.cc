@@ -21,7 +21,8 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train GPT-2 on the configured placement (one replica group per socket by default); "
+      "Train a GPT-2 or Llama on the configured placement (one replica group per socket by "
+      "default); "
       "writes out_dir/{metrics.jsonl, checkpoints/, latest, placement.json, config.yaml}; "
       "continues from out_dir's newest checkpoint (train.resume: auto)");
   opts->common.AddTo(cmd);
