@@ -132,11 +132,11 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   if (!writer_) return "";
   const float* p = c.params;
   const std::size_t n = c.layout->total();
-  const std::size_t bad = FirstNonFinite(p, n);
+  const std::size_t bad = model::FirstNonFinite(p, n);
   if (bad < n) {
     throw RuntimeError(
-        fmt::format("parameter {} is {} after step {}: not saving a broken model", bad, p[bad],
-                    c.state.step),
+        fmt::format("parameter {} ({}) is {} after step {}: not saving a broken model", bad,
+                    model::DescribeParam(*c.layout, bad), p[bad], c.state.step),
         "the last good checkpoint is untouched; lower optim.lr or set optim.grad_clip");
   }
   const auto t0 = std::chrono::steady_clock::now();
