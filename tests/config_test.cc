@@ -231,6 +231,11 @@ TEST(Config, SetOverridesTheFile) {
       << e;
   e = ErrorOf("", {"nosuch.key=1"});
   EXPECT_NE(e.find("unknown top-level key 'nosuch'"), std::string::npos) << e;
+  // A section given a value: said so, not "unknown top-level key 'optim' (did you mean 'optim'?)".
+  e = ErrorOf("", {"optim=1"});
+  EXPECT_NE(e.find("--set optim=1: section 'optim' must be a mapping of keys"), std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("unknown"), std::string::npos) << e;
 }
 
 TEST(Config, MissingFileIsAnInputError) {

@@ -5,11 +5,13 @@
 // locked out_dir and `train.resume: never` on a used one. Temporaries of a dead run are removed
 // at the next start, metrics rows past the checkpoint are dropped, a damaged state.bin is refused,
 // a diverging run stops without saving (or skips its steps), and non-finite weights are never
-// loaded.
+// loaded. Issue 24: a flipped bit in either file of a checkpoint (CRC32C) or a missing state.bin
+// is refused naming it, or skipped for the checkpoint before it when train.resume_fallback asks.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -18,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/stop.h"
 #include "config/config.h"
 #include "kernels/bf16.h"
@@ -340,11 +344,11 @@ TEST(Resume, ADamagedStateFileIsRefusedWithAHint) {
   std::ofstream(state, std::ios::binary) << "XXXXXXXX" + good.substr(8);
   err = InputErrorOf(OddConfig(out.path()));
   EXPECT_NE(err.find("bad magic (expected CPTNSTAT)"), std::string::npos) << err;
-  std::string v3 = good;
-  v3[8] = 3;
-  std::ofstream(state, std::ios::binary) << v3;
+  std::string v4 = good;
+  v4[8] = 4;
+  std::ofstream(state, std::ios::binary) << v4;
   err = InputErrorOf(OddConfig(out.path()));
-  EXPECT_NE(err.find("version 3 is not supported"), std::string::npos) << err;
+  EXPECT_NE(err.find("version 4 is not supported"), std::string::npos) << err;
 }
 
 // A version-1 state.bin (one train file and its bytes, no shuffle state; written before shards
@@ -355,10 +359,10 @@ TEST(Resume, AVersionOneStateResumesWithoutShuffle) {
   TrainFor(OddConfig(straight.path()));
   TrainFor(OddConfig(out.path()), kSteps / 2);
   const std::string state = model::ResolveCheckpointDir(out.path()) + "/" + model::kStateFile;
-  const std::string v2 = Slurp(state);
+  const std::string v3 = Slurp(state);
   uint64_t meta_bytes = 0;
-  std::memcpy(&meta_bytes, v2.data() + 16, 8);
-  nlohmann::json meta = nlohmann::json::parse(v2.substr(32, meta_bytes));
+  std::memcpy(&meta_bytes, v3.data() + 16, 8);
+  nlohmann::json meta = nlohmann::json::parse(v3.substr(32, meta_bytes));
   ASSERT_EQ(meta["data"]["train"].size(), 1u);
   const std::string path = meta["data"]["train"][0]["path"];
   const uint64_t tokens = meta["data"]["train"][0]["tokens"];
@@ -366,7 +370,10 @@ TEST(Resume, AVersionOneStateResumesWithoutShuffle) {
   meta["data"]["train_bytes"] = 1024 + 2 * tokens;
   for (const char* k : {"epoch", "shuffle", "data_seed", "tokens"}) meta.erase(k);
   const std::string meta1 = meta.dump();
-  std::string v1 = v2.substr(0, 32) + meta1 + v2.substr(32 + meta_bytes);
+  // Version 1: no trailer of checksums after the moments.
+  std::string v1 =
+      v3.substr(0, 32) + meta1 +
+      v3.substr(32 + meta_bytes, v3.size() - 32 - meta_bytes - model::kStateTrailerBytes);
   v1[8] = 1;
   const uint64_t n1 = meta1.size();
   std::memcpy(v1.data() + 16, &n1, 8);
@@ -385,7 +392,111 @@ TEST(Resume, NonFiniteWeightsAreRefusedOnLoad) {
   const std::string bad = out.path() + "/nan.bin";
   std::ofstream(bad, std::ios::binary) << model;
   const std::string err = InputErrorOf(OddConfig(out.path() + "/run", {"model.init_from=" + bad}));
-  EXPECT_NE(err.find("parameter 100 is nan"), std::string::npos) << err;
+  EXPECT_NE(err.find("parameter 100 (tensor wte, element 100) is nan"), std::string::npos) << err;
+}
+
+// The checksum of checkpoints is CRC32C (RFC 3720's check value), whatever the length (the three
+// interleaved stripes, the tail) and however the data is split.
+TEST(Resume, Crc32cIsCastagnolisAndJoinsPieces) {
+  EXPECT_EQ(Crc32c(0, "123456789", 9), 0xE3069283u);
+  std::vector<unsigned char> data(100000);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<unsigned char>(i * 7 + i / 13);
+  const auto bitwise = [&](std::size_t n) {  // the textbook definition, one bit at a time
+    uint32_t c = ~0u;
+    for (std::size_t i = 0; i < n; ++i) {
+      c ^= data[i];
+      for (int k = 0; k < 8; ++k) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    }
+    return ~c;
+  };
+  for (std::size_t n : {0, 1, 7, 8, 24575, 24576, 24577, 100000}) {
+    const uint32_t whole = Crc32c(0, data.data(), n);
+    EXPECT_EQ(whole, bitwise(n)) << n;
+    const std::size_t a = n / 3;
+    EXPECT_EQ(Crc32c(Crc32c(0, data.data(), a), data.data() + a, n - a), whole) << n;
+  }
+}
+
+// One exit-code rule for a failed write, by errno, not by when it happens (README): a path at
+// fault is the input's (2), a storage failure under a good path is an I/O failure (1).
+TEST(Resume, AFailedWritesExitCodeIsItsErrnos) {
+  for (int err : {ENOENT, ENOTDIR, EACCES, EPERM, EROFS}) {
+    EXPECT_THROW(ThrowWriteError("w", err, "/x/y", "hint"), InputError) << err;
+  }
+  for (int err : {ENOSPC, EDQUOT, EIO}) {
+    EXPECT_THROW(ThrowWriteError("w", err, "/x/y", "hint"), RuntimeError) << err;
+  }
+}
+
+// Flips one bit of `file` at `offset`.
+void FlipBit(const std::string& file, std::size_t offset) {
+  std::string bytes = Slurp(file);
+  ASSERT_LT(offset, bytes.size());
+  bytes[offset] = static_cast<char>(bytes[offset] ^ 0x10);
+  std::ofstream(file, std::ios::binary) << bytes;
+}
+
+// Issue 24: a flipped bit in model.bin's weights or state.bin's moments was resumed from with
+// rc 0. Both files' CRC32C are recorded in state.bin's trailer and checked before a resume: a
+// mismatch is refused naming the file, unless train.resume_fallback asks for the checkpoint before
+// it (a warning names the skipped one and why); then the abandoned checkpoint is removed.
+TEST(Resume, AFlippedBitInEitherFileIsRefusedOrSkippedWhenAsked) {
+  for (const char* file : {model::kModelFile, model::kStateFile}) {
+    SCOPED_TRACE(file);
+    test::TempDir straight, out;
+    TrainFor(OddConfig(straight.path()));
+    TrainFor(OddConfig(out.path(), {"train.checkpoint_every=3"}), kSteps / 2);
+    const std::string newest = out.path() + "/checkpoints/step_00000006";
+    const std::string damaged = newest + "/" + file;
+    FlipBit(damaged, fs::file_size(damaged) / 2);  // in the weights, or in v's moments
+    std::string err = InputErrorOf(OddConfig(out.path()));
+    EXPECT_NE(err.find("cannot resume from " + newest), std::string::npos) << err;
+    EXPECT_NE(err.find("'" + damaged + "' is damaged: its CRC32C is"), std::string::npos) << err;
+    EXPECT_NE(err.find("train --resume-fallback"), std::string::npos) << err;
+    EXPECT_NE(err.find("next: " + out.path() + "/checkpoints/step_00000003"), std::string::npos)
+        << err;
+    // Asked for: the run resumes from step 3 and ends as one that never stopped.
+    TrainResult r = TrainFor(OddConfig(out.path(), {"train.resume_fallback=true"}));
+    EXPECT_EQ(r.resumed_from, 3);
+    EXPECT_FALSE(fs::exists(newest)) << "the skipped checkpoint belongs to an abandoned run";
+    EXPECT_EQ(Rows(straight.path()), Rows(out.path()));
+  }
+}
+
+// A step directory without state.bin silently resumed from the one before it: now refused,
+// naming it, unless asked for.
+TEST(Resume, AStepDirectoryWithoutStateIsNamedNotSilentlySkipped) {
+  test::TempDir out;
+  TrainFor(OddConfig(out.path(), {"train.checkpoint_every=3"}), kSteps / 2);
+  const std::string newest = out.path() + "/checkpoints/step_00000006";
+  fs::remove(newest + "/" + model::kStateFile);
+  std::string err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("checkpoint '" + newest + "' is incomplete: it has no state.bin"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(TrainFor(OddConfig(out.path(), {"train.resume_fallback=true"})).resumed_from, 3);
+  // Nothing good left to fall back to: refused, not a fresh start over the old run.
+  test::TempDir lone;
+  TrainFor(OddConfig(lone.path()), 3);
+  fs::remove(lone.path() + "/checkpoints/step_00000003/" + std::string(model::kStateFile));
+  err = InputErrorOf(OddConfig(lone.path(), {"train.resume_fallback=true"}));
+  EXPECT_NE(err.find("no checkpoint of '" + lone.path() + "' can be resumed from"),
+            std::string::npos)
+      << err;
+}
+
+// model.init_from of a run directory (and eval, generate, export: the same LoadCheckpoint) checks
+// model.bin against the checksum beside it; llm.c's own model.bin, with no state.bin, loads.
+TEST(Resume, InitFromADamagedRunIsRefusedNamingModelBin) {
+  test::TempDir run, next;
+  TrainFor(OddConfig(run.path()), 3);
+  const std::string model = run.path() + "/checkpoints/step_00000003/model.bin";
+  FlipBit(model, 1024 + 4 * 1000);
+  const std::string err = InputErrorOf(OddConfig(next.path(), {"model.init_from=" + run.path()}));
+  EXPECT_NE(err.find("checkpoint '" + model + "' is damaged: its CRC32C is"), std::string::npos)
+      << err;
+  EXPECT_NO_THROW(ReadWeights(Fixture("model.bin")));
 }
 
 }  // namespace

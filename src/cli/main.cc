@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -54,13 +55,42 @@ std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
   return "";
 }
 
-// "prog train" for a failure inside `train`, "prog bench gemm" inside a bench suite: the
-// deepest subcommand the parser entered, whose --help describes the options that failed.
-std::string CommandPath(const CLI::App& app, const std::string& prog) {
+// The deepest subcommand the parser entered (`app` itself if none), whose --help describes the
+// options that failed.
+const CLI::App* Deepest(const CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands({})) {
-    if (sub->parsed()) return CommandPath(*sub, prog + " " + sub->get_name());
+    if (sub->parsed()) return Deepest(*sub);
   }
-  return prog;
+  return &app;
+}
+
+// "prog train" for a failure inside `train`, "prog bench gemm" inside a bench suite.
+std::string CommandPath(const CLI::App& app, const std::string& prog) {
+  std::string path;
+  for (const CLI::App* a = Deepest(app); a->get_parent(); a = a->get_parent())
+    path = " " + a->get_name() + path;
+  return prog + path;
+}
+
+// "unknown option '--tokns' for 'generate'; did you mean '--tokens'?": CLI11 says only "The
+// following arguments were not expected: 5 --tokns", or first that a required option is missing.
+// The first --word (before any '=') that is not an option of the deepest subcommand entered.
+std::string UnknownOption(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* cmd = Deepest(app);
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : cmd->get_options()) {
+    for (const std::string& l : opt->get_lnames()) names.push_back("--" + l);
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.size() <= 2 || a.compare(0, 2, "--") != 0) continue;
+    const std::string name = a.substr(0, a.find('='));
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    const std::string best = cputrain::ClosestWord(name, names);
+    return fmt::format("unknown option '{}' for '{}'{}", name, cmd->get_name(),
+                       best.empty() ? "" : fmt::format("; did you mean '{}'?", best));
+  }
+  return "";
 }
 
 // Sets the log level from its name; false for an unknown name.
@@ -138,8 +168,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n", e.what(),
-                 CommandPath(app, argv[0]).c_str());
+    const std::string unknown = UnknownOption(app, argc, argv);
+    std::fprintf(stderr, "error: %s\nhint: run `%s --help`\n",
+                 unknown.empty() ? e.what() : unknown.c_str(), CommandPath(app, argv[0]).c_str());
     return 2;
   } catch (const cputrain::cli::StopExit& e) {
     std::fprintf(stderr, "%s\n", e.message().c_str());

@@ -17,6 +17,7 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
   struct Opts {
     CommonOptions common;
     std::string progress = "auto";
+    bool resume_fallback = false;
   };
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -29,7 +30,12 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
   cmd->add_option("--progress", opts->progress,
                   "auto (a bar on a terminal, else lines), bar, lines or quiet")
       ->check(CLI::IsMember({"auto", "bar", "lines", "quiet"}));
+  cmd->add_flag("--resume-fallback", opts->resume_fallback,
+                "if the newest checkpoint is damaged or incomplete (checksum mismatch, state.bin "
+                "missing), resume from the newest good one, saying which was skipped and why "
+                "(default: refuse, exit 2); the same as --set train.resume_fallback=true");
   cmd->callback([opts, command_line] {
+    if (opts->resume_fallback) opts->common.sets.push_back("train.resume_fallback=true");
     Config cfg = opts->common.Load();
     train::TrainOptions o;
     o.progress = opts->progress == "bar"     ? train::Progress::kBar

@@ -5,11 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace cputrain {
@@ -36,14 +39,45 @@ const char* FileTypeName(mode_t mode) {
   return "not a plain file";
 }
 
+constexpr const char* kSpaceHint =
+    "check free disk space; the previous version of the file is untouched";
+
 }  // namespace
+
+bool PathAtFault(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+    case EISDIR:
+    case EACCES:
+    case EPERM:
+    case EROFS:
+    case ENAMETOOLONG:
+    case ELOOP:
+    case EEXIST:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ThrowWriteError(const std::string& message, int err, const std::string& path,
+                     const std::string& io_hint) {
+  if (PathAtFault(err)) {
+    throw InputError(message, fmt::format("check that directory '{}' exists and is writable by "
+                                          "this user",
+                                          DirOf(path)));
+  }
+  throw RuntimeError(message, io_hint);
+}
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   tmp_path_ = fmt::format("{}.tmp.{}", path_, ::getpid());
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (!file_) {
-    throw InputError(fmt::format("cannot write '{}': {}", path_, std::strerror(errno)),
-                     fmt::format("check that directory '{}' exists and is writable", DirOf(path_)));
+    const int err = errno;
+    ThrowWriteError(fmt::format("cannot write '{}': {}", path_, std::strerror(err)), err, path_,
+                    kSpaceHint);
   }
 }
 
@@ -53,11 +87,23 @@ AtomicFileWriter::~AtomicFileWriter() {
 }
 
 void AtomicFileWriter::Write(const void* data, std::size_t bytes) {
-  if (bytes == 0) return;
-  if (std::fwrite(data, 1, bytes, file_) != bytes) {
-    throw RuntimeError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(errno)),
-                       "check free disk space; the previous version of the file is untouched");
+  // The checksum and the write take turns on pieces that fit in L2, so memory is read once: the
+  // write copies what the checksum just brought in. Measured on a gpt2-124M save
+  // (docs/formats.md, "Checksums"): checksumming on a second thread while writing cost more on
+  // a loaded machine, competing for its cores and its memory bandwidth.
+  constexpr std::size_t kPiece = std::size_t{256} << 10;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(kPiece, bytes - done);
+    digest_.crc32c = Crc32c(digest_.crc32c, p + done, n);
+    if (std::fwrite(p + done, 1, n, file_) != n) {
+      const int err = errno;
+      ThrowWriteError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(err)), err,
+                      tmp_path_, kSpaceHint);
+    }
+    done += n;
   }
+  digest_.bytes += bytes;
 }
 
 void AtomicFileWriter::Commit() {
@@ -67,12 +113,14 @@ void AtomicFileWriter::Commit() {
   ok = (std::fclose(file_) == 0) && ok;
   file_ = nullptr;
   if (!ok) {
-    throw RuntimeError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(err)),
-                       "check free disk space; the previous version of the file is untouched");
+    ThrowWriteError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(err)), err,
+                    tmp_path_, kSpaceHint);
   }
   if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    throw RuntimeError(
-        fmt::format("renaming '{}' to '{}' failed: {}", tmp_path_, path_, std::strerror(errno)));
+    err = errno;
+    ThrowWriteError(
+        fmt::format("renaming '{}' to '{}' failed: {}", tmp_path_, path_, std::strerror(err)), err,
+        path_, kSpaceHint);
   }
   committed_ = true;
   FsyncDir(DirOf(path_));
@@ -165,15 +213,32 @@ void WriteFileAtomic(const std::string& path, std::string_view contents) {
   w.Commit();
 }
 
+FileDigest DigestFile(const std::string& path, const InputKind& kind, std::uint64_t limit) {
+  InputFile f = InputFile::Open(path, kind);
+  FileDigest d;
+  d.bytes = std::min(limit, f.size());
+  std::vector<unsigned char> buf(std::size_t{8} << 20);
+  for (std::uint64_t left = d.bytes; left > 0;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, buf.size()));
+    if (!f.Read(buf.data(), n)) {
+      throw InputError(fmt::format("'{}' became shorter while it was read", path),
+                       "do not change the file while cputrain-numa reads it");
+    }
+    d.crc32c = Crc32c(d.crc32c, buf.data(), n);
+    left -= n;
+  }
+  return d;
+}
+
 void SyncDir(const std::string& dir) { FsyncDir(dir); }
 
 void MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir)) {
-    throw InputError(fmt::format("cannot create directory '{}': {}", dir,
-                                 ec ? ec.message() : "a file with that name exists"),
-                     "choose another output directory or fix its permissions");
+    ThrowWriteError(fmt::format("cannot create directory '{}': {}", dir,
+                                ec ? ec.message() : "a file with that name exists"),
+                    ec ? ec.value() : EEXIST, dir, kSpaceHint);
   }
 }
 

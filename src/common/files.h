@@ -10,6 +10,23 @@
 
 namespace cputrain {
 
+// A file's length and CRC32C (common/crc32c.h): what a checkpoint records of its files.
+struct FileDigest {
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32c = 0;
+  bool operator==(const FileDigest&) const = default;
+};
+
+// The one rule for a failed write, creating a directory, opening, writing, fsyncing or renaming
+// alike, and whether it happens at start or in the middle of a save (README, "Errors and exit
+// codes"): its errno decides. PathAtFault — the path does not exist, is not a directory, may not
+// be written (ENOENT, ENOTDIR, EISDIR, EACCES, EPERM, EROFS, ENAMETOOLONG, ELOOP, EEXIST) — is
+// an InputError (exit 2: the command or the permissions must change); anything else — disk full,
+// quota, an I/O error (ENOSPC, EDQUOT, EIO, ...) — a RuntimeError (exit 1) with `io_hint`.
+bool PathAtFault(int err);
+[[noreturn]] void ThrowWriteError(const std::string& message, int err, const std::string& path,
+                                  const std::string& io_hint);
+
 // Writes a file through a temporary sibling ("<path>.tmp.<pid>"): Commit() flushes, fsyncs,
 // renames it over `path` and fsyncs the directory, so readers see the old file or the whole
 // new one. If the writer is destroyed without Commit() (an error, an exception), the temporary
@@ -18,23 +35,27 @@ namespace cputrain {
 // Thread safety: one thread uses a writer at a time.
 class AtomicFileWriter {
  public:
-  // Throws InputError if the directory does not exist or is not writable.
+  // Throws as ThrowWriteError does (the directory does not exist or is not writable: exit 2).
   explicit AtomicFileWriter(std::string path);
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
-  // Throws RuntimeError on a short write (disk full).
+  // Throws as ThrowWriteError does (disk full: RuntimeError). Checksums what it writes, piece
+  // by piece as it writes it (digest()).
   void Write(const void* data, std::size_t bytes);
   void Write(std::string_view s) { Write(s.data(), s.size()); }
   void Commit();
   const std::string& path() const { return path_; }
+  // The length and CRC32C of everything written so far.
+  const FileDigest& digest() const { return digest_; }
 
  private:
   std::string path_;
   std::string tmp_path_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
+  FileDigest digest_;
 };
 
 // What a caller expects of one kind of input file, for InputFile::Open's checks and messages.
@@ -92,11 +113,16 @@ std::string ReadFile(const std::string& path);
 std::string ReadFile(const std::string& path, const InputKind& kind);
 void WriteFileAtomic(const std::string& path, std::string_view contents);
 
+// The digest of the file at `path`: of its first `limit` bytes, or all of it if shorter. Throws
+// InputError as InputFile::Open does.
+FileDigest DigestFile(const std::string& path, const InputKind& kind,
+                      std::uint64_t limit = UINT64_MAX);
+
 // fsyncs a directory, so that a rename or unlink in it survives a power cut (best effort: some
 // file systems refuse fsync on directories).
 void SyncDir(const std::string& dir);
 
-// Creates `dir` and its parents if needed; throws InputError naming the directory otherwise.
+// Creates `dir` and its parents if needed; throws as ThrowWriteError does, naming the directory.
 void MakeDirs(const std::string& dir);
 
 }  // namespace cputrain

@@ -131,6 +131,15 @@ Key NumberKey(std::string section, std::string key, std::string desc, double lo,
   return k;
 }
 
+Key BoolKey(std::string section, std::string key, std::string desc,
+            std::function<bool&(Config&)> field) {
+  Key k{section, key, "true or false", std::move(desc), nullptr, nullptr};
+  std::string name = k.full();
+  k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) { field(c) = AsBool(n, o, name); };
+  k.dump = [=](const Config& c) { return YAML::Node(field(const_cast<Config&>(c))); };
+  return k;
+}
+
 Key StringKey(std::string section, std::string key, std::string desc,
               std::function<std::string&(Config&)> field) {
   Key k{section, key, "a string", std::move(desc), nullptr, nullptr};
@@ -236,16 +245,9 @@ const std::vector<Key>& Keys() {
         [](Config& c) { c.placement.threads_per_group_set = true; },
         [](Config& c) { c.placement.threads_per_group_set = false; },
         [](const Config& c) { return !c.placement.threads_per_group_set; }));
-    {
-      Key k{"placement",     "hyperthreads",
-            "true or false", "also use SMT siblings (one worker per hardware thread)",
-            nullptr,         nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.placement.hyperthreads = AsBool(n, o, "placement.hyperthreads");
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.placement.hyperthreads); };
-      v.push_back(k);
-    }
+    v.push_back(BoolKey("placement", "hyperthreads",
+                        "also use SMT siblings (one worker per hardware thread)",
+                        [](Config& c) -> bool& { return c.placement.hyperthreads; }));
     v.push_back(IntKey("placement", "comm_threads",
                        "cores per group kept out of the compute budget for communication "
                        "threads (like CCL_WORKER_COUNT)",
@@ -325,16 +327,9 @@ const std::vector<Key>& Keys() {
                           [](Config& c) -> double& { return c.model.norm_eps; }));
     v.push_back(NumberKey("model", "rope_theta", "base of the rotary embeddings (llama)", 1, 1e12,
                           [](Config& c) -> double& { return c.model.rope_theta; }));
-    {
-      Key k{"model",         "tied_embeddings",
-            "true or false", "the LM head is the token embedding (llama; gpt2 is always tied)",
-            nullptr,         nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.model.tied_embeddings = AsBool(n, o, "model.tied_embeddings");
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.model.tied_embeddings); };
-      v.push_back(k);
-    }
+    v.push_back(BoolKey("model", "tied_embeddings",
+                        "the LM head is the token embedding (llama; gpt2 is always tied)",
+                        [](Config& c) -> bool& { return c.model.tied_embeddings; }));
     v.push_back(IntKey(
         "model", "max_seq_len", "positions maxT of the position embedding", 1,
         [](Config& c) -> int& { return c.model.max_seq_len; }, model::kMaxSeqLen));
@@ -360,19 +355,10 @@ const std::vector<Key>& Keys() {
     v.push_back(IntKey(
         "data", "seq_len", "T: tokens per sequence (<= model.max_seq_len)", 1,
         [](Config& c) -> int& { return c.data.seq_len; }, model::kMaxSeqLen));
-    {
-      Key k{"data",
-            "shuffle",
-            "true or false",
-            "a new seeded permutation of the train windows every epoch (false: in file order)",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.data.shuffle = AsBool(n, o, "data.shuffle");
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.data.shuffle); };
-      v.push_back(k);
-    }
+    v.push_back(
+        BoolKey("data", "shuffle",
+                "a new seeded permutation of the train windows every epoch (false: in file order)",
+                [](Config& c) -> bool& { return c.data.shuffle; }));
     {
       Key k{"data",  "seed", "an integer >= 0, or ~ (model.seed)", "seed of the shuffle",
             nullptr, nullptr};
@@ -459,6 +445,12 @@ const std::vector<Key>& Keys() {
                           "auto (continue from out_dir's newest checkpoint), never (refuse an "
                           "out_dir holding a run) or a checkpoint path",
                           [](Config& c) -> std::string& { return c.train.resume; }));
+    v.push_back(BoolKey("train", "resume_fallback",
+                        "a resume whose newest checkpoint is damaged or incomplete (checksum "
+                        "mismatch, state.bin missing): false refuses it (exit 2 naming the file), "
+                        "true skips it, saying which and why, for the newest good one (also: "
+                        "train --resume-fallback)",
+                        [](Config& c) -> bool& { return c.train.resume_fallback; }));
     v.push_back(IntKey("train", "keep_checkpoints",
                        "newest checkpoint directories kept in out_dir/checkpoints; 0 = all", 0,
                        [](Config& c) -> int& { return c.train.keep_checkpoints; }));
@@ -659,12 +651,15 @@ void ApplySet(const std::string& set, Config& c) {
   }
   const Key* k = FindKey(section, key);
   if (!k) {
-    if (section.empty() || [&] {
-          for (const std::string& s : Sections())
-            if (s == section) return false;
-          return true;
-        }()) {
-      UnknownKey(where, "", section.empty() ? key : section);
+    const std::vector<std::string> secs = Sections();
+    const std::string top = section.empty() ? key : section;
+    if (std::find(secs.begin(), secs.end(), top) == secs.end()) UnknownKey(where, "", top);
+    if (section.empty()) {  // "--set optim=1": a section, not a top-level scalar
+      throw InputError(
+          fmt::format("{}: section '{}' must be a mapping of keys, not a value", where, key),
+          fmt::format("set one of its keys, e.g. --set {}.KEY=VALUE (cputrain-numa "
+                      "config --keys lists them)",
+                      key));
     }
     UnknownKey(where, section, key);
   }

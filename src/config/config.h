@@ -61,6 +61,9 @@ struct TrainConfig {
   int checkpoint_every = 0;  // 0 = only at the end
   std::string out_dir = "out";
   std::string resume = "auto";  // auto | never | a checkpoint path (train/resume.h)
+  // A damaged or incomplete newest checkpoint: refused (false), or skipped, with a warning
+  // naming it and why, for the newest good one (true).
+  bool resume_fallback = false;
   int keep_checkpoints = 3;     // newest step directories kept; 0 = all
   bool skip_nonfinite = false;  // on_nonfinite: skip_step (true) or stop (false)
   bool bf16 = false;            // precision: bf16 (true) or fp32 (false)

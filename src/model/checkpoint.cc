@@ -4,12 +4,16 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "kernels/bf16.h"
+#include "model/checkpoint_path.h"
 #include "model/hf.h"
 
 namespace cputrain::model {
@@ -28,6 +32,25 @@ void ReadExact(InputFile& f, void* dst, std::size_t bytes) {
     throw InputError(fmt::format("checkpoint '{}' is truncated", f.path()),
                      "the file is incomplete (an interrupted copy?); copy or re-create it");
   }
+}
+
+// A safetensors file starts with its header's length (u64) and then the JSON header's '{'.
+bool LooksLikeSafetensors(const int32_t* h, std::uint64_t file_bytes) {
+  std::uint64_t n;
+  std::memcpy(&n, h, sizeof n);
+  return reinterpret_cast<const char*>(h)[8] == '{' && n >= 2 && n <= file_bytes - 8;
+}
+
+[[noreturn]] void SafetensorsGiven(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  throw InputError(
+      fmt::format(
+          "checkpoint '{}' is a safetensors file, not a model.bin: Hugging Face weights are "
+          "read from their directory, with its config.json",
+          path),
+      IsHfDir(dir.empty() ? "." : dir)
+          ? fmt::format("pass the directory instead: --checkpoint {}", dir.empty() ? "." : dir)
+          : "pass the directory holding it and its config.json (Hugging Face's layout)");
 }
 
 void CheckMagicAndVersion(const std::string& path, const int32_t* h) {
@@ -64,11 +87,13 @@ std::size_t ParamBytes(int version) {
   return version == kCheckpointVersionBf16 ? sizeof(uint16_t) : sizeof(float);
 }
 
-// Reads n parameters into dst (floats). A bf16 file's n values are read into the first half of
-// dst's bytes, then widened in place from the last to the first: float i covers the bytes of
-// bf16 values 2i and 2i+1, which are read before it is written (no buffer is allocated).
-void ReadParams(InputFile& f, int version, float* dst, std::size_t n) {
+// Reads n parameters into dst (floats), continuing *crc over the bytes read. A bf16 file's n values
+// are read into the first half of dst's bytes, then widened in place from the last to the first:
+// float i covers the bytes of bf16 values 2i and 2i+1, which are read before it is written (no
+// buffer is allocated).
+void ReadParams(InputFile& f, int version, float* dst, std::size_t n, uint32_t* crc) {
   ReadExact(f, dst, n * ParamBytes(version));
+  *crc = Crc32c(*crc, dst, n * ParamBytes(version));
   if (version != kCheckpointVersionBf16) return;
   unsigned char* bytes = reinterpret_cast<unsigned char*>(dst);
   for (std::size_t i = n; i-- > 0;) {
@@ -105,7 +130,7 @@ Shape FamilyShape(const std::string& path, const int32_t* h) {
 // Reads and validates the header of `f`, leaving it positioned at the first tensor. Every size
 // is judged before anything is allocated: the shape against model/limits.h (so no size derived
 // from it overflows), then the size it implies against the file's. *version: 3 or 5.
-Shape ReadHeader(InputFile& f, int* version) {
+Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr) {
   const std::string& path = f.path();
   if (f.size() < kHeaderBytes) {
     throw InputError(fmt::format("checkpoint '{}' is {} bytes, shorter than the {}-byte header",
@@ -114,7 +139,11 @@ Shape ReadHeader(InputFile& f, int* version) {
   }
   int32_t h[kHeaderInts];
   ReadExact(f, h, kHeaderBytes);
+  if (h[0] != kCheckpointMagic && h[0] != kFamilyCheckpointMagic &&
+      LooksLikeSafetensors(h, f.size()))
+    SafetensorsGiven(path);
   CheckMagicAndVersion(path, h);
+  if (crc) *crc = Crc32c(0, h, kHeaderBytes);
   *version = h[0] == kFamilyCheckpointMagic ? kCheckpointVersion : h[1];  // both fp32
   Shape s;
   if (h[0] == kFamilyCheckpointMagic) {
@@ -154,11 +183,41 @@ Shape ReadCheckpointShape(const std::string& path) {
   return ReadHeader(f, &version);
 }
 
+void CheckModelDigest(const std::string& path, const FileDigest& got) {
+  const std::string state = (std::filesystem::path(path).parent_path() / kStateFile).string();
+  const std::optional<StateTrailer> t = ReadStateTrailer(state);
+  if (!t || t->model == got) return;  // no checksum recorded (llm.c's, an older run's), or equal
+  throw InputError(
+      t->model.bytes != got.bytes
+          ? fmt::format("checkpoint '{}' is damaged: it is {} bytes, the state.bin beside it "
+                        "records {}",
+                        path, got.bytes, t->model.bytes)
+          : fmt::format("checkpoint '{}' is damaged: its CRC32C is {:08x}, the state.bin beside "
+                        "it records {:08x} (a flipped bit, a bad disk or copy)",
+                        path, got.crc32c, t->model.crc32c),
+      "copy the checkpoint again from a good source, or use the one before it (a "
+      "checkpoints/step_N directory; to resume: train --resume-fallback)");
+}
+
+void CheckFinite(const std::string& source, const ParamLayout& layout, const float* params) {
+  const std::size_t bad = FirstNonFinite(params, layout.total());
+  if (bad == layout.total()) return;
+  throw InputError(fmt::format("checkpoint '{}': parameter {} ({}) is {}", source, bad,
+                               DescribeParam(layout, bad), params[bad]),
+                   "the checkpoint holds a diverged model (NaN or Inf weights): use a checkpoint "
+                   "from before the loss diverged");
+}
+
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params) {
-  if (IsHfDir(path)) return LoadHf(path, layout, params);
+  if (IsHfDir(path)) {
+    LoadHf(path, layout, params);
+    CheckFinite(path, layout, params);
+    return;
+  }
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;
-  const Shape s = ReadHeader(f, &version);
+  uint32_t crc = 0;
+  const Shape s = ReadHeader(f, &version, &crc);
   if (!(s == layout.shape())) {
     throw InputError(fmt::format("checkpoint '{}' has shape {}, expected {}", path, s.ToString(),
                                  layout.shape().ToString()),
@@ -167,12 +226,14 @@ void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* p
   // The file is tensor-major; our buffer is layer-major. Read each tensor copy into place.
   for (const TensorInfo& info : layout.tensors()) {
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-      ReadParams(f, version, params + layout.offset(info.t, l), info.numel);
+      ReadParams(f, version, params + layout.offset(info.t, l), info.numel, &crc);
     }
   }
+  CheckModelDigest(path, {f.size(), crc});
+  CheckFinite(path, layout, params);
 }
 
-void SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params) {
+FileDigest SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params) {
   const Shape& s = layout.shape();
   int32_t h[kHeaderInts] = {};
   if (s.arch == Arch::kGpt2) {  // llm.c's header: llm.c and its scripts read our GPT-2 files
@@ -201,6 +262,7 @@ void SaveCheckpoint(const std::string& path, const ParamLayout& layout, const fl
     }
   }
   w.Commit();
+  return w.digest();
 }
 
 }  // namespace cputrain::model

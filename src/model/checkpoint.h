@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "common/files.h"
 #include "model/params.h"
 
 namespace cputrain::model {
@@ -28,11 +29,20 @@ inline constexpr int kFamilyCheckpointVersion = 1;
 Shape ReadCheckpointShape(const std::string& path);
 
 // Loads the parameters into `params` (layout.total() floats, flat layer-major layout); a
-// version-5 file's bf16 values are widened exactly to fp32 (the master weights). The file's
-// shape must equal layout.shape() (else InputError).
+// version-5 file's bf16 values are widened exactly to fp32 (the master weights). The one load
+// path of every command (train's resume and model.init_from, eval, generate, export), with the
+// one set of checks, each an InputError naming the file: the file's shape must equal
+// layout.shape(); a model.bin whose directory holds a state.bin recording its checksum
+// (model/checkpoint_path.h) must match it; every parameter must be finite ("parameter N
+// (tensor qkvw, layer 3, element 17) is nan"), for Hugging Face directories too.
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params);
 
-// Writes params atomically: temporary file, fsync, rename (common/files.h).
-void SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params);
+// Throws the InputError LoadCheckpoint throws if `got`, the digest of the model.bin at `path`,
+// differs from the one the state.bin beside it records; nothing if it records none.
+void CheckModelDigest(const std::string& path, const FileDigest& got);
+
+// Writes params atomically: temporary file, fsync, rename (common/files.h). Returns the written
+// file's digest, for the state.bin beside it.
+FileDigest SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params);
 
 }  // namespace cputrain::model

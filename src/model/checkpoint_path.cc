@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -32,16 +33,54 @@ bool IsStepDir(const fs::path& dir) {
 
 std::string StepDirName(int step) { return fmt::format("{}/step_{:08d}", kCheckpointsDir, step); }
 
-std::vector<std::pair<int, std::string>> ListCheckpoints(const std::string& out_dir) {
+std::optional<StateTrailer> ReadStateTrailer(const std::string& state_path) {
+  std::ifstream in(state_path, std::ios::binary);
+  char header[12] = {};
+  if (!in.read(header, sizeof header) || std::memcmp(header, kStateMagic, 8) != 0) {
+    return std::nullopt;
+  }
+  uint32_t version = 0;
+  std::memcpy(&version, header + 8, 4);
+  if (version < 3 || !in.seekg(-static_cast<std::streamoff>(kStateTrailerBytes), std::ios::end)) {
+    return std::nullopt;
+  }
+  unsigned char t[kStateTrailerBytes];
+  if (!in.read(reinterpret_cast<char*>(t), sizeof t)) return std::nullopt;
+  StateTrailer r;
+  std::memcpy(&r.model.bytes, t, 8);
+  std::memcpy(&r.model.crc32c, t + 8, 4);
+  std::memcpy(&r.state_crc32c, t + 12, 4);
+  return r;
+}
+
+std::vector<std::pair<int, std::string>> ListStepDirs(const std::string& out_dir) {
   std::vector<std::pair<int, std::string>> found;
   std::error_code ec;
   for (const fs::directory_entry& e :
        fs::directory_iterator(fs::path(out_dir) / kCheckpointsDir, ec)) {
     const int step = ParseStepDir(e.path().filename().string());
-    if (step >= 0 && IsStepDir(e.path())) found.emplace_back(step, e.path().string());
+    if (step >= 0 && e.is_directory(ec)) found.emplace_back(step, e.path().string());
   }
   std::sort(found.begin(), found.end());
   return found;
+}
+
+std::vector<std::pair<int, std::string>> ListCheckpoints(const std::string& out_dir) {
+  std::vector<std::pair<int, std::string>> found = ListStepDirs(out_dir);
+  std::erase_if(found, [](const auto& d) { return !IsStepDir(d.second); });
+  return found;
+}
+
+std::optional<int> LatestStep(const std::string& out_dir) {
+  std::ifstream in(fs::path(out_dir) / kLatestFile);
+  std::string rel;
+  std::error_code ec;
+  if (!in || !std::getline(in, rel) || !fs::is_directory(fs::path(out_dir) / rel, ec)) {
+    return std::nullopt;
+  }
+  const int step = ParseStepDir(fs::path(rel).filename().string());
+  if (step < 0 || rel != StepDirName(step)) return std::nullopt;
+  return step;
 }
 
 std::optional<std::string> LatestCheckpoint(const std::string& out_dir) {

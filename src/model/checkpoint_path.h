@@ -10,9 +10,12 @@
 // generate and model.init_from also take a Hugging Face GPT-2 directory.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/files.h"
 
 namespace cputrain::model {
 
@@ -21,11 +24,35 @@ inline constexpr const char* kLatestFile = "latest";
 inline constexpr const char* kModelFile = "model.bin";
 inline constexpr const char* kStateFile = "state.bin";
 
+// state.bin's magic and version (train/train_state.h has its layout). Version 3 ends with a
+// trailer holding the step directory's checksums (docs/formats.md, "Checksums"), kept in
+// state.bin because model.bin keeps llm.c's layout:
+//   uint64 model.bin's length, uint32 model.bin's CRC32C (the whole file),
+//   uint32 the CRC32C of every byte of state.bin before this field.
+inline constexpr char kStateMagic[8] = {'C', 'P', 'T', 'N', 'S', 'T', 'A', 'T'};
+inline constexpr uint32_t kStateVersion = 3;
+inline constexpr uint64_t kStateTrailerBytes = 16;
+
+struct StateTrailer {
+  FileDigest model;           // of the model.bin beside it
+  uint32_t state_crc32c = 0;  // of state.bin's bytes [0, size - 4)
+};
+
+// The trailer of the state.bin at `state_path`; nullopt if there is none to read: no such file,
+// not a state.bin, or a version before 3 (whose checkpoints carry no checksums).
+std::optional<StateTrailer> ReadStateTrailer(const std::string& state_path);
+
 // "checkpoints/step_00000120": a step directory's path relative to out_dir.
 std::string StepDirName(int step);
 
 // The complete step directories under out_dir/checkpoints, as (step, path), oldest first.
 std::vector<std::pair<int, std::string>> ListCheckpoints(const std::string& out_dir);
+
+// Every directory named step_N under out_dir/checkpoints, complete or not, oldest first.
+std::vector<std::pair<int, std::string>> ListStepDirs(const std::string& out_dir);
+
+// The step `latest` names, if it names one whose directory exists.
+std::optional<int> LatestStep(const std::string& out_dir);
 
 // The newest complete step directory of out_dir: the one `latest` names if it exists, else the
 // highest step directory; nullopt if there is none.

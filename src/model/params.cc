@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
@@ -82,6 +83,23 @@ ParamLayout::ParamLayout(const Shape& shape) : shape_(shape) {
 const TensorInfo& ParamLayout::info(Tensor t) const {
   CPUTRAIN_CHECK(index_[t] >= 0, fmt::format("tensor {} is not in this family", int(t)));
   return table_[index_[t]];
+}
+
+std::size_t FirstNonFinite(const float* p, std::size_t n) {
+  return static_cast<std::size_t>(
+      std::find_if(p, p + n, [](float x) { return !std::isfinite(x); }) - p);
+}
+
+std::string DescribeParam(const ParamLayout& layout, std::size_t i) {
+  for (const TensorInfo& info : layout.tensors()) {
+    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l) {
+      const std::size_t at = layout.offset(info.t, l);
+      if (i < at || i - at >= info.numel) continue;
+      return info.per_layer ? fmt::format("tensor {}, layer {}, element {}", info.name, l, i - at)
+                            : fmt::format("tensor {}, element {}", info.name, i - at);
+    }
+  }
+  return "beyond the model's tensors";
 }
 
 std::size_t ParamLayout::offset(Tensor t, int layer) const {

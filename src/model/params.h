@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/shape.h"
@@ -120,6 +121,13 @@ class ParamLayout {
   std::size_t block_begin_ = 0, block_size_ = 0, total_ = 0;
   std::vector<Segment> segments_;
 };
+
+// The index of the first non-finite float of p[0, n), or n if all are finite.
+std::size_t FirstNonFinite(const float* p, std::size_t n);
+
+// Where flat index i (< layout.total()) lives, for messages: "tensor qkvw, layer 3, element 17"
+// ("tensor wte, element 5" for a tensor that is not per layer).
+std::string DescribeParam(const ParamLayout& layout, std::size_t i);
 
 // Fills params with the family's random init from `seed`. Each value is a pure function of
 // (seed, tensor row, layer, index), so the result does not depend on the pool size. Padding rows

@@ -18,9 +18,9 @@ void RenameOrThrow(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   fs::rename(from, to, ec);
   if (ec) {
-    throw RuntimeError(
+    ThrowWriteError(
         fmt::format("renaming '{}' to '{}' failed: {}", from.string(), to.string(), ec.message()),
-        "check the file system of train.out_dir");
+        ec.value(), to.string(), "check the file system of train.out_dir");
   }
 }
 
@@ -52,8 +52,9 @@ std::string SaveCheckpointDir(const std::string& out_dir, const CheckpointConten
   RemoveAll(tmp_dir);
   MakeDirs(tmp_dir.string());
   try {
-    model::SaveCheckpoint((tmp_dir / model::kModelFile).string(), *c.layout, c.params);
-    WriteTrainState((tmp_dir / model::kStateFile).string(), c.state, c.m, c.v);
+    const FileDigest model =
+        model::SaveCheckpoint((tmp_dir / model::kModelFile).string(), *c.layout, c.params);
+    WriteTrainState((tmp_dir / model::kStateFile).string(), c.state, c.m, c.v, model);
   } catch (...) {
     RemoveAll(tmp_dir);  // the previous checkpoint and `latest` were never touched
     throw;
@@ -88,7 +89,8 @@ void RemoveTemporaries(const std::string& out_dir) {
 
 void RemoveCheckpointsAfter(const std::string& out_dir, int step) {
   bool removed = false;
-  for (const auto& [s, dir] : model::ListCheckpoints(out_dir)) {
+  // Every step directory, complete or not: one a resume skipped as damaged goes too.
+  for (const auto& [s, dir] : model::ListStepDirs(out_dir)) {
     if (s > step) RemoveStepDir(dir);
     removed |= s > step;
   }

@@ -6,6 +6,9 @@
 
 #include "comm/distributed.h"
 #include "common/error.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 
 namespace cputrain::train {
@@ -57,12 +60,75 @@ bool HoldsRun(const std::string& out_dir) {
          FileBytes((fs::path(out_dir) / "metrics.jsonl").string()) > 0;
 }
 
+// The step directories a resume from `out_dir` may start from, newest first: every step_N
+// directory, complete or not (an incomplete one is reported, not silently passed over), up to
+// the one `latest` names when it names one.
+std::vector<std::string> Candidates(const std::string& out_dir) {
+  const std::optional<int> latest = model::LatestStep(out_dir);
+  std::vector<std::string> dirs;
+  for (const auto& [step, dir] : model::ListStepDirs(out_dir)) {
+    if (!latest || step <= *latest) dirs.insert(dirs.begin(), dir);
+  }
+  return dirs;
+}
+
+// Opens `dir`'s state.bin after checking the whole checkpoint: both files present, state.bin's
+// and model.bin's checksums (a state.bin before version 3 records none). Throws InputError
+// naming the file and what is wrong.
+ResumePoint Verified(const std::string& dir) {
+  const fs::path model = fs::path(dir) / model::kModelFile,
+                 state = fs::path(dir) / model::kStateFile;
+  std::error_code ec;
+  for (const fs::path& f : {model, state}) {
+    if (!fs::is_regular_file(f, ec)) {
+      throw InputError(
+          fmt::format("checkpoint '{}' is incomplete: it has no {}", dir, f.filename().string()),
+          "a save writes both files before the directory gets its name: this one "
+          "was changed since; resume from the checkpoint before it");
+    }
+  }
+  TrainStateReader reader(state.string());
+  reader.VerifyChecksum();
+  if (reader.model_digest()) {
+    static const InputKind kModel{"checkpoint", "a model.bin file", kMaxCheckpointBytes,
+                                  "check train.resume"};
+    model::CheckModelDigest(model.string(), DigestFile(model.string(), kModel));
+  }
+  return ResumePoint{dir, reader.state()};
+}
+
+// The newest of `dirs` that Verified accepts. A refused one ends the resume (exit 2) unless
+// train.resume_fallback is set; then it is skipped with a warning naming it and why.
+ResumePoint FirstGood(const std::vector<std::string>& dirs, const std::string& where,
+                      bool fallback) {
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    try {
+      return Verified(dirs[i]);
+    } catch (const InputError& e) {
+      if (!fallback) {
+        throw InputError(
+            fmt::format("cannot resume from {}: {}", dirs[i], e.what()),
+            i + 1 < dirs.size()
+                ? fmt::format("{}; or resume from the newest good checkpoint before it (next: {}) "
+                              "with train --resume-fallback (train.resume_fallback: true)",
+                              e.hint(), dirs[i + 1])
+                : e.hint());
+      }
+      log::Warn("resume: skipping checkpoint {}: {}", dirs[i], e.what());
+    }
+  }
+  throw InputError(
+      fmt::format("no checkpoint of '{}' can be resumed from: all {} were skipped (above)", where,
+                  dirs.size()),
+      "start a new run: another train.out_dir, or train.resume: never after removing this one");
+}
+
 }  // namespace
 
 std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer) {
   const std::string& mode = cfg.train.resume;
   const std::string& out = cfg.train.out_dir;
-  std::optional<std::string> dir;
+  const bool fallback = cfg.train.resume_fallback;
   if (mode == "never") {
     if (writer && HoldsRun(out)) {
       throw InputError(
@@ -72,14 +138,18 @@ std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer) {
           "choose a new train.out_dir, remove the old one, or set train.resume: auto to "
           "continue it");
     }
-  } else if (mode == "auto") {
-    dir = model::LatestCheckpoint(out);
-  } else {
-    dir = model::ResolveCheckpointDir(mode);
+    return std::nullopt;
   }
-  if (!dir) return std::nullopt;
-  TrainStateReader reader((fs::path(*dir) / model::kStateFile).string());
-  return ResumePoint{*dir, reader.state()};
+  if (mode == "auto") {
+    const std::vector<std::string> dirs = Candidates(out);
+    if (dirs.empty()) return std::nullopt;
+    return FirstGood(dirs, out, fallback);
+  }
+  std::error_code ec;
+  if (fs::exists(fs::path(mode) / model::kModelFile, ec)) return FirstGood({mode}, mode, false);
+  const std::vector<std::string> dirs = Candidates(mode);
+  if (dirs.empty()) model::ResolveCheckpointDir(mode);  // throws: not a checkpoint
+  return FirstGood(dirs, mode, fallback);
 }
 
 void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace cputrain::train {
 
@@ -17,8 +18,9 @@ RunLock::RunLock(const std::string& out_dir) {
   const std::string path = out_dir + "/.lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
-    throw InputError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)),
-                     "check that train.out_dir is writable");
+    const int err = errno;
+    ThrowWriteError(fmt::format("cannot open '{}': {}", path, std::strerror(err)), err, path,
+                    "check free disk space in train.out_dir");
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

@@ -42,8 +42,9 @@ MetricsFile::MetricsFile(std::string path, int keep_through_step) : path_(std::m
       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through_step < 0 ? O_TRUNC : 0);
   fd_ = ::open(path_.c_str(), flags, 0644);
   if (fd_ < 0) {
-    throw InputError(fmt::format("cannot write '{}': {}", path_, std::strerror(errno)),
-                     "check train.out_dir");
+    const int err = errno;
+    ThrowWriteError(fmt::format("cannot write '{}': {}", path_, std::strerror(err)), err, path_,
+                    "check free disk space in train.out_dir");
   }
   size_ = ::lseek(fd_, 0, SEEK_END);
 }
@@ -59,11 +60,13 @@ void MetricsFile::Write(const nlohmann::json& row) {
     size_ += n;
     return;
   }
-  const std::string why = n < 0 ? std::strerror(errno) : "short write";
+  const int err = n < 0 ? errno : ENOSPC;  // a short write: the disk filled up
+  const std::string why = n < 0 ? std::strerror(err) : "short write";
   if (::ftruncate(fd_, size_) != 0) {
     // Could not cut the torn line: a resumed run drops it when it rewrites the file.
   }
-  throw RuntimeError(fmt::format("writing '{}' failed: {}", path_, why), "check free disk space");
+  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, why), err, path_,
+                  "check free disk space");
 }
 
 namespace {
@@ -132,11 +135,11 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   if (!writer_) return "";
   const float* p = c.params;
   const std::size_t n = c.layout->total();
-  const std::size_t bad = FirstNonFinite(p, n);
+  const std::size_t bad = model::FirstNonFinite(p, n);
   if (bad < n) {
     throw RuntimeError(
-        fmt::format("parameter {} is {} after step {}: not saving a broken model", bad, p[bad],
-                    c.state.step),
+        fmt::format("parameter {} ({}) is {} after step {}: not saving a broken model", bad,
+                    model::DescribeParam(*c.layout, bad), p[bad], c.state.step),
         "the last good checkpoint is untouched; lower optim.lr or set optim.grad_clip");
   }
   const auto t0 = std::chrono::steady_clock::now();

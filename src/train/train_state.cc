@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "data/token_file.h"
+#include "model/checkpoint_path.h"
 
 namespace cputrain::train {
 namespace {
@@ -89,23 +90,18 @@ TrainState FromJson(const nlohmann::json& j, uint32_t version) {
 
 }  // namespace
 
-std::size_t FirstNonFinite(const float* p, std::size_t n) {
-  return static_cast<std::size_t>(
-      std::find_if(p, p + n, [](float x) { return !std::isfinite(x); }) - p);
-}
-
 void WriteTrainState(const std::string& path, const TrainState& state,
                      const std::vector<std::span<const float>>& m,
-                     const std::vector<std::span<const float>>& v) {
+                     const std::vector<std::span<const float>>& v, const FileDigest& model) {
   const std::string meta = ToJson(state).dump();
   uint64_t n = 0, nv = 0;
   for (auto p : m) n += p.size();
   for (auto p : v) nv += p.size();
   CPUTRAIN_CHECK(n == nv, "m and v differ in length");
   unsigned char header[kHeaderBytes] = {};
-  std::memcpy(header, kStateMagic, 8);
+  std::memcpy(header, model::kStateMagic, 8);
   const uint64_t meta_bytes = meta.size();
-  std::memcpy(header + 8, &kStateVersion, 4);
+  std::memcpy(header + 8, &model::kStateVersion, 4);
   std::memcpy(header + 16, &meta_bytes, 8);
   std::memcpy(header + 24, &n, 8);
   AtomicFileWriter w(path);
@@ -114,6 +110,13 @@ void WriteTrainState(const std::string& path, const TrainState& state,
   for (const auto* parts : {&m, &v}) {
     for (auto p : *parts) w.Write(p.data(), p.size_bytes());
   }
+  // The trailer (model/checkpoint_path.h): model.bin's digest, then this file's CRC32C so far.
+  unsigned char trailer[12];
+  std::memcpy(trailer, &model.bytes, 8);
+  std::memcpy(trailer + 8, &model.crc32c, 4);
+  w.Write(trailer, sizeof trailer);
+  const uint32_t crc = w.digest().crc32c;
+  w.Write(&crc, sizeof crc);
   w.Commit();
 }
 
@@ -130,20 +133,24 @@ TrainStateReader::TrainStateReader(std::string path) : path_(std::move(path)) {
   if (ec || size < kHeaderBytes || std::fread(header, 1, kHeaderBytes, f_) != kHeaderBytes) {
     Damaged(path_, "shorter than its 32-byte header");
   }
-  if (std::memcmp(header, kStateMagic, 8) != 0) Damaged(path_, "bad magic (expected CPTNSTAT)");
+  if (std::memcmp(header, model::kStateMagic, 8) != 0) {
+    Damaged(path_, "bad magic (expected CPTNSTAT)");
+  }
   uint32_t version = 0;
   uint64_t meta_bytes = 0;
   std::memcpy(&version, header + 8, 4);
   std::memcpy(&meta_bytes, header + 16, 8);
   std::memcpy(&n_, header + 24, 8);
-  if (version != kStateVersion && version != 1) {
+  if (version < 1 || version > model::kStateVersion) {
     throw InputError(fmt::format("checkpoint state '{}': version {} is not supported (expected {})",
-                                 path_, version, kStateVersion),
+                                 path_, version, model::kStateVersion),
                      "resume with the cputrain-numa version that wrote it");
   }
   // Every size checked against the file length before use (no overflow: both are bounded).
-  if (meta_bytes > kMaxMetaBytes || n_ > (size - kHeaderBytes) / 8 ||
-      size != kHeaderBytes + meta_bytes + 8 * n_) {
+  const uint64_t trailer = version >= 3 ? model::kStateTrailerBytes : 0;
+  if (meta_bytes > kMaxMetaBytes || size < kHeaderBytes + trailer ||
+      n_ > (size - kHeaderBytes - trailer) / 8 ||
+      size != kHeaderBytes + meta_bytes + 8 * n_ + trailer) {
     Damaged(path_, fmt::format("{} bytes do not match its header (meta {} bytes, {} floats)", size,
                                meta_bytes, n_));
   }
@@ -155,6 +162,28 @@ TrainStateReader::TrainStateReader(std::string path) : path_(std::move(path)) {
     Damaged(path_, fmt::format("unreadable meta: {}", e.what()));
   }
   data_offset_ = kHeaderBytes + meta_bytes;
+  size_ = size;
+  if (trailer > 0) {
+    const std::optional<model::StateTrailer> t = model::ReadStateTrailer(path_);
+    if (!t) Damaged(path_, "cannot read its checksums");
+    model_digest_ = t->model;
+    state_crc32c_ = t->state_crc32c;
+  }
+}
+
+void TrainStateReader::VerifyChecksum() const {
+  if (!model_digest_) return;  // version 1 or 2: no checksum recorded
+  static const InputKind kState{"checkpoint state", "a state.bin file", UINT64_MAX,
+                                "check train.resume"};
+  const uint32_t crc = DigestFile(path_, kState, size_ - sizeof(uint32_t)).crc32c;
+  if (crc != state_crc32c_) {
+    throw InputError(
+        fmt::format("checkpoint state '{}' is damaged: its CRC32C is {:08x}, its trailer records "
+                    "{:08x} (a flipped bit, a bad disk or copy)",
+                    path_, crc, state_crc32c_),
+        "copy the checkpoint again from a good source, or resume from the checkpoint before it: "
+        "train --resume-fallback (train.resume_fallback: true)");
+  }
 }
 
 TrainStateReader::~TrainStateReader() {
@@ -170,7 +199,7 @@ void TrainStateReader::ReadMoments(uint64_t lo, uint64_t hi, float* m_out, float
         std::fread(out, sizeof(float), hi - lo, f_) != hi - lo) {
       Damaged(path_, fmt::format("cannot read moments: {}", std::strerror(errno)));
     }
-    const uint64_t bad = FirstNonFinite(out, hi - lo);
+    const uint64_t bad = model::FirstNonFinite(out, hi - lo);
     if (bad < hi - lo) {
       Damaged(path_, fmt::format("AdamW {} holds a non-finite value at {}", which == 0 ? "m" : "v",
                                  lo + bad));

@@ -4,27 +4,27 @@
 // shape, data, batch). docs/formats.md documents the layout:
 //
 //   [0, 8)    magic "CPTNSTAT"
-//   [8, 12)   uint32 version (2; 1 is still read)   [12, 16) uint32 0
+//   [8, 12)   uint32 version (3; 2 and 1 are still read)   [12, 16) uint32 0
 //   [16, 24)  uint64 meta_bytes        [24, 32) uint64 n, floats in each moment vector
 //   [32, 32 + meta_bytes)              meta: a JSON object (TrainState below)
 //   then m: n fp32, then v: n fp32, in the flat layer-major parameter order (model/transformer.h)
+//   then (version 3) the 16-byte trailer of checksums (model/checkpoint_path.h)
 //
-// All integers and floats little-endian; the file is exactly 32 + meta_bytes + 8n bytes.
+// All integers and floats little-endian; the file is exactly 32 + meta_bytes + 8n (+ 16) bytes.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "model/transformer.h"
 
 namespace cputrain::train {
-
-inline constexpr char kStateMagic[8] = {'C', 'P', 'T', 'N', 'S', 'T', 'A', 'T'};
-inline constexpr uint32_t kStateVersion = 2;
 
 // One shard of data.train as the checkpoint saw it.
 struct ShardRecord {
@@ -51,17 +51,15 @@ struct TrainState {
   int batch_size = 0, seq_len = 0;
 };
 
-// The index of the first non-finite float of p[0, n), or n if all are finite.
-std::size_t FirstNonFinite(const float* p, std::size_t n);
-
 // Writes state.bin atomically (common/files.h); m and v are each the concatenation of their
-// parts, in order (one part per replica group's shard). Throws RuntimeError on an I/O error.
+// parts, in order (one part per replica group's shard); `model` is the digest of the model.bin
+// written beside it. Throws RuntimeError on an I/O error.
 void WriteTrainState(const std::string& path, const TrainState& state,
                      const std::vector<std::span<const float>>& m,
-                     const std::vector<std::span<const float>>& v);
+                     const std::vector<std::span<const float>>& v, const FileDigest& model);
 
 // Reads and checks a state.bin: magic, version, meta, and a file length that matches them.
-// Throws InputError naming the file with a fix-it hint.
+// Throws InputError naming the file with a fix-it hint. VerifyChecksum() checks the rest.
 class TrainStateReader {
  public:
   explicit TrainStateReader(std::string path);
@@ -71,6 +69,11 @@ class TrainStateReader {
 
   const TrainState& state() const { return state_; }
   uint64_t floats() const { return n_; }
+  // Reads the whole file and compares its CRC32C with the one its trailer records; throws
+  // InputError naming the file on a mismatch. A file before version 3 has none: no check.
+  void VerifyChecksum() const;
+  // The digest of model.bin that the trailer records (nullopt before version 3).
+  const std::optional<FileDigest>& model_digest() const { return model_digest_; }
   // m[lo, hi) and v[lo, hi) into m_out and v_out (hi - lo floats each); throws InputError if
   // any is not finite.
   void ReadMoments(uint64_t lo, uint64_t hi, float* m_out, float* v_out);
@@ -79,7 +82,9 @@ class TrainStateReader {
   std::string path_;
   std::FILE* f_ = nullptr;
   TrainState state_;
-  uint64_t n_ = 0, data_offset_ = 0;
+  uint64_t n_ = 0, data_offset_ = 0, size_ = 0;
+  std::optional<FileDigest> model_digest_;
+  uint32_t state_crc32c_ = 0;
 };
 
 }  // namespace cputrain::train

@@ -192,14 +192,6 @@ struct Run {
   }
 };
 
-// Weights from a file must be finite: training on from NaN only hides where it came from.
-void RequireFinite(const float* p, std::size_t n, const std::string& source) {
-  const std::size_t bad = FirstNonFinite(p, n);
-  if (bad == n) return;
-  throw InputError(fmt::format("checkpoint '{}': parameter {} is {}", source, bad, p[bad]),
-                   "the checkpoint holds a diverged model; start from an older checkpoint");
-}
-
 // The initial parameters (the checkpoint's when resuming, else init_from's or random) into every
 // replica, and when resuming each group's shard of the AdamW moments.
 void InitState(Run& run) {
@@ -213,10 +205,9 @@ void InitState(Run& run) {
     if (source.empty()) {
       model::RandomInit(pool, layout, m.seed, params);
     } else {
-      model::LoadCheckpoint(source, layout, params);
+      model::LoadCheckpoint(source, layout, params);  // checksum and finite weights checked
     }
   });
-  if (!source.empty()) RequireFinite((*run.groups)[0].weights, layout.total(), source);
   if (!run.resume) return;
   TrainStateReader state(run.resume->dir + "/" + model::kStateFile);
   if (state.floats() != layout.total()) {
