@@ -52,7 +52,6 @@ void Activations::Bind(float* base, int* tokens) {
   const DecoderKind& kind = FamilyOf(shape_.arch).kind;
   const std::size_t N = static_cast<std::size_t>(B_) * T_, C = shape_.C;
   const std::size_t Q = shape_.qkv_width(), F = shape_.ffn(), Fin = kind.swiglu ? 2 * F : F;
-  const std::size_t means = kind.rms_norm ? 0 : N;  // RMSNorm has no mean
   const std::size_t rope =
       kind.rope ? static_cast<std::size_t>(shape_.maxT) * shape_.head_size() / 2 : 0;
   std::size_t off = 0;
@@ -66,13 +65,16 @@ void Activations::Bind(float* base, int* tokens) {
     off = end;
     return p;
   };
+  // A view the family has not (RMSNorm's means, SwiGLU's and RoPE's buffers elsewhere): null, and
+  // no space or red zone, so GPT-2's layout is what it was before families.
+  auto take_if = [&](bool has, std::size_t n) { return has ? take(n) : nullptr; };
   inputs = tokens;
   targets = tokens ? tokens + N : nullptr;
   encoded = take(N * C);
   layers.assign(shape_.L, Layer{});
   for (Layer& l : layers) {
     l.ln1 = take(N * C);
-    l.ln1_mean = take(means);
+    l.ln1_mean = take_if(!kind.rms_norm, N);
     l.ln1_rstd = take(N);
     l.qkv = take(N * Q);
     l.att = take(static_cast<std::size_t>(B_) * shape_.NH * T_ * T_);
@@ -80,7 +82,7 @@ void Activations::Bind(float* base, int* tokens) {
     l.attproj = take(N * C);
     l.residual2 = take(N * C);
     l.ln2 = take(N * C);
-    l.ln2_mean = take(means);
+    l.ln2_mean = take_if(!kind.rms_norm, N);
     l.ln2_rstd = take(N);
     l.fch = take(N * Fin);
     l.fch_gelu = take(N * F);
@@ -88,7 +90,7 @@ void Activations::Bind(float* base, int* tokens) {
     l.residual3 = take(N * C);
   }
   lnf = take(N * C);
-  lnf_mean = take(means);
+  lnf_mean = take_if(!kind.rms_norm, N);
   lnf_rstd = take(N);
   logits = take(N * shape_.Vp);
   lse = take(N);
@@ -100,9 +102,9 @@ void Activations::Bind(float* base, int* tokens) {
   dfch = take(N * Fin);
   att_scratch = take(kernels::AttentionScratchFloats(threads_, T_));
   // Views only some families have (empty otherwise) come last, so GPT-2's layout is unchanged.
-  dfch_act = take(kind.swiglu ? N * F : 0);
-  rope_cos = take(rope);
-  rope_sin = take(rope);
+  dfch_act = take_if(kind.swiglu, N * F);
+  rope_cos = take_if(kind.rope, rope);
+  rope_sin = take_if(kind.rope, rope);
   rope_ready = false;
   total_ = off;
 }
