@@ -471,6 +471,18 @@ TEST(PrepareDataCli, WritesFilesAndMapsInputErrorsToExitCode2) {
   EXPECT_GT(TokenFile::Open(dir.path() + "/out/train.bin").size(), 100u);
   EXPECT_GT(TokenFile::Open(dir.path() + "/out/val.bin").size(), 10u);
 
+  // Again into the same directory: refused (exit 2, naming --overwrite); with --overwrite and
+  // --val-fraction 0, the earlier val.bin goes.
+  test::CliResult again = test::RunCli(
+      {"prepare-data", "--tokenizer", "gpt2", "-o", dir.path() + "/out", dir.path() + "/a.txt"});
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("hint: pass --overwrite"), std::string::npos) << again.err;
+  test::CliResult overwrite =
+      test::RunCli({"prepare-data", "--tokenizer", "gpt2", "--val-fraction", "0", "--overwrite",
+                    "-o", dir.path() + "/out", dir.path() + "/a.txt"});
+  EXPECT_EQ(overwrite.exit_code, 0) << overwrite.err;
+  EXPECT_EQ(DirEntries(dir.path() + "/out"), std::vector<std::string>{"train.bin"});
+
   test::CliResult missing = test::RunCli(
       {"prepare-data", "--tokenizer", "bytes", "-o", dir.path() + "/o2", dir.path() + "/nope"});
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
