@@ -31,7 +31,7 @@ if [ ! -f data/kjv/train.bin ] || [ ! -f data/kjv/val.bin ]; then
   mkdir -p data/kjv
   bible -f Gen1:1-Rev22:21 </dev/null >data/kjv/kjv.txt.tmp
   mv data/kjv/kjv.txt.tmp data/kjv/kjv.txt
-  "$bin" prepare-data --tokenizer bytes -o data/kjv data/kjv/kjv.txt
+  "$bin" prepare-data --tokenizer bytes --overwrite -o data/kjv data/kjv/kjv.txt
 fi
 
 "$bin" topo

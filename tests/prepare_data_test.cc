@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/subprocess.h"
 #include "data/prepare.h"
 #include "data/token_file.h"
@@ -442,6 +445,7 @@ TEST(PrepareDataErrors, CancelMidRunWritesNothingAndKeepsOldFiles) {
   std::vector<int> old_train = Read(first.train_path);
   StopToken cancel;
   int calls = 0;
+  run.options.overwrite = true;  // replacing them, were it not interrupted
   run.options.cancel = &cancel;
   run.options.on_progress = [&](const PrepareProgress& p) {
     EXPECT_LE(p.bytes_done, p.bytes_total);
@@ -466,6 +470,18 @@ TEST(PrepareDataCli, WritesFilesAndMapsInputErrorsToExitCode2) {
   EXPECT_NE(ok.out.find("train.bin"), std::string::npos) << ok.out;
   EXPECT_GT(TokenFile::Open(dir.path() + "/out/train.bin").size(), 100u);
   EXPECT_GT(TokenFile::Open(dir.path() + "/out/val.bin").size(), 10u);
+
+  // Again into the same directory: refused (exit 2, naming --overwrite); with --overwrite and
+  // --val-fraction 0, the earlier val.bin goes.
+  test::CliResult again = test::RunCli(
+      {"prepare-data", "--tokenizer", "gpt2", "-o", dir.path() + "/out", dir.path() + "/a.txt"});
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("hint: pass --overwrite"), std::string::npos) << again.err;
+  test::CliResult overwrite =
+      test::RunCli({"prepare-data", "--tokenizer", "gpt2", "--val-fraction", "0", "--overwrite",
+                    "-o", dir.path() + "/out", dir.path() + "/a.txt"});
+  EXPECT_EQ(overwrite.exit_code, 0) << overwrite.err;
+  EXPECT_EQ(DirEntries(dir.path() + "/out"), std::vector<std::string>{"train.bin"});
 
   test::CliResult missing = test::RunCli(
       {"prepare-data", "--tokenizer", "bytes", "-o", dir.path() + "/o2", dir.path() + "/nope"});
@@ -590,26 +606,211 @@ TEST(PrepareDataCli, StdinIsReadLikeAFile) {
       << Slurp(dir.path() + "/err");
 }
 
-TEST(PrepareDataCli, CtrlCStopsWithoutWritingAnything) {
-  // ~16 MB of CJK lines without spaces: each line is one long piece, which the word cache
-  // skips, so one thread needs a second or more; SIGINT arrives as soon as the temporaries
-  // exist (the handler is installed before they are created).
-  test::TempDir dir;
+template <typename E, typename F>
+void ExpectThrows(F f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing '" << part << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    EXPECT_FALSE(e.hint().empty()) << e.what();
+  }
+}
+
+// Lowers RLIMIT_NOFILE's soft limit to `extra` descriptors above those open now, for its life.
+class FewFiles {
+ public:
+  explicit FewFiles(int extra) {
+    ::getrlimit(RLIMIT_NOFILE, &old_);
+    int open = 0;
+    for ([[maybe_unused]] auto& e : fs::directory_iterator("/proc/self/fd")) ++open;
+    rlimit lower = old_;
+    lower.rlim_cur = static_cast<rlim_t>(open + extra);
+    ::setrlimit(RLIMIT_NOFILE, &lower);
+  }
+  ~FewFiles() { ::setrlimit(RLIMIT_NOFILE, &old_); }
+
+ private:
+  rlimit old_{};
+};
+
+// Issue 24 item 3: shards are written one at a time (each closed before the next opens), so a
+// corpus of far more shards than `ulimit -n` allows files open works: 600 shards under a limit of
+// 24 descriptors above those already open.
+TEST(PrepareData, ShardsAreWrittenOneAtATime) {
+  const std::string text = Corpus() + Corpus();
+  ASSERT_GT(text.size(), 6000u);
+  PrepareRun run({text.substr(0, 6000)}, 0.0);
+  run.options.shard_tokens = 10;
+  run.options.shard_name = "many";
+  run.options.threads = 1;
+  PrepareResult r;
   {
-    std::ofstream out(dir.path() + "/cjk.txt", std::ios::binary);
-    std::mt19937 rng(5);
-    std::string line;
-    for (int i = 0; i < 8000; ++i) {
-      line.clear();
-      for (int j = 0; j < 700; ++j) {
-        char32_t cp = 0x4E00 + rng() % 0x5000;
-        line += static_cast<char>(0xE0 | (cp >> 12));
-        line += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        line += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-      out << line << "\n";
+    FewFiles few(24);
+    r = PrepareData(run.options, Bytes());
+  }
+  EXPECT_EQ(r.train_files, 600u);
+  EXPECT_EQ(Read(run.out() + "/many_train_000599.bin").size(), 10u);
+  EXPECT_EQ(DirEntries(run.out()).size(), 600u);  // and no temporary left
+}
+
+// Out of descriptors is not a missing directory: exit 1 with a hint naming `ulimit -n`.
+TEST(TokenFileWriterErrors, TooManyOpenFilesNamesUlimit) {
+  test::TempDir dir;
+  rlimit old{};
+  ::getrlimit(RLIMIT_NOFILE, &old);
+  rlimit none = old;
+  none.rlim_cur = 0;  // every open fails with EMFILE
+  ::setrlimit(RLIMIT_NOFILE, &none);
+  try {
+    TokenFileWriter w(dir.path() + "/train.bin");
+    ::setrlimit(RLIMIT_NOFILE, &old);
+    ADD_FAILURE() << "opened a file past RLIMIT_NOFILE";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("Too many open files"), std::string::npos) << e.what();
+    ::setrlimit(RLIMIT_NOFILE, &old);
+    EXPECT_NE(e.hint().find("ulimit -n"), std::string::npos) << e.hint();
+  }
+}
+
+// Issue 24 item 4: a second run into a directory holding an earlier run's token files is
+// refused; with overwrite it replaces them and removes the ones it does not rewrite, so the glob
+// DIR/*_train_*.bin sees only the new shards.
+TEST(PrepareData, ARerunIsRefusedUnlessOverwriteWhichRemovesStaleShards) {
+  PrepareRun run({Corpus().substr(0, 2000)}, 0.2);
+  run.options.shard_tokens = 100;
+  run.options.shard_name = "c";
+  const PrepareResult first = PrepareData(run.options, Bytes());
+  ASSERT_GT(first.train_files, 5u);
+  const std::vector<std::string> before = DirEntries(run.out());
+  WriteFile(run.inputs[0], Corpus().substr(0, 300));
+  run.options.val_fraction = 0;
+  ExpectThrows<InputError>([&] { PrepareData(run.options, Bytes()); }, "already holds token files");
+  EXPECT_EQ(DirEntries(run.out()), before);  // nothing touched
+  run.options.overwrite = true;
+  const PrepareResult second = PrepareData(run.options, Bytes());
+  EXPECT_EQ(second.train_files, 3u);
+  EXPECT_EQ(
+      DirEntries(run.out()),
+      (std::vector<std::string>{"c_train_000000.bin", "c_train_000001.bin", "c_train_000002.bin"}));
+  // One file after shards: the shards go too (and the other way round).
+  run.options.shard_tokens = 0;
+  run.options.overwrite = false;
+  ExpectThrows<InputError>([&] { PrepareData(run.options, Bytes()); }, "c_train_000000.bin");
+  run.options.overwrite = true;
+  PrepareData(run.options, Bytes());
+  EXPECT_EQ(DirEntries(run.out()), std::vector<std::string>{"train.bin"});
+  // Other files in the directory (the corpus, another prefix's shards) are not refused.
+  PrepareRun other({"text\n"}, 0.0);
+  fs::create_directories(other.out());
+  WriteFile(other.out() + "/notes_train_x.bin", "x");
+  WriteFile(other.out() + "/corpus.txt", "x");
+  PrepareData(other.options, Bytes());
+}
+
+// Issue 24 item 5: the temporaries of a killed run (NAME.bin.tmp.PID, .stdin.tmp.PID) are removed
+// when their process is gone; a live process's are kept.
+TEST(PrepareData, RemovesTheTemporariesOfDeadRunsOnly) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // a pid now gone
+  PrepareRun run({"some text\n"}, 0.0);
+  fs::create_directories(run.out());
+  const std::vector<std::string> dead = {fmt::format("train.bin.tmp.{}", child),
+                                         fmt::format("web_val_000003.bin.tmp.{}", child),
+                                         fmt::format(".stdin.tmp.{}", child)};
+  for (const std::string& f : dead) WriteFile(run.out() + "/" + f, "partial");
+  const std::string live = fmt::format("val.bin.tmp.{}", ::getppid());
+  WriteFile(run.out() + "/" + live, "partial");
+  PrepareData(run.options, Bytes());
+  EXPECT_EQ(DirEntries(run.out()), (std::vector<std::string>{"train.bin", live}));
+}
+
+// ~16 MB of CJK lines without spaces: each line is one long piece, which the word cache skips,
+// so one thread needs a second or more.
+void WriteCjk(const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  std::mt19937 rng(5);
+  std::string line;
+  for (int i = 0; i < 8000; ++i) {
+    line.clear();
+    for (int j = 0; j < 700; ++j) {
+      char32_t cp = 0x4E00 + rng() % 0x5000;
+      line += static_cast<char>(0xE0 | (cp >> 12));
+      line += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      line += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    out << line << "\n";
+  }
+}
+
+// What /proc says of a process at one moment: whether it catches SIGINT, and how many bytes it
+// has read() (the vocabulary is read so; shared libraries are mapped, hardly read).
+struct ProcState {
+  bool catches_sigint = false;
+  uint64_t bytes_read = 0;
+};
+ProcState Probe(pid_t pid) {
+  ProcState st;
+  std::ifstream status(fmt::format("/proc/{}/status", pid));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigCgt:", 0) == 0) {
+      st.catches_sigint = (std::stoull(line.substr(7), nullptr, 16) >> (SIGINT - 1)) & 1;
     }
   }
+  std::ifstream io(fmt::format("/proc/{}/io", pid));
+  for (std::string line; std::getline(io, line);) {
+    if (line.rfind("rchar:", 0) == 0) st.bytes_read = std::stoull(line.substr(6));
+  }
+  return st;
+}
+
+// Issue 24 item 7: a SIGINT is honoured whenever it arrives — during start-up (the vocabulary
+// load) as well as during the work — even for a process that inherited SIGINT ignored, as a
+// non-interactive shell's background job does (the ASan failure: a signal raised during the
+// vocabulary load, before the handler existed, was ignored and the run finished with exit 0).
+// At each point: the handler must exist once the vocabulary is being read (before the fix it came
+// after the load), and a signal sent while it exists must stop the run with 130. Only a signal
+// before the process got that far (exec, dynamic linking: nothing can catch it) may be lost.
+TEST(PrepareDataCli, SigintIsHonouredAtEveryPointOfStartUp) {
+  test::TempDir dir;
+  WriteCjk(dir.path() + "/cjk.txt");
+  int caught = 0;
+  for (const double delay : {0.02, 0.05, 0.08, 0.12, 0.2, 0.3, -1.0}) {  // -1: temporaries exist
+    const std::string out_dir = dir.path() + fmt::format("/out{}", delay);
+    SubprocessOptions opts;
+    opts.out = SubprocessOptions::Output::kDiscard;
+    opts.timeout_seconds = 120;
+    Subprocess child(
+        {"/bin/sh", "-c", "trap '' INT; exec \"$0\" \"$@\"", test::CliPath(), "prepare-data",
+         "--tokenizer", "gpt2", "--threads", "1", "-o", out_dir, dir.path() + "/cjk.txt"},
+        opts);
+    if (delay >= 0) {
+      ::usleep(static_cast<useconds_t>(delay * 1e6));
+    } else {
+      for (int i = 0; i < 20000 && !(fs::exists(out_dir) && !fs::is_empty(out_dir)); ++i) {
+        ::usleep(1000);
+      }
+    }
+    const ProcState st = Probe(child.pid());
+    child.Signal(SIGINT);
+    const SubprocessResult r = child.Wait();
+    EXPECT_TRUE(st.catches_sigint || st.bytes_read < (256u << 10))
+        << "after " << delay << " s the process had read " << st.bytes_read
+        << " bytes (the vocabulary) without a SIGINT handler";
+    if (!st.catches_sigint) continue;  // sent before main: ignored, as inherited
+    ++caught;
+    EXPECT_EQ(r.exit_code, 130) << "SIGINT after " << delay << " s: " << r.err;
+    EXPECT_FALSE(fs::exists(out_dir + "/train.bin")) << delay;
+  }
+  EXPECT_GE(caught, 2);  // the later points, on any machine
+}
+
+TEST(PrepareDataCli, CtrlCStopsWithoutWritingAnything) {
+  // SIGINT arrives as soon as the temporaries exist.
+  test::TempDir dir;
+  WriteCjk(dir.path() + "/cjk.txt");
   std::string out_dir = dir.path() + "/out";
   SubprocessOptions opts;
   opts.out = SubprocessOptions::Output::kDiscard;

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "common/stop.h"
 #include "data/prepare.h"
@@ -107,18 +108,26 @@ void AddPrepareDataCommand(CLI::App& app) {
                   "NAME of the shard files (default: the output directory's name)");
   cmd->add_option("-o,--out", opts->prepare.out_dir, "output directory (created if missing)")
       ->required();
+  cmd->add_flag("--overwrite", opts->prepare.overwrite,
+                "replace the token files of an earlier run in the output directory (train.bin, "
+                "val.bin, NAME's shards), removing those this run does not rewrite; without it "
+                "such files are refused");
   cmd->add_option("inputs", opts->prepare.inputs, "text files, in corpus order; - reads stdin")
       ->required();
   cmd->callback([opts] {
-    std::unique_ptr<data::Tokenizer> tokenizer = data::MakeTokenizer(opts->tokenizer);
+    // First, before the vocabulary loads (seconds under a sanitizer): a signal that arrives
+    // while SIGINT is still ignored, as a non-interactive shell's background job inherits it,
+    // is lost; once caught, the token keeps it until PrepareData polls it.
     StopToken stop;
     StopOnSignals on_signals(stop);
+    std::unique_ptr<data::Tokenizer> tokenizer = data::MakeTokenizer(opts->tokenizer);
     ProgressReporter reporter;
     data::PrepareOptions prepare = opts->prepare;
     prepare.cancel = &stop;
     prepare.on_progress = [&reporter](const data::PrepareProgress& p) { reporter(p); };
     data::PrepareResult r;
     try {
+      if (stop.requested()) throw RuntimeError("interrupted during start-up");
       r = data::PrepareData(prepare, *tokenizer);
     } catch (...) {
       reporter.Abandon();

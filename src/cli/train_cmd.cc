@@ -35,6 +35,11 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
                 "missing), resume from the newest good one, saying which was skipped and why "
                 "(default: refuse, exit 2); the same as --set train.resume_fallback=true");
   cmd->callback([opts, command_line] {
+    // SIGINT, SIGTERM, SIGHUP: finish the step, save the checkpoint, exit 128 + signal. A
+    // second one ends the process at once (signals.h). Installed first, so that one arriving
+    // during start-up is kept (not lost to an inherited SIG_IGN) until Train polls the token.
+    StopToken stop;
+    StopOnSignals on_signals(stop);
     if (opts->resume_fallback) opts->common.sets.push_back("train.resume_fallback=true");
     Config cfg = opts->common.Load();
     train::TrainOptions o;
@@ -42,10 +47,6 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
                  : opts->progress == "lines" ? train::Progress::kLines
                  : opts->progress == "quiet" ? train::Progress::kQuiet
                                              : train::Progress::kAuto;
-    // SIGINT, SIGTERM, SIGHUP: finish the step, save the checkpoint, exit 128 + signal. A
-    // second one ends the process at once (signals.h).
-    StopToken stop;
-    StopOnSignals on_signals(stop);
     o.stop = &stop;
     // Under mpirun (or with mpi.enabled: on) the bridge joins this process to the others.
     std::unique_ptr<mpi::Bridge> bridge =

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -240,6 +241,35 @@ void MakeDirs(const std::string& dir) {
                                 ec ? ec.message() : "a file with that name exists"),
                     ec ? ec.value() : EEXIST, dir, kSpaceHint);
   }
+}
+
+bool IsTemporary(const std::string& path) {
+  return std::filesystem::path(path).filename().string().find(".tmp.") != std::string::npos;
+}
+
+long TemporaryOwner(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  const std::size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos) return 0;
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return 0;
+  }
+  return std::stol(digits);
+}
+
+int RemoveDeadTemporaries(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir, ec)) {
+    const long pid = TemporaryOwner(e.path().string());
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or EPERM
+    std::error_code rm;
+    removed += std::filesystem::remove_all(e.path(), rm) > 0 ? 1 : 0;
+  }
+  return removed;
 }
 
 }  // namespace cputrain

@@ -125,4 +125,15 @@ void SyncDir(const std::string& dir);
 // Creates `dir` and its parents if needed; throws as ThrowWriteError does, naming the directory.
 void MakeDirs(const std::string& dir);
 
+// Temporaries: every writer here names its temporary "<name>.tmp.<pid>" (AtomicFileWriter,
+// TokenFileWriter, checkpoint step directories). IsTemporary: the file name has ".tmp.".
+bool IsTemporary(const std::string& path);
+// The pid a temporary's name ends with ("x.bin.tmp.4242" -> 4242), or 0 if it ends otherwise.
+long TemporaryOwner(const std::string& path);
+// Removes the temporaries directly in `dir` whose owner (TemporaryOwner) is no longer running
+// (kill(pid, 0) says ESRCH): the leftovers of a process killed while writing, and never a live
+// writer's (another process writing into the same directory keeps its own). Best effort; returns
+// how many were removed.
+int RemoveDeadTemporaries(const std::string& dir);
+
 }  // namespace cputrain

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -420,6 +421,12 @@ void CheckOptions(const PrepareOptions& options, const Tokenizer& tokenizer) {
   if (options.out_dir.empty()) throw InputError("no output directory given", "pass -o DIR");
 }
 
+void ThrowIfStopped(const PrepareOptions& options) {
+  if (options.cancel != nullptr && options.cancel->requested()) {
+    throw RuntimeError("interrupted; no train.bin or val.bin was written");
+  }
+}
+
 // Where the pipeline's last stage puts each chunk's tokens.
 struct Sinks {
   SplitWriter* train;
@@ -440,9 +447,7 @@ void RunPipeline(const PrepareOptions& options, const Tokenizer& tokenizer,
   std::vector<Chunk> slots(live);
   std::size_t next_slot = 0;
   auto read = [&](tbb::flow_control& fc) -> Chunk* {
-    if (options.cancel != nullptr && options.cancel->requested()) {
-      throw RuntimeError("interrupted; no train.bin or val.bin was written");
-    }
+    ThrowIfStopped(options);
     Chunk* chunk = &slots[next_slot++ % live];
     chunk->tokens.clear();
     chunk->documents = 0;
@@ -507,6 +512,25 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
   const auto start = std::chrono::steady_clock::now();
   CheckOptions(options, tokenizer);
   MakeDirs(options.out_dir);
+  // A killed run's temporaries (NAME.bin.tmp.PID, .stdin.tmp.PID), as train removes its own.
+  RemoveDeadTemporaries(options.out_dir);
+  std::string name = options.shard_name;
+  if (name.empty()) {
+    name = std::filesystem::absolute(options.out_dir).lexically_normal().filename().string();
+    if (name.empty()) name = std::filesystem::absolute(options.out_dir).parent_path().filename();
+  }
+  const std::vector<std::string> old_outputs = ExistingOutputs(options.out_dir, name);
+  if (!old_outputs.empty() && !options.overwrite) {
+    throw InputError(
+        fmt::format(
+            "'{}' already holds token files of an earlier run ({}{})", options.out_dir,
+            std::filesystem::path(old_outputs.front()).filename().string(),
+            old_outputs.size() > 1 ? fmt::format(" and {} more", old_outputs.size() - 1) : ""),
+        "pass --overwrite to replace them (the earlier run's files this run does not rewrite are "
+        "removed, so a glob such as DIR/*_train_*.bin sees only the new ones), or choose another "
+        "-o");
+  }
+  ThrowIfStopped(options);
   std::optional<SpooledStdin> spool;
   std::vector<InputFile> files = StatInputs(ResolveInputs(options, &spool));
   const bool jsonl = !options.jsonl_field.empty();
@@ -522,11 +546,6 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
                        ? FindValCut(files, result.bytes, options.val_fraction, safe)
                        : result.bytes;
 
-  std::string name = options.shard_name;
-  if (name.empty()) {
-    name = std::filesystem::absolute(options.out_dir).lexically_normal().filename().string();
-    if (name.empty()) name = std::filesystem::absolute(options.out_dir).parent_path().filename();
-  }
   const int version = TokenFileVersionFor(tokenizer.vocab_size());
   SplitWriter train(options.out_dir, name, "train", options.shard_tokens, version);
   std::optional<SplitWriter> val;
@@ -554,8 +573,24 @@ PrepareResult PrepareData(const PrepareOptions& options, const Tokenizer& tokeni
   // Every step that can fail, for every file, before any is renamed.
   train.Finish();
   if (val) val->Finish();
+  ThrowIfStopped(options);  // the last point where nothing is in place yet
   train.Commit();
   if (val) val->Commit();
+  if (options.overwrite) {
+    // The earlier run's files this one did not rewrite (more shards, a val.bin): stale now.
+    std::vector<std::string> kept;
+    for (const SplitWriter* w : {&train, val ? &*val : nullptr}) {
+      if (w == nullptr) continue;
+      for (const std::string& path : w->paths()) {
+        kept.push_back(std::filesystem::path(path).filename().string());
+      }
+    }
+    for (const std::string& path : old_outputs) {
+      const std::string file = std::filesystem::path(path).filename().string();
+      if (std::find(kept.begin(), kept.end(), file) == kept.end()) std::remove(path.c_str());
+    }
+    SyncDir(options.out_dir);
+  }
   result.train_path = train.Describe();
   result.train_files = train.files();
   if (val) {

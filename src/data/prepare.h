@@ -69,6 +69,11 @@ struct PrepareOptions {
   std::string shard_name;           // shard file prefix; "" = the output directory's name
   double val_fraction = 0.05;       // in [0, 1); 0 writes train.bin only
   bool split_on_blank_lines = false;
+  // The token files of an earlier run in out_dir (train.bin, val.bin, this shard_name's shards):
+  // false refuses to start (InputError) while any is there; true replaces them, removing those
+  // this run does not rewrite once its own files are in place, so no stale shard is left to a
+  // glob.
+  bool overwrite = false;
   // Tokenizing threads; 0 = every core oneTBB sees. A positive count also sets oneTBB's
   // process-wide max_allowed_parallelism for the duration of the run.
   int threads = 0;
@@ -77,7 +82,8 @@ struct PrepareOptions {
   std::size_t chunk_bytes = std::size_t{1} << 20;
   // Called on the writer thread after each chunk is written.
   std::function<void(const PrepareProgress&)> on_progress;
-  // Once a stop is requested, the run stops with RuntimeError("interrupted") and writes nothing.
+  // Once a stop is requested — at any point before the files are renamed into place — the run
+  // stops with RuntimeError("interrupted") and writes nothing.
   const StopToken* cancel = nullptr;
 };
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -38,10 +39,19 @@ std::string SplitWriter::Describe() const {
   return (std::filesystem::path(dir_) / fmt::format("{}_{}_*.bin", name_, split_)).string();
 }
 
+std::vector<std::string> SplitWriter::paths() const {
+  std::vector<std::string> all;
+  for (std::size_t i = 0; i < shards_.size(); ++i) all.push_back(ShardPath(i));
+  return all;
+}
+
 void SplitWriter::Append(const uint32_t* tokens, std::size_t n) {
   while (n > 0) {
-    if (shard_tokens_ > 0 && (shards_.empty() || shards_.back()->count() == shard_tokens_))
+    if (shard_tokens_ > 0 && (shards_.empty() || shards_.back()->count() == shard_tokens_)) {
+      // The full shard is finished (written, fsynced, closed) before the next opens.
+      if (!shards_.empty()) shards_.back()->Finish();
       shards_.push_back(std::make_unique<TokenFileWriter>(ShardPath(shards_.size()), version_));
+    }
     TokenFileWriter& w = *shards_.back();
     const std::size_t room =
         shard_tokens_ > 0 ? static_cast<std::size_t>(shard_tokens_ - w.count()) : n;
@@ -63,6 +73,27 @@ void SplitWriter::Finish() {
 
 void SplitWriter::Commit() {
   for (auto& w : shards_) w->Commit();
+}
+
+std::vector<std::string> ExistingOutputs(const std::string& dir, const std::string& name) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    bool ours = f == "train.bin" || f == "val.bin";
+    for (const char* split : {"_train_", "_val_"}) {
+      const std::string prefix = name + split;
+      if (ours || f.size() < prefix.size() + 6 + 4 || f.compare(0, prefix.size(), prefix) != 0 ||
+          f.compare(f.size() - 4, 4, ".bin") != 0) {
+        continue;
+      }
+      const std::string digits = f.substr(prefix.size(), f.size() - 4 - prefix.size());
+      ours = std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+    }
+    if (ours) found.push_back(e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 SpooledStdin::SpooledStdin(const std::string& dir) {

@@ -16,8 +16,9 @@ namespace cputrain::data {
 
 // One split's output: DIR/<split>.bin, or with shard_tokens > 0 the shards
 // DIR/<name>_<split>_000000.bin, _000001, ... of exactly shard_tokens tokens each (the last one
-// shorter). A shard is opened when its first token arrives, so none is empty. Finish/Commit as
-// TokenFileWriter, for every shard.
+// shorter). A shard is opened when its first token arrives, so none is empty, and finished
+// (closed) when the next one opens: one file open per split whatever the shard count. Finish and
+// Commit as TokenFileWriter, for every shard.
 class SplitWriter {
  public:
   // Token files of `version` (TokenFileVersionFor the tokenizer's vocabulary).
@@ -28,6 +29,8 @@ class SplitWriter {
   void Commit();
   uint64_t tokens() const { return tokens_; }
   std::size_t files() const { return shards_.size(); }
+  // Every file this writer writes (after Commit: has written).
+  std::vector<std::string> paths() const;
   // The file, or a glob of the shards ("DIR/name_train_*.bin"), for messages and data.train.
   std::string Describe() const;
 
@@ -39,6 +42,11 @@ class SplitWriter {
   uint64_t tokens_ = 0;
   std::vector<std::unique_ptr<TokenFileWriter>> shards_;
 };
+
+// The token files prepare-data writes into `dir` for shard prefix `name`, present there now:
+// train.bin, val.bin and NAME_train_NNNNNN.bin, NAME_val_NNNNNN.bin (six or more digits),
+// sorted. What a run into `dir` would mix with (docs/data.md, "Re-running prepare-data").
+std::vector<std::string> ExistingOutputs(const std::string& dir, const std::string& name);
 
 // Copies standard input to a temporary file in `dir` (prepare-data needs every input's size up
 // front to place the validation split), removed when this object dies.

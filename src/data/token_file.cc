@@ -32,6 +32,21 @@ std::string DirOf(const std::string& path) {
   return parent.empty() ? std::string(".") : parent.string();
 }
 
+// A token file that cannot be written, by errno (README, "Errors and exit codes"): too many open
+// files is this process's limit, not the disk or the path; the rest as ThrowWriteError.
+[[noreturn]] void ThrowTokenWriteError(const std::string& message, int err,
+                                       const std::string& path) {
+  if (err == EMFILE || err == ENFILE) {
+    throw RuntimeError(message, err == EMFILE
+                                    ? "this process has as many files open as `ulimit -n` allows; "
+                                      "raise it (ulimit -n 65536) and run again"
+                                    : "the system's table of open files is full (fs.file-max); "
+                                      "close other programs or raise it, and run again");
+  }
+  ThrowWriteError(message, err, path,
+                  "check free disk space and quota; no partial file is left at the destination");
+}
+
 }  // namespace
 
 int TokenFileVersionFor(int vocab_size) {
@@ -172,8 +187,9 @@ TokenFileWriter::TokenFileWriter(std::string path, int version)
   tmp_path_ = fmt::format("{}.tmp.{}", path_, ::getpid());
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (file_ == nullptr) {
-    throw InputError(fmt::format("cannot write '{}': {}", path_, std::strerror(errno)),
-                     fmt::format("check that directory '{}' exists and is writable", DirOf(path_)));
+    const int err = errno;
+    ThrowTokenWriteError(fmt::format("cannot write '{}': {}", path_, std::strerror(err)), err,
+                         path_);
   }
   // The placeholder header; Finish() writes the count into it.
   int32_t header[kTokenFileHeaderInts] = {kTokenFileMagic, version_, 0};
@@ -230,8 +246,9 @@ void TokenFileWriter::Write(const void* ids, std::size_t n) {
   }
   const std::size_t width = version_ == kTokenFileVersion ? 2 : 4;
   if (std::fwrite(ids, width, n, file_) != n) {
-    throw RuntimeError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(errno)),
-                       "check free disk space; no partial file is left at the destination");
+    const int err = errno;
+    ThrowTokenWriteError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(err)), err,
+                         path_);
   }
   count_ += n;
 }
@@ -252,8 +269,8 @@ void TokenFileWriter::Finish() {
   ok = std::fclose(file_) == 0 && ok;
   file_ = nullptr;
   if (!ok) {
-    throw RuntimeError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(err)),
-                       "check free disk space; no partial file is left at the destination");
+    ThrowTokenWriteError(fmt::format("writing '{}' failed: {}", tmp_path_, std::strerror(err)), err,
+                         path_);
   }
   finished_ = true;
 }

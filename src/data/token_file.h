@@ -78,8 +78,10 @@ class TokenFile {
 // the placeholder (AtomicFileWriter only appends).
 class TokenFileWriter {
  public:
-  // Writes `version` (1: uint16 ids, 2: uint32; TokenFileVersionFor picks it). Throws
-  // InputError if the directory does not exist or is not writable.
+  // Writes `version` (1: uint16 ids, 2: uint32; TokenFileVersionFor picks it). Throws by errno
+  // (common/files.h's ThrowWriteError): InputError if the directory does not exist or is not
+  // writable, RuntimeError otherwise (too many open files: a hint naming `ulimit -n`). The file
+  // stays open until Finish(), which closes it.
   explicit TokenFileWriter(std::string path, int version = kTokenFileVersion);
   ~TokenFileWriter();
   TokenFileWriter(const TokenFileWriter&) = delete;

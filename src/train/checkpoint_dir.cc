@@ -39,10 +39,6 @@ void RemoveStepDir(const fs::path& dir) {
   RemoveAll(ec ? dir : doomed);
 }
 
-bool IsTemporary(const fs::path& p) {
-  return p.filename().string().find(".tmp.") != std::string::npos;
-}
-
 }  // namespace
 
 std::string SaveCheckpointDir(const std::string& out_dir, const CheckpointContents& c, int keep) {
@@ -76,11 +72,11 @@ void RemoveTemporaries(const std::string& out_dir) {
   std::error_code ec;
   for (const fs::path& dir : {root, root / model::kCheckpointsDir}) {
     for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-      if (IsTemporary(e.path())) {
+      if (IsTemporary(e.path().string())) {
         RemoveAll(e.path());
       } else if (dir != root && e.is_directory(ec)) {
         for (const fs::directory_entry& f : fs::directory_iterator(e.path(), ec)) {
-          if (IsTemporary(f.path())) RemoveAll(f.path());
+          if (IsTemporary(f.path().string())) RemoveAll(f.path());
         }
       }
     }
