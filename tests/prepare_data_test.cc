@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/sanitizers.h"
 #include "common/subprocess.h"
 #include "data/prepare.h"
 #include "data/token_file.h"
@@ -656,6 +657,9 @@ TEST(PrepareData, ShardsAreWrittenOneAtATime) {
 
 // Out of descriptors is not a missing directory: exit 1 with a hint naming `ulimit -n`.
 TEST(TokenFileWriterErrors, TooManyOpenFilesNamesUlimit) {
+  // With no descriptor left, the sanitizers' own runtime misreports (UBSan: "invalid vptr" inside
+  // fmt while the error is formatted): the limit is tested in the plain builds.
+  if (kAsan) GTEST_SKIP() << "RLIMIT_NOFILE 0 starves the sanitizer runtime";
   test::TempDir dir;
   rlimit old{};
   ::getrlimit(RLIMIT_NOFILE, &old);

@@ -1,5 +1,5 @@
 // Whether this translation unit is built with AddressSanitizer, for the code that adds poisoned
-// red zones under ASan (model/gpt2.cc's activations, alloc/backend_direct.cc's mappings) and
+// red zones under ASan (model/transformer.cc's activations, alloc/backend_direct.cc's mappings) and
 // keeps the normal build's layout byte-identical.
 #pragma once
 
