@@ -311,7 +311,9 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params) {
       !optional.empty() && w.Find(optional + placed.front().name).second ? optional : "";
   std::set<std::string> wanted;
   for (const Placed& p : placed) wanted.insert(prefix + p.name);
-  for (const auto& [file, name] : w.Names()) {
+  for (const auto& entry : w.Names()) {
+    // (clang 14 cannot capture a structured binding in the lambda below)
+    const std::string &file = entry.first, &name = entry.second;
     if (wanted.count(name) || (name == kTiedHeadName && !layout.has(kLmHead))) continue;
     if (std::any_of(family.hf_ignored_suffixes.begin(), family.hf_ignored_suffixes.end(),
                     [&](const char* sfx) { return EndsWith(name, sfx); }))
