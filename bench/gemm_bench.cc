@@ -56,7 +56,6 @@
 #include "common/log.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
-#include "model/family.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -120,7 +119,7 @@ struct Shape {
 std::vector<Shape> ShapesOf(const ModelPreset& m) {
   const model::Shape& s = m.shape;
   const int C = s.C, Q = s.qkv_width(), F = s.ffn(), L = s.L;
-  const int Fin = model::FamilyOf(s.arch).kind.swiglu ? 2 * F : F;
+  const int Fin = s.mlp_in_width();
   return {{"qkv", C, Q, Q, L},
           {"attproj", C, C, C, L},
           {"fc", C, Fin, Fin, L},

@@ -26,6 +26,8 @@ bool Shape::operator==(const Shape& o) const {
          tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias;
 }
 
+int Shape::mlp_in_width() const { return FamilyOf(arch).kind.swiglu ? 2 * ffn() : ffn(); }
+
 std::string Shape::ToString() const {
   std::string s = fmt::format("L={} C={} NH={} V={} (padded {}) maxT={}", L, C, NH, V, Vp, maxT);
   if (arch == Arch::kGpt2) return s;  // GPT-2's shape is these six

@@ -51,6 +51,8 @@ struct Shape {
   int head_size() const { return C / NH; }
   // Width of the fused q|k|v projection: (NH + 2 NKV) * head size (3C without GQA).
   int qkv_width() const { return (NH + 2 * kv_heads()) * head_size(); }
+  // Width of the MLP's input product: F, or 2F (gate|up) for the family's gated MLP (SwiGLU).
+  int mlp_in_width() const;
 
   // Equal models: NKV 0 and NH (F 0 and 4C) are the same model.
   bool operator==(const Shape& o) const;

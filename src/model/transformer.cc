@@ -51,7 +51,7 @@ Activations::Activations(const Shape& shape, int B, int T, int threads)
 void Activations::Bind(float* base, int* tokens) {
   const DecoderKind& kind = FamilyOf(shape_.arch).kind;
   const std::size_t N = static_cast<std::size_t>(B_) * T_, C = shape_.C;
-  const std::size_t Q = shape_.qkv_width(), F = shape_.ffn(), Fin = kind.swiglu ? 2 * F : F;
+  const std::size_t Q = shape_.qkv_width(), F = shape_.ffn(), Fin = shape_.mlp_in_width();
   const std::size_t rope =
       kind.rope ? static_cast<std::size_t>(shape_.maxT) * shape_.head_size() / 2 : 0;
   std::size_t off = 0;
@@ -122,7 +122,7 @@ std::size_t Bf16Operands::InElems(const Shape& s, int B, int T) {
 }
 
 std::size_t Bf16Operands::DoutElems(const Shape& s, int B, int T) {
-  const int fin = FamilyOf(s.arch).kind.swiglu ? 2 * s.ffn() : s.ffn();
+  const int fin = s.mlp_in_width();
   const std::size_t w = std::max({s.qkv_width(), fin, s.Vp, s.C});
   return static_cast<std::size_t>(B) * T * w;
 }
@@ -147,7 +147,7 @@ struct Net {
         hs(s.head_size()),
         Q(s.qkv_width()),
         F(s.ffn()),
-        Fin(kind.swiglu ? 2 * s.ffn() : s.ffn()),
+        Fin(s.mlp_in_width()),
         N(static_cast<std::size_t>(B) * T) {}
   // Tensor t's copy for layer l in `flat`, or null if the family has no such tensor (a bias).
   template <class P>
@@ -347,7 +347,7 @@ double TrainFlopsPerToken(const Shape& s, int T) {
   // 12 C^2 for GPT-2 — plus V C in the LM head; attention scores and values: 12 L T C (PaLM,
   // appendix B; counted without the causal mask, as usual). Embeddings, norms, activations and
   // softmax are not counted. The same formula is applied to PyTorch in the benchmarks.
-  const int fin = FamilyOf(s.arch).kind.swiglu ? 2 * s.ffn() : s.ffn();
+  const int fin = s.mlp_in_width();
   const double L = s.L, C = s.C, V = s.V;
   const double block = C * s.qkv_width() + C * C + C * fin + static_cast<double>(s.ffn()) * C;
   return 6.0 * (L * block + V * C) + 12.0 * L * T * C;
