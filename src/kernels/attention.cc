@@ -1,7 +1,15 @@
-// Causal multi-head and grouped-query attention, with the matrix products in blocks of query rows
-// so the masked upper triangle is mostly skipped: rows [r0, r1) only multiply keys [0, r1). The
-// fp32 products run in OpenBLAS; the bf16 ones (train.precision: bf16) run the same blocks in
-// Bf16Gemm, with the softmax and its backward in fp32 between them.
+// Multi-head and grouped-query attention, causal (GPT-2, Llama) or bidirectional over a row's first
+// kv_len keys (BERT), with optional dropout of the probabilities. The matrix products run in
+// blocks of query rows; causal, the masked upper triangle is mostly skipped: rows [r0, r1) only
+// multiply keys [0, r1); bidirectional, every row multiplies keys [0, kv_len). The fp32 products
+// run in OpenBLAS; the bf16 ones (train.precision: bf16) run the same blocks in Bf16Gemm, with the
+// softmax and its backward in fp32 between them.
+//
+// Dropout stores no mask: forward and backward both ask DropoutKeep for each element. Forward
+// multiplies the dropped probabilities (fp32: through a stack buffer, as `att` must keep the
+// undropped ones; bf16: in the bf16 copy it makes anyway); backward first forms the dropped
+// probabilities in dS's scratch for dv = Pd^T dy, then scales dP by the mask before the softmax's
+// backward, which runs on the undropped P.
 //
 // Forward: one (batch row, query head) pair per task. Backward: one (batch row, key/value head)
 // pair per task, which runs the NH/NKV query heads sharing that key/value head in order: the
@@ -98,11 +106,106 @@ Qkv<E> QkvOf(E* base, const Heads& H, std::size_t b, int h) {
   return {row + h * hs, row + (H.NH + g) * hs, row + (H.NH + H.NKV + g) * hs};
 }
 
+// Which keys a query row attends: causal, row t keys [0, t]; bidirectional, keys [0, kv_len[b]).
+struct Mask {
+  const int* kv_len;
+  int T;
+  Mask(const AttentionOptions& opt, int B, int T_) : kv_len(opt.kv_len), T(T_) {
+    for (int b = 0; kv_len != nullptr && b < B; ++b)
+      CPUTRAIN_CHECK(kv_len[b] >= 1 && kv_len[b] <= T, "attention: kv_len must be in [1, T]");
+  }
+  bool causal() const { return kv_len == nullptr; }
+  // The last key of row t: the softmax covers [0, Last], zeros after.
+  int Last(std::size_t b, int t) const { return causal() ? t : kv_len[b] - 1; }
+  // The keys a block of rows ending at r1 multiplies: [0, Keys).
+  int Keys(std::size_t b, int r1) const { return causal() ? r1 : kv_len[b]; }
+};
+
+// Attention dropout: the mask of element (b, h, t, s) at index ((b*NH + h)*T + t)*T + s.
+struct AttentionDropout {
+  DropoutMask mask;
+  bool on;
+  uint64_t offset;
+  int NH, T;
+  AttentionDropout(const AttentionOptions& opt, int NH_, int T_)
+      : mask(opt.dropout_seed, opt.dropout),
+        on(opt.dropout > 0.f),
+        offset(opt.dropout_offset),
+        NH(NH_),
+        T(T_) {
+    CPUTRAIN_CHECK(opt.dropout >= 0.f && opt.dropout < 1.f, "attention: dropout must be in [0, 1)");
+  }
+  // The index of element (b, h, t, 0).
+  uint64_t Row(std::size_t b, int h, int t) const {
+    return offset + ((static_cast<uint64_t>(b) * NH + h) * T + t) * T;
+  }
+  // dst[0, n) = p[0, n) dropped and scaled, row `row`'s mask (dst may be p).
+  void Apply(float* dst, const float* p, int n, uint64_t row) const {
+    for (int s = 0; s < n; ++s) dst[s] = mask.Keep(row + s) ? p[s] * mask.scale : 0.f;
+  }
+};
+
+// y[0:rows] = drop(A[0:rows, 0:n]) @ v[0:n] (A's row stride T; the rows are t0..), through a
+// stack buffer, as `att` keeps the undropped A. 16K floats (64 KiB of an 8 MiB thread stack) hold
+// 42 rows at BERT's T = 384; longer rows go in column chunks added up (sgemm beta = 1).
+void DroppedProduct(const AttentionDropout& drop, std::size_t b, int h, int t0, int rows, int n,
+                    const float* A, int T, const float* v, int R, int hs, float* y, int C) {
+  constexpr int kBuf = 16384;
+  alignas(64) float buf[kBuf];
+  const int rows_per = std::max(1, kBuf / n), cols_per = std::min(n, kBuf);
+  for (int i0 = 0; i0 < rows; i0 += rows_per) {
+    const int i1 = std::min(rows, i0 + rows_per);
+    for (int c0 = 0; c0 < n; c0 += cols_per) {
+      const int w = std::min(n, c0 + cols_per) - c0;
+      for (int i = i0; i < i1; ++i)
+        drop.Apply(buf + static_cast<std::size_t>(i - i0) * w,
+                   A + static_cast<std::size_t>(i) * T + c0, w, drop.Row(b, h, t0 + i) + c0);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, w, 1.f, buf, w,
+                  v + static_cast<std::size_t>(c0) * R, R, c0 == 0 ? 0.f : 1.f,
+                  y + static_cast<std::size_t>(i0) * C, C);
+    }
+  }
+}
+
+// dst[j0:j1] (+)= M[i0:T, j0:j1]^T @ x[i0:T] (M's row stride T): fp32 in OpenBLAS, bf16 in
+// Bf16Gemm.
+void TransposedGemm(int j0, int j1, int i0, int T, int hs, const float* M, const float* x, int ldx,
+                    float* dst, int R, bool add) {
+  const std::size_t o = static_cast<std::size_t>(j0), i = static_cast<std::size_t>(i0);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - i0, 1.f, M + i * T + o, T,
+              x + i * ldx, ldx, add ? 1.f : 0.f, dst + o * R, R);
+}
+void TransposedGemm(int j0, int j1, int i0, int T, int hs, const uint16_t* M, const uint16_t* x,
+                    int ldx, float* dst, int R, bool add) {
+  const std::size_t o = static_cast<std::size_t>(j0), i = static_cast<std::size_t>(i0);
+  Bf16Gemm(j1 - j0, hs, T - i0, M + i * T + o, true, T, x + i * ldx, false, ldx, dst + o * R, R,
+           add);
+}
+
+// dst[0:T] (+)= M[0:T, 0:T]^T @ x[0:T] (dk from dS and q, dv from P and dy; dst rows R apart, x
+// rows ldx apart), M a head's (T,T) whose rows are zero past the mask. Causal: in column blocks
+// that skip the zero upper triangle (block [j0, j1) needs rows [j0, T) alone). Bidirectional:
+// columns [0, L) in one product, and dst's rows [L, T) (masked keys) written zero or left alone.
+template <class E>
+void TransposedProduct(const Mask& mask, std::size_t b, int T, int hs, bool first, const E* M,
+                       const E* x, int ldx, float* dst, int R, int block) {
+  if (mask.causal()) {
+    for (int j0 = 0; j0 < T; j0 += block)
+      TransposedGemm(j0, std::min(T, j0 + block), j0, T, hs, M, x, ldx, dst, R, !first);
+    return;
+  }
+  const int L = mask.kv_len[b];
+  TransposedGemm(0, L, 0, T, hs, M, x, ldx, dst, R, !first);
+  for (int j = L; first && j < T; ++j) std::fill_n(dst + static_cast<std::size_t>(j) * R, hs, 0.f);
+}
+
 }  // namespace
 
 void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv, int B, int T,
-                      int C, int NH, int NKV) {
+                      int C, int NH, int NKV, const AttentionOptions& opt) {
   const Heads H(T, C, NH, NKV);
+  const Mask mask(opt, B, T);
+  const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int) {
@@ -113,14 +216,20 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
       float* A = att + task * T * T;
       float* y = out + H.Out(b, h);
       for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-        const int r1 = std::min(T, r0 + kRowBlock);
-        // A[r0:r1, 0:r1] = scale * q[r0:r1] @ k[0:r1]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hs, scale,
+        const int r1 = std::min(T, r0 + kRowBlock), n = mask.Keys(b, r1);
+        // A[r0:r1, 0:n] = scale * q[r0:r1] @ k[0:n]^T
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, hs, scale,
                     q + static_cast<std::size_t>(r0) * R, R, k, R, 0.f,
                     A + static_cast<std::size_t>(r0) * T, T);
-        for (int t = r0; t < r1; ++t) CausalSoftmaxRow(A + static_cast<std::size_t>(t) * T, t, T);
-        // y[r0:r1] = A[r0:r1, 0:r1] @ v[0:r1]
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, r1, 1.f,
+        for (int t = r0; t < r1; ++t)
+          CausalSoftmaxRow(A + static_cast<std::size_t>(t) * T, mask.Last(b, t), T);
+        // y[r0:r1] = drop(A[r0:r1, 0:n]) @ v[0:n]
+        if (drop.on) {
+          DroppedProduct(drop, b, h, r0, r1 - r0, n, A + static_cast<std::size_t>(r0) * T, T, v, R,
+                         hs, y + static_cast<std::size_t>(r0) * C, C);
+          continue;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, n, 1.f,
                     A + static_cast<std::size_t>(r0) * T, T, v, R, 0.f,
                     y + static_cast<std::size_t>(r0) * C, C);
       }
@@ -129,8 +238,11 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
 }
 
 void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const float* dout,
-                       const float* qkv, const float* att, int B, int T, int C, int NH, int NKV) {
+                       const float* qkv, const float* att, int B, int T, int C, int NH, int NKV,
+                       const AttentionOptions& opt) {
   const Heads H(T, C, NH, NKV);
+  const Mask mask(opt, B, T);
+  const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const std::size_t tasks = static_cast<std::size_t>(B) * H.NKV;
@@ -142,32 +254,39 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
         const auto [dq, dk, dv] = QkvOf(dqkv, H, b, h);
         const float* P = att + (b * NH + h) * T * T;
         const float* dy = dout + H.Out(b, h);
+        // dv (+)= Pd^T @ dy, Pd = P dropped (zeros past the mask, as P has), or P itself.
+        const float* Pd = P;
+        if (drop.on) {
+          for (int t = 0; t < T; ++t) {
+            float* d = dS + static_cast<std::size_t>(t) * T;
+            const int n = mask.Last(b, t) + 1;
+            drop.Apply(d, P + static_cast<std::size_t>(t) * T, n, drop.Row(b, h, t));
+            std::fill(d + n, d + T, 0.f);
+          }
+          Pd = dS;
+        }
+        TransposedProduct(mask, b, T, hs, first, Pd, dy, C, dv, R, kRowBlock);
         for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-          const int r1 = std::min(T, r0 + kRowBlock);
-          // dP[r0:r1, 0:r1] = dy[r0:r1] @ v[0:r1]^T, kept in dS
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hs, 1.f,
+          const int r1 = std::min(T, r0 + kRowBlock), n = mask.Keys(b, r1);
+          // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T, kept in dS
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, hs, 1.f,
                       dy + static_cast<std::size_t>(r0) * C, C, v, R, 0.f,
                       dS + static_cast<std::size_t>(r0) * T, T);
-          // dS on [0, T): exact zeros past t because the column-block products below read the
-          // upper triangle of diagonal blocks.
-          for (int t = r0; t < r1; ++t)
-            SoftmaxBackwardRow(dS + static_cast<std::size_t>(t) * T,
-                               P + static_cast<std::size_t>(t) * T, t, T, scale);
-          // dq[r0:r1] = dS[r0:r1, 0:r1] @ k[0:r1]
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, r1, 1.f,
+          // dS on [0, T): exact zeros past the mask because the column-block products below read
+          // the upper triangle of diagonal blocks. With dropout, dP is the gradient of the
+          // dropped P: the mask and 1/(1-p) carry it back to P first.
+          for (int t = r0; t < r1; ++t) {
+            float* d = dS + static_cast<std::size_t>(t) * T;
+            if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, drop.Row(b, h, t));
+            SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * T, mask.Last(b, t), T, scale);
+          }
+          // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, n, 1.f,
                       dS + static_cast<std::size_t>(r0) * T, T, k, R, 0.f,
                       dq + static_cast<std::size_t>(r0) * R, R);
         }
-        const float beta = first ? 0.f : 1.f;
-        for (int j0 = 0; j0 < T; j0 += kRowBlock) {
-          const int j1 = std::min(T, j0 + kRowBlock);
-          const std::size_t o = static_cast<std::size_t>(j0);
-          // dk[j0:j1] (+)= dS[j0:T, j0:j1]^T @ q[j0:T];  dv[j0:j1] (+)= P[j0:T, j0:j1]^T @ dy[j0:T]
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.f,
-                      dS + o * T + o, T, q + o * R, R, beta, dk + o * R, R);
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.f,
-                      P + o * T + o, T, dy + o * C, C, beta, dv + o * R, R);
-        }
+        // dk (+)= dS^T @ q
+        TransposedProduct(mask, b, T, hs, first, dS, q, R, dk, R, kRowBlock);
       });
     }
   });
@@ -192,10 +311,23 @@ void AttentionDecode(WorkerPool& pool, float* out, float* scratch, const float* 
   });
 }
 
+// dst[0, n) = bf16 of p[0, n), dropped (row `row`'s mask) when dropout is on.
+void ProbabilitiesToBf16(uint16_t* dst, const float* p, int n, const AttentionDropout& drop,
+                         uint64_t row) {
+  if (!drop.on) {
+    ConvertRowToBf16(dst, p, n);
+    return;
+  }
+  for (int s = 0; s < n; ++s)
+    dst[s] = FloatToBf16(drop.mask.Keep(row + s) ? p[s] * drop.mask.scale : 0.f);
+}
+
 void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float* qkv,
                           uint16_t* qkv_bf16, uint16_t* scratch_bf16, int B, int T, int C, int NH,
-                          int NKV) {
+                          int NKV, const AttentionOptions& opt) {
   const Heads H(T, C, NH, NKV);
+  const Mask mask(opt, B, T);
+  const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
@@ -208,17 +340,17 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
       float* A = att + task * T * T;
       float* y = out + H.Out(b, h);
       for (int r0 = 0; r0 < T; r0 += kRowBlockBf16) {
-        const int r1 = std::min(T, r0 + kRowBlockBf16);
+        const int r1 = std::min(T, r0 + kRowBlockBf16), n = mask.Keys(b, r1);
         const std::size_t o = static_cast<std::size_t>(r0);
-        // A[r0:r1, 0:r1] = q[r0:r1] @ k[0:r1]^T (scaled inside the softmax)
-        Bf16Gemm(r1 - r0, r1, hs, q + o * R, false, R, k, true, R, A + o * T, T);
+        // A[r0:r1, 0:n] = q[r0:r1] @ k[0:n]^T (scaled inside the softmax)
+        Bf16Gemm(r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * T, T);
         for (int t = r0; t < r1; ++t) {
           float* p = A + static_cast<std::size_t>(t) * T;
-          CausalSoftmaxRow(p, t, T, scale);
-          ConvertRowToBf16(Pb + static_cast<std::size_t>(t) * T, p, r1);
+          CausalSoftmaxRow(p, mask.Last(b, t), T, scale);
+          ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, drop.Row(b, h, t));
         }
-        // y[r0:r1] = P[r0:r1, 0:r1] @ v[0:r1]
-        Bf16Gemm(r1 - r0, hs, r1, Pb + o * T, false, T, v, false, R, y + o * C, C);
+        // y[r0:r1] = drop(P[r0:r1, 0:n]) @ v[0:n]
+        Bf16Gemm(r1 - r0, hs, n, Pb + o * T, false, T, v, false, R, y + o * C, C);
       }
     }
   });
@@ -226,9 +358,11 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
 
 void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16_t* scratch_bf16,
                            uint16_t* qkv_bf16, uint16_t* dout_bf16, const float* dout,
-                           const float* qkv, const float* att, int B, int T, int C, int NH,
-                           int NKV) {
+                           const float* qkv, const float* att, int B, int T, int C, int NH, int NKV,
+                           const AttentionOptions& opt) {
   const Heads H(T, C, NH, NKV);
+  const Mask mask(opt, B, T);
+  const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
@@ -244,32 +378,29 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
         const auto [dq, dk, dv] = QkvOf(dqkv, H, b, h);
         const float* P = att + (b * NH + h) * T * T;
         const uint16_t* dy = dout_bf16 + H.Out(b, h);
-        // Row t of dSb and Pb is written on columns [0, r1), r1 the end of t's block, which is
-        // every column the products below read of it (zeros past t).
+        // Row t of dSb and Pb is written on columns [0, n), n the keys of t's block, which is
+        // every column the products below read of it (zeros past the mask).
         for (int r0 = 0; r0 < T; r0 += kRowBlockBf16) {
-          const int r1 = std::min(T, r0 + kRowBlockBf16);
+          const int r1 = std::min(T, r0 + kRowBlockBf16), n = mask.Keys(b, r1);
           const std::size_t o = static_cast<std::size_t>(r0);
-          // dP[r0:r1, 0:r1] = dy[r0:r1] @ v[0:r1]^T
-          Bf16Gemm(r1 - r0, r1, hs, dy + o * C, false, C, v, true, R, dP + o * T, T);
+          // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T
+          Bf16Gemm(r1 - r0, n, hs, dy + o * C, false, C, v, true, R, dP + o * T, T);
           for (int t = r0; t < r1; ++t) {
             const float* p = P + static_cast<std::size_t>(t) * T;
             float* d = dP + static_cast<std::size_t>(t) * T;
-            SoftmaxBackwardRow(d, p, t, r1, scale);
-            ConvertRowToBf16(dSb + static_cast<std::size_t>(t) * T, d, r1);
-            ConvertRowToBf16(Pb + static_cast<std::size_t>(t) * T, p, r1);
+            const uint64_t row = drop.Row(b, h, t);
+            // the gradient of the dropped P carried back to P (see AttentionBackward)
+            if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, row);
+            SoftmaxBackwardRow(d, p, mask.Last(b, t), n, scale);
+            ConvertRowToBf16(dSb + static_cast<std::size_t>(t) * T, d, n);
+            ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, row);
           }
-          // dq[r0:r1] = dS[r0:r1, 0:r1] @ k[0:r1]
-          Bf16Gemm(r1 - r0, hs, r1, dSb + o * T, false, T, k, false, R, dq + o * R, R);
+          // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
+          Bf16Gemm(r1 - r0, hs, n, dSb + o * T, false, T, k, false, R, dq + o * R, R);
         }
-        for (int j0 = 0; j0 < T; j0 += kRowBlockBf16) {
-          const int j1 = std::min(T, j0 + kRowBlockBf16);
-          const std::size_t o = static_cast<std::size_t>(j0);
-          // dk[j0:j1] (+)= dS[j0:T, j0:j1]^T @ q[j0:T];  dv[j0:j1] (+)= P[j0:T, j0:j1]^T @ dy[j0:T]
-          Bf16Gemm(j1 - j0, hs, T - j0, dSb + o * T + o, true, T, q + o * R, false, R, dk + o * R,
-                   R, !first);
-          Bf16Gemm(j1 - j0, hs, T - j0, Pb + o * T + o, true, T, dy + o * C, false, C, dv + o * R,
-                   R, !first);
-        }
+        // dk (+)= dS^T @ q;  dv (+)= drop(P)^T @ dy
+        TransposedProduct(mask, b, T, hs, first, dSb, q, R, dk, R, kRowBlockBf16);
+        TransposedProduct(mask, b, T, hs, first, Pb, dy, C, dv, R, kRowBlockBf16);
       });
     }
   });

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/kernels.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::kernels {
@@ -90,20 +91,20 @@ void MatmulBackwardBf16(WorkerPool& pool, float* dinp, float* dweight, float* db
                         uint16_t* inp_bf16, const uint16_t* weight, std::size_t N, int C, int OC,
                         int ldd, bool accumulate = false);
 
-// Causal attention with bf16 products (what torch.autocast runs in bf16: q k^T and P v, and in
+// Attention with bf16 products (what torch.autocast runs in bf16: q k^T and P v, and in
 // backward dP = dy v^T, dq = dS k, dk = dS^T q, dv = P^T dy), fp32 accumulation; the softmax, its
 // backward and every output stay fp32. Shapes, the grouped-query layout (NKV, 0 = NH) and outputs
 // as AttentionForward / AttentionBackward (kernels.h). qkv_bf16: B*T*(NH+2*NKV)*hs bf16 (qkv
-// converted into it; B*T*3C for NKV = NH); dout_bf16: B*T*C (dout converted into it);
-// scratch_bf16: AttentionScratchBf16(pool.size(), T); scratch (backward): as AttentionBackward's,
-// AttentionScratchFloats(pool.size(), T).
+// converted into it; B*T*3C for NKV = NH); `opt` (masking, dropout) as AttentionForward's;
+// dout_bf16: B*T*C (dout converted into it); scratch_bf16: AttentionScratchBf16(pool.size(), T);
+// scratch (backward): as AttentionBackward's, AttentionScratchFloats(pool.size(), T).
 void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float* qkv,
                           uint16_t* qkv_bf16, uint16_t* scratch_bf16, int B, int T, int C, int NH,
-                          int NKV = 0);
+                          int NKV = 0, const AttentionOptions& opt = {});
 void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16_t* scratch_bf16,
                            uint16_t* qkv_bf16, uint16_t* dout_bf16, const float* dout,
                            const float* qkv, const float* att, int B, int T, int C, int NH,
-                           int NKV = 0);
+                           int NKV = 0, const AttentionOptions& opt = {});
 // Per worker: the bf16 copies of one head's dS and P (T x T each).
 inline std::size_t AttentionScratchBf16(int threads, int T) {
   return static_cast<std::size_t>(threads) * 2 * T * T;

@@ -59,4 +59,57 @@ void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits,
   });
 }
 
+// The span loss: B rows of two strided columns, a few hundred values each, so scalar code with the
+// exponentials summed in double; one task per batch row (its start and end columns interleave).
+namespace {
+
+// Whether label is a position (kept) or ignored (Hugging Face's clamp to ignore_index T).
+bool Kept(int label, int T) { return label >= 0 && label < T; }
+
+// log(sum over t of exp(x[2t])) for the column x points into.
+float SpanLogSumExp(const float* x, int T) {
+  float mx = -INFINITY;
+  for (int t = 0; t < T; ++t) mx = std::max(mx, x[2 * t]);
+  double sum = 0;
+  for (int t = 0; t < T; ++t) sum += std::exp(static_cast<double>(x[2 * t]) - mx);
+  return static_cast<float>(mx + std::log(sum));
+}
+
+}  // namespace
+
+void SpanCrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const float* logits,
+                             const int* starts, const int* ends, int B, int T) {
+  pool.ParallelFor(static_cast<std::size_t>(B), [&](std::size_t b0, std::size_t b1, int) {
+    for (std::size_t b = b0; b < b1; ++b) {
+      for (int k = 0; k < 2; ++k) {  // 0: start, 1: end
+        const float* x = logits + b * T * 2 + k;
+        const int label = (k == 0 ? starts : ends)[b];
+        lse[2 * b + k] = SpanLogSumExp(x, T);
+        losses[2 * b + k] = Kept(label, T) ? lse[2 * b + k] - x[2 * label] : 0.f;
+      }
+    }
+  });
+}
+
+void SpanCrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits,
+                              const float* lse, const int* starts, const int* ends,
+                              float dloss_start, float dloss_end, int B, int T) {
+  pool.ParallelFor(static_cast<std::size_t>(B), [&](std::size_t b0, std::size_t b1, int) {
+    for (std::size_t b = b0; b < b1; ++b) {
+      for (int k = 0; k < 2; ++k) {
+        const std::size_t o = b * T * 2 + k;
+        const int label = (k == 0 ? starts : ends)[b];
+        const float dloss = k == 0 ? dloss_start : dloss_end, l = lse[2 * b + k];
+        if (!Kept(label, T)) {
+          for (int t = 0; t < T; ++t) dlogits[o + 2 * t] = 0.f;
+          continue;
+        }
+        // element by element, read before written: dlogits may be logits
+        for (int t = 0; t < T; ++t) dlogits[o + 2 * t] = std::exp(logits[o + 2 * t] - l) * dloss;
+        dlogits[o + 2 * label] -= dloss;
+      }
+    }
+  });
+}
+
 }  // namespace cputrain::kernels

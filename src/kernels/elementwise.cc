@@ -1,7 +1,9 @@
-// GELU (tanh approximation) and the residual add.
+// GELU (tanh approximation), tanh and the residual add.
 //
 // GELU is evaluated as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), which equals
 // 0.5 x (1 + tanh(u)) exactly (tanh(u) = 2 sigmoid(2u) - 1) and needs one exp, no tanh.
+#include <cmath>
+
 #include "kernels/kernels.h"
 #include "kernels/vmath.h"
 
@@ -59,6 +61,20 @@ void GeluBackward(WorkerPool& pool, float* dinp, const float* inp, const float* 
       StorePartial(dinp + i, e - i,
                    GeluGrad8(LoadPartial(inp + i, e - i, 0.f), LoadPartial(dout + i, e - i, 0.f)));
     }
+  });
+}
+
+// Scalar std::tanh: the pooler's (B,C) is the only caller, a few thousand values a step.
+void TanhForward(WorkerPool& pool, float* out, const float* inp, std::size_t n) {
+  pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t i = b; i < e; ++i) out[i] = std::tanh(inp[i]);
+  });
+}
+
+void TanhBackward(WorkerPool& pool, float* dinp, const float* out, const float* dout,
+                  std::size_t n) {
+  pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t i = b; i < e; ++i) dinp[i] = (1.f - out[i] * out[i]) * dout[i];
   });
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "runtime/worker_pool.h"
 
@@ -33,12 +34,20 @@ void InitBlas();
 
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]. inp (B,T), wte (Vp,C), wpe (maxT,C). wpe == nullptr: a
 // model without learned positions (Llama: RoPE inside attention instead), out = wte rows alone.
+// types (B,T) and wtt (NTT,C) (BERT's token types, segment A/B): out = (wte[inp] + wtt[types]) +
+// wpe[t], in Hugging Face's BertEmbeddings order; types == nullptr: no token types (the same bits
+// as before they existed).
 void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* wte,
-                    const float* wpe, int B, int T, int C);
+                    const float* wpe, int B, int T, int C, const int* types = nullptr,
+                    const float* wtt = nullptr);
 // dwte rows of the tokens in inp += dout rows (adds); dwpe rows [0,T) = sum over b of dout
-// (writes; adds with accumulate). dwpe == nullptr (no positions): only dwte.
+// (writes; adds with accumulate). dwpe == nullptr (no positions): only dwte. With types and dwtt
+// (NTT,C): dwtt rows [0,NTT) = sum of the dout rows of the positions of each type (writes, rows
+// no position uses included; adds with accumulate), NTT = BERT's type_vocab_size unless given.
+// Every sum runs over positions in order whatever the pool size.
 void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* dout, const int* inp,
-                     int B, int T, int C, bool accumulate = false);
+                     int B, int T, int C, bool accumulate = false, const int* types = nullptr,
+                     float* dwtt = nullptr, int NTT = 2);
 
 // out (N,C) = (inp - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps) (GPT-2: 1e-5, BERT:
 // 1e-12); mean, rstd (N) saved for backward.
@@ -74,18 +83,68 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
                     const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
                     bool accumulate = false);
 
-// Causal self-attention, multi-head or grouped-query. qkv (B,T,R), R = (NH + 2*NKV)*hs, holds
-// [q (NH*hs) | k (NKV*hs) | v (NKV*hs)] per position, hs = C/NH; query head h attends with key
-// and value head h / (NH/NKV) (Hugging Face's repeat_kv order). NKV must divide NH; NKV = 0 means
-// NH, and then qkv is GPT-2's (B,T,3C). out (B,T,C). att (B,NH,T,T): the softmax probabilities,
-// saved for backward (row t holds columns 0..t; the rest is zero).
+// Dropout's keep decision, counter based: the same on every thread, pool size and placement; the
+// caller derives `seed` per (run seed, step, micro-batch, layer, site) and `index` from the
+// element's global position. The rule, exactly: h = Mix64(Mix64(seed) + (index + 1) *
+// 0x9E3779B97F4A7C15) (splitmix64: its golden-ratio increment and output mix), kept iff (h >> 32)
+// >= floor(p * 2^32). So P(drop) = floor(p * 2^32) / 2^32: p = 0 keeps everything, p = 1 nothing.
+struct DropoutMask {
+  static constexpr uint64_t Mix64(uint64_t z) {  // splitmix64's output function
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  DropoutMask(uint64_t seed, float p)
+      : key(Mix64(seed)),
+        threshold(static_cast<uint64_t>(static_cast<double>(p) * 4294967296.0)),
+        scale(p < 1.f ? 1.f / (1.f - p) : 0.f) {}
+  bool Keep(uint64_t index) const {
+    return Mix64(key + (index + 1) * 0x9E3779B97F4A7C15ull) >> 32 >= threshold;
+  }
+  uint64_t key, threshold;
+  float scale;  // 1/(1-p), as nn.Dropout scales what it keeps; 0 for p = 1
+};
+inline bool DropoutKeep(uint64_t seed, uint64_t index, float p) {
+  return DropoutMask(seed, p).Keep(index);
+}
+
+// out (n) = inp * keep / (1-p) (nn.Dropout(p) in training), element i decided by
+// DropoutKeep(seed, offset + i, p); out may be inp. p == 0: a copy (nothing when in place).
+void DropoutForward(WorkerPool& pool, float* out, const float* inp, std::size_t n, float p,
+                    uint64_t seed, uint64_t offset);
+// dinp (n) = dout * keep / (1-p), the forward's mask; dinp may be dout.
+void DropoutBackward(WorkerPool& pool, float* dinp, const float* dout, std::size_t n, float p,
+                     uint64_t seed, uint64_t offset);
+
+// How attention masks and drops. kv_len null: causal (GPT-2, Llama; as before, bit-identical).
+// kv_len (B): bidirectional (BERT): every query position of row b, padded ones included, attends to
+// keys [0, kv_len[b]) (Hugging Face's right-padded attention_mask: 1 for the first kv_len[b]
+// positions); 1 <= kv_len[b] <= T. Masked keys get probability exactly 0 (HF adds finfo.min: the
+// same to fp32). dropout > 0: the probabilities P are dropped as nn.Dropout(p) does (kept ones
+// scaled by 1/(1-p)) before P v; `att` keeps the undropped P. Element (b, h, t, s) is kept iff
+// DropoutKeep(dropout_seed, dropout_offset + ((b*NH + h)*T + t)*T + s, dropout); backward
+// regenerates the mask from the same options.
+struct AttentionOptions {
+  const int* kv_len = nullptr;
+  float dropout = 0.f;
+  uint64_t dropout_seed = 0;
+  uint64_t dropout_offset = 0;
+};
+
+// Self-attention, multi-head or grouped-query, causal unless `opt` says otherwise. qkv (B,T,R),
+// R = (NH + 2*NKV)*hs, holds [q (NH*hs) | k (NKV*hs) | v (NKV*hs)] per position, hs = C/NH; query
+// head h attends with key and value head h / (NH/NKV) (Hugging Face's repeat_kv order). NKV must
+// divide NH; NKV = 0 means NH, and then qkv is GPT-2's (B,T,3C). out (B,T,C). att (B,NH,T,T): the
+// softmax probabilities, saved for backward (causal: row t holds columns 0..t; bidirectional:
+// columns [0, kv_len[b]); the rest is zero).
 void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv, int B, int T,
-                      int C, int NH, int NKV = 0);
+                      int C, int NH, int NKV = 0, const AttentionOptions& opt = {});
 // dqkv (B,T,R) written: the dk and dv of a key/value head sum its NH/NKV query heads' parts (in
-// head order, within one task). scratch: AttentionScratchFloats(pool.size(), T).
+// head order, within one task); dk, dv of masked keys are 0. scratch: AttentionScratchFloats(
+// pool.size(), T). `opt` as in the forward.
 void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const float* dout,
-                       const float* qkv, const float* att, int B, int T, int C, int NH,
-                       int NKV = 0);
+                       const float* qkv, const float* att, int B, int T, int C, int NH, int NKV = 0,
+                       const AttentionOptions& opt = {});
 // Per worker: one head's dS (T x T).
 inline std::size_t AttentionScratchFloats(int threads, int T) {
   return static_cast<std::size_t>(threads) * T * T;
@@ -129,6 +188,19 @@ void GeluForward(WorkerPool& pool, float* out, const float* inp, std::size_t n);
 void GeluBackward(WorkerPool& pool, float* dinp, const float* inp, const float* dout,
                   std::size_t n);
 
+// GELU, exact (BERT's "gelu"; torch.nn.functional.gelu(approximate='none')): x Phi(x) = 0.5 x
+// (1 + erf(x/sqrt(2))), Phi the standard normal CDF.
+void GeluErfForward(WorkerPool& pool, float* out, const float* inp, std::size_t n);
+// dinp = (Phi(inp) + inp phi(inp)) * dout (written; dinp may alias dout), phi the normal density.
+void GeluErfBackward(WorkerPool& pool, float* dinp, const float* inp, const float* dout,
+                     std::size_t n);
+
+// out = tanh(inp) (BERT's pooler).
+void TanhForward(WorkerPool& pool, float* out, const float* inp, std::size_t n);
+// dinp = (1 - out^2) * dout, from the forward's output (written; dinp may alias dout).
+void TanhBackward(WorkerPool& pool, float* dinp, const float* out, const float* dout,
+                  std::size_t n);
+
 // SwiGLU, Llama's MLP activation: gu (N,2F) is the fused gate and up product, [gate | up] per
 // row; out (N,F) = silu(gate) * up, silu(x) = x * sigmoid(x).
 void SwigluForward(WorkerPool& pool, float* out, const float* gu, std::size_t N, int F);
@@ -147,5 +219,18 @@ void CrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const floa
 // logits (dlogits == logits allowed); padding columns untouched.
 void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits, const float* lse,
                           const int* targets, float dloss, std::size_t N, int V, int Vp);
+
+// The span loss of extractive question answering (BertForQuestionAnswering): logits (B,T,2),
+// [b,t,0] the start logit and [b,t,1] the end logit of position t (what Linear(C,2) writes).
+// losses (B,2): [b,0] = cross-entropy of the softmax over t of the start logits against starts[b],
+// [b,1] the same for the ends against ends[b]; a label outside [0,T) (Hugging Face clamps labels
+// to T, its ignore_index) gives loss 0 and no gradient. lse (B,2): the logsumexps, saved.
+void SpanCrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const float* logits,
+                             const int* starts, const int* ends, int B, int T);
+// dlogits (B,T,2) written (may alias logits): [b,t,0] = (softmax - onehot(starts[b])) *
+// dloss_start for a kept label, 0 for an ignored one; [b,t,1] the same for ends with dloss_end.
+void SpanCrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits,
+                              const float* lse, const int* starts, const int* ends,
+                              float dloss_start, float dloss_end, int B, int T);
 
 }  // namespace cputrain::kernels
