@@ -303,8 +303,23 @@ const std::vector<Key>& Keys() {
                   "you set that disagrees is an error)",
                   [](Config& c) -> std::string& { return c.model.init_from; }));
     v.push_back(StringKey("model", "arch",
-                          "model family of a random init: gpt2 or llama (docs/config.md)",
+                          "model family of a random init: gpt2, llama, bert or distilbert "
+                          "(docs/config.md)",
                           [](Config& c) -> std::string& { return c.model.arch; }));
+    v.push_back(StringKey("model", "head",
+                          "what the model computes: lm (gpt2, llama) or qa (bert, distilbert: "
+                          "extractive question answering, as `qa train` sets)",
+                          [](Config& c) -> std::string& { return c.model.head; }));
+    v.push_back(IntKey(
+        "model", "token_types", "token types of a random bert init (type_vocab_size)", 1,
+        [](Config& c) -> int& { return c.model.token_types; }, model::kMaxTypes));
+    v.push_back(NumberKey("model", "hidden_dropout",
+                          "dropout of a random bert/distilbert init's hidden states "
+                          "(a Hugging Face directory's config.json gives its own)",
+                          0, 0.999, [](Config& c) -> double& { return c.model.hidden_dropout; }));
+    v.push_back(NumberKey("model", "attention_dropout",
+                          "dropout of a random bert/distilbert init's attention probabilities", 0,
+                          0.999, [](Config& c) -> double& { return c.model.attention_dropout; }));
     v.push_back(IntKey(
         "model", "layers", "transformer blocks L", 1,
         [](Config& c) -> int& { return c.model.layers; }, model::kMaxLayers));
@@ -383,14 +398,16 @@ const std::vector<Key>& Keys() {
     {
       Key k{"optim",
             "schedule",
-            "one of constant, cosine",
-            "constant lr, or linear warmup then cosine decay to min_lr at train.steps",
+            "one of constant, cosine, linear",
+            "constant lr; linear warmup then cosine decay to min_lr at train.steps; or Hugging "
+            "Face's linear schedule (warmup from 0, then linear decay to 0 at train.steps)",
             nullptr,
             nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.optim.schedule = AsChoice(n, o, "optim.schedule", {"constant", "cosine"}) == "constant"
-                               ? Schedule::kConstant
-                               : Schedule::kCosine;
+        const std::string v = AsChoice(n, o, "optim.schedule", {"constant", "cosine", "linear"});
+        c.optim.schedule = v == "constant" ? Schedule::kConstant
+                           : v == "linear" ? Schedule::kLinear
+                                           : Schedule::kCosine;
       };
       k.dump = [](const Config& c) { return YAML::Node(ScheduleName(c.optim.schedule)); };
       v.push_back(k);
@@ -705,9 +722,22 @@ void Validate(const Config& c) {
                                  c.model.channels),
                      hint);
   }
-  if (c.model.arch != "gpt2" && c.model.arch != "llama") {
-    throw InputError(
-        fmt::format("model.arch is '{}': the families are gpt2 and llama", c.model.arch), hint);
+  if (c.model.arch != "gpt2" && c.model.arch != "llama" && c.model.arch != "bert" &&
+      c.model.arch != "distilbert") {
+    throw InputError(fmt::format("model.arch is '{}': the families are gpt2, llama, bert and "
+                                 "distilbert",
+                                 c.model.arch),
+                     hint);
+  }
+  if (c.model.head != "lm" && c.model.head != "qa") {
+    throw InputError(fmt::format("model.head is '{}': it is lm or qa", c.model.head), hint);
+  }
+  const bool encoder = c.model.arch == "bert" || c.model.arch == "distilbert";
+  if (c.model.init_from.empty() && encoder != (c.model.head == "qa")) {
+    throw InputError(fmt::format("model.arch {} with model.head {}: gpt2 and llama have the lm "
+                                 "head, bert and distilbert the qa head",
+                                 c.model.arch, c.model.head),
+                     "set model.head to match the family (`qa train` sets qa)");
   }
   if (c.model.rope_scaling != "none" && c.model.rope_scaling != "llama3") {
     throw InputError(
@@ -744,9 +774,9 @@ void Validate(const Config& c) {
         fmt::format("optim.min_lr ({}) is larger than optim.lr ({})", c.optim.min_lr, c.optim.lr),
         hint);
   }
-  if (c.optim.schedule == Schedule::kCosine && c.optim.warmup_steps >= c.train.steps) {
+  if (c.optim.schedule != Schedule::kConstant && c.optim.warmup_steps >= c.train.steps) {
     throw InputError(fmt::format("optim.warmup_steps ({}) must be smaller than train.steps ({}) "
-                                 "for the cosine schedule",
+                                 "for the cosine and linear schedules",
                                  c.optim.warmup_steps, c.train.steps),
                      "lower warmup_steps, raise train.steps, or use schedule: constant");
   }
@@ -758,7 +788,9 @@ void Validate(const Config& c) {
 
 }  // namespace
 
-const char* ScheduleName(Schedule s) { return s == Schedule::kConstant ? "constant" : "cosine"; }
+const char* ScheduleName(Schedule s) {
+  return s == Schedule::kConstant ? "constant" : s == Schedule::kLinear ? "linear" : "cosine";
+}
 
 const char* MpiModeName(MpiMode m) {
   return m == MpiMode::kAuto ? "auto" : m == MpiMode::kOn ? "on" : "off";

@@ -22,6 +22,9 @@ namespace cputrain {
 struct ModelConfig {
   std::string init_from;      // checkpoint or HF directory; "" = random init from seed
   std::string arch = "gpt2";  // the family of a random init (model/family.h)
+  std::string head = "lm";    // lm | qa (model/shape.h, Head)
+  int token_types = 2;        // a random bert init's
+  double hidden_dropout = 0, attention_dropout = 0;  // a random encoder init's
   int layers = 12;            // L
   int channels = 768;         // C
   int heads = 12;             // NH

@@ -176,8 +176,8 @@ Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr) {
 
 }  // namespace
 
-Shape ReadCheckpointShape(const std::string& path) {
-  if (IsHfDir(path)) return ReadHfShape(path);
+Shape ReadCheckpointShape(const std::string& path, std::optional<Head> head) {
+  if (IsHfDir(path)) return ReadHfShape(path, head);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;
   return ReadHeader(f, &version);
@@ -208,9 +208,10 @@ void CheckFinite(const std::string& source, const ParamLayout& layout, const flo
                    "from before the loss diverged");
 }
 
-void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params) {
+void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params,
+                    uint64_t head_seed) {
   if (IsHfDir(path)) {
-    LoadHf(path, layout, params);
+    LoadHf(path, layout, params, head_seed);
     CheckFinite(path, layout, params);
     return;
   }

@@ -8,6 +8,7 @@
 //    byte 12: the whole Shape (family, dimensions, norm eps, rope, tied head; model/shape.h).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "common/files.h"
@@ -26,7 +27,8 @@ inline constexpr int kFamilyCheckpointVersion = 1;
 //
 // Reads and validates the header: magic, version, a sane shape, and a file size that matches
 // it. Throws InputError naming the file, what is wrong, and a fix-it hint.
-Shape ReadCheckpointShape(const std::string& path);
+// head: as ReadHfShape's (an encoder directory read for a task); our files record their head.
+Shape ReadCheckpointShape(const std::string& path, std::optional<Head> head = std::nullopt);
 
 // Loads the parameters into `params` (layout.total() floats, flat layer-major layout); a
 // version-5 file's bf16 values are widened exactly to fp32 (the master weights). The one load
@@ -35,7 +37,9 @@ Shape ReadCheckpointShape(const std::string& path);
 // layout.shape(); a model.bin whose directory holds a state.bin recording its checksum
 // (model/checkpoint_path.h) must match it; every parameter must be finite ("parameter N
 // (tensor qkvw, layer 3, element 17) is nan"), for Hugging Face directories too.
-void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params);
+// head_seed: for a Hugging Face encoder checkpoint without the task head (hf.h, LoadHf).
+void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params,
+                    uint64_t head_seed = 0);
 
 // Throws the InputError LoadCheckpoint throws if `got`, the digest of the model.bin at `path`,
 // differs from the one the state.bin beside it records; nothing if it records none.

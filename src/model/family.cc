@@ -5,7 +5,8 @@
 namespace cputrain::model {
 
 const std::vector<const Family*>& Families() {
-  static const std::vector<const Family*> all = {&kGpt2Family, &kLlamaFamily};
+  static const std::vector<const Family*> all = {&kGpt2Family, &kLlamaFamily, &kBertFamily,
+                                                     &kDistilBertFamily};
   return all;
 }
 

@@ -1,6 +1,6 @@
 // model/: a model family is data — one table per family, read by everything else.
 //
-// A Family says which layers its blocks are made of (DecoderKind: the one forward/backward in
+// A Family says which layers its blocks are made of (BlockKind: the one forward/backward in
 // transformer.h runs them), which parameter tensors it has (our role, name, shape, weight decay,
 // init), and how Hugging Face names and lays them out (config.json keys, tensor names with {} for
 // the layer index, which rows of a fused tensor a Hugging Face tensor is, and transposes).
@@ -20,14 +20,21 @@
 
 namespace cputrain::model {
 
-// What a block is made of. A pre-norm decoder block:
+// What a block is made of. A pre-norm decoder block (causal attention):
 //   x += attn_out(attention(rope?(qkv(norm1(x)))));  x += mlp_out(act(mlp_in(norm2(x))))
 // norm: LayerNorm (weight, bias) or RMSNorm (weight); act: GELU (tanh) or SwiGLU over the
 // gate|up halves of mlp_in; learned positions when the family has kWpe.
-struct DecoderKind {
+// An encoder block (BERT; bidirectional attention over each row's unpadded keys), post-norm:
+//   x = norm1(x + drop(attn_out(attention(qkv(x)))));  x = norm2(x + drop(mlp_out(act(mlp_in(x)))))
+// after x = drop(normE(wte + wpe + wtt)); no final norm; a task head (Shape::head) on top.
+struct BlockKind {
   bool rms_norm = false;
   bool swiglu = false;
   bool rope = false;
+  bool encoder = false;
+  bool gelu_erf = false;  // exact GELU, 0.5 x (1 + erf(x/sqrt 2)) (BERT's "gelu"); else tanh's
+  // Dropout of attention's output projection before the residual add (BERT yes, DistilBERT no).
+  bool attn_out_dropout = true;
 };
 
 // One Hugging Face tensor: which of our tensors (and which of its rows) it is.
@@ -39,12 +46,17 @@ struct HfTensor {
   const char* name;  // "model.layers.{}.self_attn.q_proj.weight": {} is the layer
   Rows rows = kAll;
   bool transpose = false;  // HF stores (in, out) (GPT-2's Conv1D); ours is (out, in)
+  // A task head's tensor (qa_outputs.weight), for models whose Shape::head is this (a Head's
+  // value; -1: every model's tensor): never under hf_optional_prefix, and initialized
+  // (normal(0, 0.02), zero bias) with a note when a checkpoint lacks it, as transformers does
+  // when a pretrained body gets a new head.
+  int head = -1;
 };
 
 struct Family {
   const char* name;  // "gpt2": model.arch in configs, the name in checkpoints
   Arch arch;
-  DecoderKind kind;
+  BlockKind kind;
   // The parameter tensors in flat-buffer order (params.h: inputs, one block, outputs).
   std::vector<TensorInfo> (*tensors)(const Shape&);
 
@@ -58,10 +70,18 @@ struct Family {
   nlohmann::json (*to_hf_config)(const Shape&);
   // Every tensor of the checkpoint (the LM head of a tied model is not listed: lm_head.weight).
   std::vector<HfTensor> hf_tensors;
-  // A prefix that saves may or may not have (GPT2Model vs GPT2LMHeadModel): "transformer."
+  // A prefix that saves may or may not have (GPT2Model vs GPT2LMHeadModel): "transformer.";
+  // the body's tensors of a task model (BertForQuestionAnswering: "bert.").
   const char* hf_optional_prefix;
   // Name endings of buffers that saves may hold and that are not parameters (ignored).
   std::vector<const char*> hf_ignored_suffixes;
+  // Encoder families: tensors of other heads a checkpoint may hold (a pretraining checkpoint's
+  // masked-LM and next-sentence heads, another task's head), dropped with a note as
+  // transformers does when fine-tuning from them: name prefixes.
+  std::vector<const char*> hf_dropped_prefixes = {};
+  // The task head's model class per head (BertForQuestionAnswering, ...), "" if none.
+  const char* hf_span_architecture = "";
+  const char* hf_classify_architecture = "";
 };
 
 const Family& FamilyOf(Arch arch);
@@ -71,8 +91,10 @@ std::string FamilyNames();
 // The family whose hf_model_type is `model_type`, or null.
 const Family* FamilyOfHfType(const std::string& model_type);
 
-// The families' tables (gpt2.cc, llama.cc).
+// The families' tables (gpt2.cc, llama.cc, bert.cc).
 extern const Family kGpt2Family;
 extern const Family kLlamaFamily;
+extern const Family kBertFamily;
+extern const Family kDistilBertFamily;
 
 }  // namespace cputrain::model

@@ -10,10 +10,12 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/log.h"
 #include "model/family.h"
 #include "model/hf_config.h"
 #include "model/safetensors.h"
@@ -34,6 +36,7 @@ struct Placed {
   int layer;
   std::size_t row_begin, rows, cols;  // rows [row_begin, +rows) of our (rows x cols) tensor copy
   bool transpose;
+  bool head;  // a task head's: never under the family's optional prefix
 };
 
 // Rows of our tensor that an HF tensor covers.
@@ -67,6 +70,7 @@ std::vector<Placed> Placements(const ParamLayout& layout) {
   std::vector<Placed> out;
   for (const HfTensor& h : FamilyOf(s.arch).hf_tensors) {
     if (!layout.has(h.t)) continue;  // an optional tensor this model has not (biases, lm_head)
+    if (h.head >= 0 && h.head != static_cast<int>(s.head)) continue;  // another head's
     const TensorInfo& info = layout.info(h.t);
     std::size_t begin = 0, rows = 0;
     RowsOf(h.rows, s, info, &begin, &rows);
@@ -79,7 +83,8 @@ std::vector<Placed> Placements(const ParamLayout& layout) {
                begin,
                rows,
                cols,
-               h.transpose};
+               h.transpose,
+               h.head >= 0};
       if (info.shape.size() > 1) p.shape.push_back(cols);
       if (h.transpose) std::swap(p.shape[0], p.shape[1]);
       out.push_back(std::move(p));
@@ -259,9 +264,9 @@ bool IsHfDir(const std::string& path) {
   return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kHfConfigFile, ec);
 }
 
-Shape ReadHfShape(const std::string& dir) {
+Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
   std::string path;
-  const json cfg = ReadConfig(dir, &path);
+  json cfg = ReadConfig(dir, &path);
   const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string()
                                ? cfg["model_type"].get<std::string>()
                                : "";
@@ -286,6 +291,17 @@ Shape ReadHfShape(const std::string& dir) {
                      "files");
   }
   Shape s = family->from_hf_config(cfg, path);
+  if (head && s.head != *head && s.encoder()) {
+    // Read as the task model the caller trains: a new head over the checkpoint's body.
+    const char* arch = *head == Head::kClassify ? family->hf_classify_architecture
+                                                : family->hf_span_architecture;
+    if (*arch == '\0') {
+      hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(*head)),
+                    "see docs/question-answering.md for what each family runs");
+    }
+    cfg["architectures"] = json::array({arch});
+    s = family->from_hf_config(cfg, path);
+  }
   const std::string problem = s.Problem();
   if (!problem.empty()) {
     hf::BadConfig(path,
@@ -295,8 +311,17 @@ Shape ReadHfShape(const std::string& dir) {
   return s;
 }
 
-void LoadHf(const std::string& dir, const ParamLayout& layout, float* params) {
-  const Shape s = ReadHfShape(dir);
+// Old TensorFlow-converted BERT saves name LayerNorm's weight and bias gamma and beta.
+std::string CanonicalName(const std::string& name) {
+  for (const auto& [old, now] : {std::pair{"LayerNorm.gamma", "LayerNorm.weight"},
+                                 std::pair{"LayerNorm.beta", "LayerNorm.bias"}}) {
+    if (EndsWith(name, old)) return name.substr(0, name.size() - std::strlen(old)) + now;
+  }
+  return name;
+}
+
+void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, uint64_t head_seed) {
+  const Shape s = ReadHfShape(dir, layout.shape().head);
   if (!(s == layout.shape())) {
     throw InputError(
         fmt::format("'{}' has shape {}, expected {}", dir, s.ToString(), layout.shape().ToString()),
@@ -305,30 +330,62 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params) {
   const Family& family = FamilyOf(s.arch);
   Weights w(dir);
   const std::vector<Placed> placed = Placements(layout);
-  // The prefix some saves have (GPT2Model vs GPT2LMHeadModel): taken if the first tensor has it.
+  // The file's names, old spellings read as today's: canonical -> as stored.
+  std::map<std::string, std::string> stored;
+  for (const auto& entry : w.Names()) stored[CanonicalName(entry.second)] = entry.second;
+  // The prefix some saves have (GPT2Model vs GPT2LMHeadModel, BertModel vs
+  // BertForQuestionAnswering): taken if the first tensor has it. Heads never have it.
   const std::string optional = family.hf_optional_prefix;
   const std::string prefix =
-      !optional.empty() && w.Find(optional + placed.front().name).second ? optional : "";
+      !optional.empty() && stored.count(optional + placed.front().name) ? optional : "";
+  auto full_name = [&](const Placed& p) { return p.head ? p.name : prefix + p.name; };
   std::set<std::string> wanted;
-  for (const Placed& p : placed) wanted.insert(prefix + p.name);
+  for (const Placed& p : placed) wanted.insert(full_name(p));
+  std::vector<std::string> dropped;
   for (const auto& entry : w.Names()) {
     // (clang 14 cannot capture a structured binding in the lambda below)
-    const std::string &file = entry.first, &name = entry.second;
+    const std::string &file = entry.first, &name = CanonicalName(entry.second);
     if (wanted.count(name) || (name == kTiedHeadName && !layout.has(kLmHead))) continue;
+    auto has_suffix = [&](const char* sfx) { return EndsWith(name, sfx); };
     if (std::any_of(family.hf_ignored_suffixes.begin(), family.hf_ignored_suffixes.end(),
-                    [&](const char* sfx) { return EndsWith(name, sfx); }))
+                    has_suffix))
       continue;
+    auto under = [&](const char* pfx) { return name.rfind(pfx, 0) == 0; };
+    if (std::any_of(family.hf_dropped_prefixes.begin(), family.hf_dropped_prefixes.end(), under)) {
+      dropped.push_back(name);
+      continue;
+    }
     throw InputError(fmt::format("safetensors file '{}' holds tensor '{}', which is not part of "
                                  "a {} of config.json's shape ({})",
                                  file, name, family.hf_architecture, s.ToString()),
                      "pass the save of a " + std::string(family.hf_architecture) +
                          " whose config.json matches its weights");
   }
+  if (!dropped.empty()) {
+    log::Info("{}: {} tensor(s) of other heads not used by this {} model (as transformers "
+                "drops them when fine-tuning): {}{}",
+                dir, dropped.size(), HeadName(s.head), fmt::join(dropped.begin(),
+                dropped.begin() + std::min<std::size_t>(dropped.size(), 4), ", "),
+                dropped.size() > 4 ? ", ..." : "");
+  }
   std::fill(params, params + layout.total(), 0.0f);  // padding rows
   std::vector<float> buf;
+  std::vector<std::string> initialized;
   for (const Placed& p : placed) {
-    Read(w, prefix + p.name, p.shape, buf);
+    const std::string name = full_name(p);
+    if (p.head && !stored.count(name)) {
+      // A pretrained body without this task's head: a new head, as transformers makes one.
+      RandomInitTensor(layout, p.t, head_seed, params);
+      initialized.push_back(name);
+      continue;
+    }
+    Read(w, stored.count(name) ? stored[name] : name, p.shape, buf);
     ToOurs(p, buf.data(), params + layout.offset(p.t, p.layer));
+  }
+  if (!initialized.empty()) {
+    log::Info("{}: no {} in the weights: newly initialized (normal(0, 0.02), zero bias), to be "
+                "trained by this task",
+                dir, fmt::join(initialized, ", "));
   }
   // A tied head saved anyway must be the embedding.
   if (!layout.has(kLmHead) && w.Find(kTiedHeadName).second) {
@@ -352,7 +409,7 @@ std::string HfConfigJson(const Shape& s) { return FamilyOf(s.arch).to_hf_config(
 std::vector<HfTensorData> ToHfTensors(const ParamLayout& layout, const float* flat) {
   std::vector<HfTensorData> out;
   for (const Placed& p : Placements(layout)) {
-    HfTensorData d{p.name, p.shape, std::vector<float>(p.rows * p.cols)};
+    HfTensorData d{p.name, p.shape, std::vector<float>(p.rows * p.cols), p.head};
     ToHf(p, flat + layout.offset(p.t, p.layer), d.data.data());
     out.push_back(std::move(d));
   }
@@ -365,7 +422,8 @@ void ExportHf(const std::string& dir, const ParamLayout& layout, const float* pa
   const std::string prefix = FamilyOf(s.arch).hf_optional_prefix;  // the LM-head model's names
   const std::vector<HfTensorData> tensors = ToHfTensors(layout, params);
   std::vector<SafeTensorOut> out;
-  for (const HfTensorData& t : tensors) out.push_back({prefix + t.name, t.shape, t.data.data()});
+  for (const HfTensorData& t : tensors)
+    out.push_back({t.head ? t.name : prefix + t.name, t.shape, t.data.data()});
   // Weights first, config.json last: a directory whose export was interrupted has no new
   // config.json beside half-written weights (each file is itself atomic).
   WriteSafetensors((fs::path(dir) / kHfWeightsFile).string(), std::move(out), {{"format", "pt"}});

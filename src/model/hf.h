@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +29,16 @@ bool IsHfDir(const std::string& path);
 // The model's shape from <dir>/config.json. Throws InputError naming the key of a config this
 // engine cannot run (an unknown model_type, an activation or option no family has, ...), and
 // when the directory has no weights.
-Shape ReadHfShape(const std::string& dir);
+// head: an encoder's task head to read it with (its checkpoint may have been saved with another
+// head, or none: a pretraining checkpoint); unset: the head its architectures name.
+Shape ReadHfShape(const std::string& dir, std::optional<Head> head = std::nullopt);
 
 // Loads the weights of <dir> into params (layout.total() floats); config.json's shape must be
-// layout.shape(). Padding rows are zero.
-void LoadHf(const std::string& dir, const ParamLayout& layout, float* params);
+// layout.shape(). Padding rows are zero. An encoder's task head that the weights lack (a
+// pretrained body) is initialized from head_seed as RandomInit does, with a note; other heads'
+// tensors (family.h, hf_dropped_prefixes) are dropped with a note.
+void LoadHf(const std::string& dir, const ParamLayout& layout, float* params,
+            uint64_t head_seed = 0);
 
 // Writes dir/model.safetensors (F32, metadata {"format": "pt"}) and then dir/config.json;
 // creates dir if needed.
@@ -45,9 +51,10 @@ std::string HfConfigJson(const Shape& shape);
 // shapes as ExportHf writes them, data copied out (q/k/v and gate/up split, Conv1D transposed,
 // padding rows dropped).
 struct HfTensorData {
-  std::string name;
+  std::string name;  // without the family's optional prefix
   std::vector<std::uint64_t> shape;
   std::vector<float> data;
+  bool head = false;  // a task head's (saved without the prefix)
 };
 std::vector<HfTensorData> ToHfTensors(const ParamLayout& layout, const float* flat);
 

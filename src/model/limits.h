@@ -18,6 +18,8 @@ inline constexpr int kMaxVocab = 1 << 22;   // V, and Vp
 inline constexpr int kMaxChannels = 65536;  // C (and NH <= C)
 inline constexpr int kMaxLayers = 4096;     // L
 inline constexpr int kMaxSeqLen = 65536;    // maxT
+inline constexpr int kMaxTypes = 1024;      // token types (BERT: 2)
+inline constexpr int kMaxLabels = 65536;    // classes of a classification head
 inline constexpr std::uint64_t kMaxParams = std::uint64_t{1} << 40;
 
 }  // namespace cputrain::model

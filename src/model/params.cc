@@ -140,40 +140,58 @@ double Normal(uint64_t seed, uint64_t stream, uint64_t index) {
 
 }  // namespace
 
+namespace {
+
+// Tensor `row` of the table, copy l: its elements [b, e) as RandomInit makes them.
+void InitRange(const ParamLayout& layout, std::size_t row, int l, uint64_t seed, float* p,
+               std::size_t b, std::size_t e) {
+  const TensorInfo& info = layout.tensors()[row];
+  const double residual_std = 0.02 / std::sqrt(2.0 * layout.shape().L);
+  // Real elements: all, except padding rows (the vocabulary's), which stay 0.
+  const std::size_t real =
+      info.real_rows ? info.real_rows * (info.numel / info.shape[0]) : info.numel;
+  const uint64_t stream = static_cast<uint64_t>(row) * 4096 + l;
+  for (std::size_t i = b; i < e; ++i) {
+    double v = 0;
+    switch (info.init) {
+      case Init::kNormal:
+        v = i < real ? 0.02 * Normal(seed, stream, i) : 0.0;
+        break;
+      case Init::kResidualNormal:
+        v = i < real ? residual_std * Normal(seed, stream, i) : 0.0;
+        break;
+      case Init::kZeros:
+        v = 0;
+        break;
+      case Init::kOnes:
+        v = 1;
+        break;
+    }
+    p[i] = static_cast<float>(v);
+  }
+}
+
+}  // namespace
+
 void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params) {
-  const Shape& s = layout.shape();
-  const double residual_std = 0.02 / std::sqrt(2.0 * s.L);
   const std::vector<TensorInfo>& table = layout.tensors();
   for (std::size_t row = 0; row < table.size(); ++row) {
     const TensorInfo& info = table[row];
-    const int copies = info.per_layer ? s.L : 1;
-    // Real elements: all, except padding rows (the vocabulary's), which stay 0.
-    const std::size_t real =
-        info.real_rows ? info.real_rows * (info.numel / info.shape[0]) : info.numel;
-    for (int l = 0; l < copies; ++l) {
+    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l) {
       float* p = params + layout.offset(info.t, l);
-      const uint64_t stream = static_cast<uint64_t>(row) * 4096 + l;
       pool.ParallelFor(info.numel, [&](std::size_t b, std::size_t e, int) {
-        for (std::size_t i = b; i < e; ++i) {
-          double v = 0;
-          switch (info.init) {
-            case Init::kNormal:
-              v = i < real ? 0.02 * Normal(seed, stream, i) : 0.0;
-              break;
-            case Init::kResidualNormal:
-              v = i < real ? residual_std * Normal(seed, stream, i) : 0.0;
-              break;
-            case Init::kZeros:
-              v = 0;
-              break;
-            case Init::kOnes:
-              v = 1;
-              break;
-          }
-          p[i] = static_cast<float>(v);
-        }
+        InitRange(layout, row, l, seed, p, b, e);
       });
     }
+  }
+}
+
+void RandomInitTensor(const ParamLayout& layout, Tensor t, uint64_t seed, float* params) {
+  const std::vector<TensorInfo>& table = layout.tensors();
+  for (std::size_t row = 0; row < table.size(); ++row) {
+    if (table[row].t != t) continue;
+    for (int l = 0; l < (table[row].per_layer ? layout.shape().L : 1); ++l)
+      InitRange(layout, row, l, seed, params + layout.offset(t, l), 0, table[row].numel);
   }
 }
 

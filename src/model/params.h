@@ -35,6 +35,11 @@ namespace cputrain::model {
 //   kFcw/b    MLP input: (F, C), or (2F, C) as gate|up for a gated MLP (SwiGLU)
 //   kFcprojw/b   MLP output (C, F)               kLnfw/b   the final norm
 //   kLmHead   an untied LM head (Vp, C); absent when the head is kWte
+// and the encoder families' (BERT, DistilBERT; post-norm blocks: kLn1 follows attention's
+// residual add, kLn2 the MLP's):
+//   kWtt      token-type embedding (types, C)    kLnEw/b   the norm of the embeddings' sum
+//   kPoolw/b  BERT's pooler over [CLS] (C, C)    kHeadw/b  the task head: (2, C) start|end for
+//                                                          question answering, (labels, C)
 enum Tensor : int {
   kWte,
   kWpe,
@@ -53,6 +58,13 @@ enum Tensor : int {
   kLnfw,
   kLnfb,
   kLmHead,
+  kWtt,
+  kLnEw,
+  kLnEb,
+  kPoolw,
+  kPoolb,
+  kHeadw,
+  kHeadb,
   kNumTensors
 };
 
@@ -133,5 +145,8 @@ std::string DescribeParam(const ParamLayout& layout, std::size_t i);
 // (seed, tensor row, layer, index), so the result does not depend on the pool size. Padding rows
 // are 0.
 void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params);
+// Tensor t's copies only, with the values RandomInit gives them, on the calling thread (a task
+// head a checkpoint lacks).
+void RandomInitTensor(const ParamLayout& layout, Tensor t, uint64_t seed, float* params);
 
 }  // namespace cputrain::model

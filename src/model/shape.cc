@@ -19,18 +19,48 @@ Arch ArchFromName(const std::string& name) {
   throw InputError(fmt::format("unknown model family '{}'", name), "use one of: " + FamilyNames());
 }
 
+namespace {
+constexpr const char* kHeadNames[] = {"lm", "qa", "classify"};
+}  // namespace
+
+const char* HeadName(Head h) { return kHeadNames[static_cast<int>(h)]; }
+
+Head HeadFromName(const std::string& name) {
+  for (int i = 0; i < 3; ++i)
+    if (name == kHeadNames[i]) return static_cast<Head>(i);
+  throw InputError(fmt::format("unknown model head '{}'", name), "use one of: lm, qa, classify");
+}
+
 bool Shape::operator==(const Shape& o) const {
   return maxT == o.maxT && V == o.V && Vp == o.Vp && L == o.L && NH == o.NH && C == o.C &&
          arch == o.arch && kv_heads() == o.kv_heads() && ffn() == o.ffn() &&
          norm_eps == o.norm_eps && rope_theta == o.rope_theta && rope_scaling == o.rope_scaling &&
-         tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias;
+         tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias && types == o.types &&
+         head == o.head && labels == o.labels;
 }
 
 int Shape::mlp_in_width() const { return FamilyOf(arch).kind.swiglu ? 2 * ffn() : ffn(); }
 
+int Shape::head_width() const {
+  switch (head) {
+    case Head::kLm:
+      return Vp;
+    case Head::kSpan:
+      return 2;
+    case Head::kClassify:
+      return labels;
+  }
+  return 0;
+}
+
 std::string Shape::ToString() const {
   std::string s = fmt::format("L={} C={} NH={} V={} (padded {}) maxT={}", L, C, NH, V, Vp, maxT);
   if (arch == Arch::kGpt2) return s;  // GPT-2's shape is these six
+  if (encoder()) {
+    s += fmt::format(" {} F={} types={} head={}", ArchName(arch), ffn(), types, HeadName(head));
+    if (head == Head::kClassify) s += fmt::format(" labels={}", labels);
+    return s;
+  }
   s += fmt::format(" {} NKV={} F={}", ArchName(arch), kv_heads(), ffn());
   if (!tied) s += " untied";
   return s;
@@ -72,6 +102,22 @@ std::string Shape::Problem() const {
   }
   if (arch == Arch::kGpt2 && (kv_heads() != NH || ffn() != 4 * C || !tied)) {
     return "GPT-2 has NKV = NH, F = 4C and a tied head";
+  }
+  if (encoder() != (head != Head::kLm)) {
+    return encoder() ? fmt::format("{} runs with a task head (qa or classify), not an LM head",
+                                   ArchName(arch))
+                     : fmt::format("{} runs with its LM head only", ArchName(arch));
+  }
+  if (encoder() && kv_heads() != NH) return "BERT-style encoders have NKV = NH";
+  if (types < 0 || types > kMaxTypes) {
+    return fmt::format("the token types are {}: they must be in [0, {}]", types, kMaxTypes);
+  }
+  if (arch == Arch::kBert && types < 1) return "BERT has at least one token type";
+  if (head == Head::kClassify && (labels < 1 || labels > kMaxLabels)) {
+    return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
+  }
+  for (float p : {hidden_dropout, attn_dropout, head_dropout}) {
+    if (!(p >= 0 && p < 1)) return fmt::format("a dropout probability is {}: it must be in [0, 1)", p);
   }
   if (head_size() % 2 != 0 && FamilyOf(arch).kind.rope) {
     return fmt::format("the head size C/NH = {} is odd: rotary embeddings need it even",
@@ -119,7 +165,13 @@ nlohmann::json ShapeToJson(const Shape& s) {
             {"original_max_position", r.original_max_position}}},
           {"tied", s.tied},
           {"attn_bias", s.attn_bias},
-          {"mlp_bias", s.mlp_bias}};
+          {"mlp_bias", s.mlp_bias},
+          {"types", s.types},
+          {"head", HeadName(s.head)},
+          {"labels", s.labels},
+          {"hidden_dropout", s.hidden_dropout},
+          {"attn_dropout", s.attn_dropout},
+          {"head_dropout", s.head_dropout}};
 }
 
 Shape ShapeFromJson(const nlohmann::json& j) {
@@ -145,6 +197,13 @@ Shape ShapeFromJson(const nlohmann::json& j) {
   s.tied = j.at("tied").get<bool>();
   s.attn_bias = j.at("attn_bias").get<bool>();
   s.mlp_bias = j.at("mlp_bias").get<bool>();
+  if (!j.contains("head")) return s;  // from before the encoder families
+  s.types = j.at("types").get<int>();
+  s.head = HeadFromName(j.at("head").get<std::string>());
+  s.labels = j.at("labels").get<int>();
+  s.hidden_dropout = j.at("hidden_dropout").get<float>();
+  s.attn_dropout = j.at("attn_dropout").get<float>();
+  s.head_dropout = j.at("head_dropout").get<float>();
   return s;
 }
 

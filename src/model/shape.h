@@ -11,10 +11,20 @@
 namespace cputrain::model {
 
 // The model families the engine runs (family.h has one table each).
-enum class Arch : int { kGpt2 = 0, kLlama = 1 };
-// "gpt2", "llama"; and back (InputError naming the valid names).
+enum class Arch : int { kGpt2 = 0, kLlama = 1, kBert = 2, kDistilBert = 3 };
+// "gpt2", "llama", "bert", "distilbert"; and back (InputError naming the valid names).
 const char* ArchName(Arch a);
 Arch ArchFromName(const std::string& name);
+
+// What the model's last layer computes: next-token logits (the LM head; decoder families), or a
+// task head over an encoder (BERT, DistilBERT): kSpan, extractive question answering's start and
+// end logits per position (Hugging Face's *ForQuestionAnswering: one Linear(C, 2)); kClassify,
+// one label per sequence (*ForSequenceClassification: BERT's tanh pooler over [CLS], then
+// Linear(C, labels)).
+enum class Head : int { kLm = 0, kSpan = 1, kClassify = 2 };
+// "lm", "qa", "classify"; and back.
+const char* HeadName(Head h);
+Head HeadFromName(const std::string& name);
 
 // Rotary embeddings' frequency scaling (Hugging Face's rope_scaling): none, or Llama 3.1's
 // "llama3" (low frequencies divided by factor, high ones kept, a smooth ramp between).
@@ -44,6 +54,13 @@ struct Shape {
   bool tied = true;       // the LM head is the token embedding
   bool attn_bias = true;  // q/k/v and attention-output biases (GPT-2: yes; Llama: config)
   bool mlp_bias = true;   // MLP biases
+  int types = 0;          // token types (BERT's type_vocab_size; 0: the family has none)
+  Head head = Head::kLm;
+  int labels = 0;  // classes of a kClassify head
+  // Dropout probabilities while training (Hugging Face's hidden_dropout_prob,
+  // attention_probs_dropout_prob, DistilBERT's qa_dropout / seq_classif_dropout): how the model
+  // is trained, not what it is, so == ignores them; 0 in evaluation.
+  float hidden_dropout = 0, attn_dropout = 0, head_dropout = 0;
 
   static int PadVocab(int V) { return (V + 127) / 128 * 128; }
   int kv_heads() const { return NKV > 0 ? NKV : NH; }
@@ -53,6 +70,10 @@ struct Shape {
   int qkv_width() const { return (NH + 2 * kv_heads()) * head_size(); }
   // Width of the MLP's input product: F, or 2F (gate|up) for the family's gated MLP (SwiGLU).
   int mlp_in_width() const;
+  // Columns of the head's output per position (kLm: Vp, kSpan: 2) or per sequence (kClassify:
+  // labels).
+  int head_width() const;
+  bool encoder() const { return arch == Arch::kBert || arch == Arch::kDistilBert; }
 
   // Equal models: NKV 0 and NH (F 0 and 4C) are the same model.
   bool operator==(const Shape& o) const;

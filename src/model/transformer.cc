@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "model/family.h"
 #include "model/limits.h"
+#include "model/net.h"
 
 namespace cputrain::model {
 namespace {
@@ -48,8 +49,13 @@ Activations::Activations(const Shape& shape, int B, int T, int threads)
   Bind(nullptr, nullptr);  // computes total_ with a null base
 }
 
+std::size_t Activations::TokenInts(const Shape& s, int B, int T) {
+  const std::size_t rows = static_cast<std::size_t>(B);
+  return 2 * rows * T + (s.encoder() ? 3 * rows : 0);
+}
+
 void Activations::Bind(float* base, int* tokens) {
-  const DecoderKind& kind = FamilyOf(shape_.arch).kind;
+  const BlockKind& kind = FamilyOf(shape_.arch).kind;
   const std::size_t N = static_cast<std::size_t>(B_) * T_, C = shape_.C;
   const std::size_t Q = shape_.qkv_width(), F = shape_.ffn(), Fin = shape_.mlp_in_width();
   const std::size_t rope =
@@ -70,6 +76,11 @@ void Activations::Bind(float* base, int* tokens) {
   auto take_if = [&](bool has, std::size_t n) { return has ? take(n) : nullptr; };
   inputs = tokens;
   targets = tokens ? tokens + N : nullptr;
+  const bool enc = kind.encoder;
+  types = enc ? targets : nullptr;
+  lengths = enc && tokens ? tokens + 2 * N : nullptr;
+  starts = enc && tokens ? lengths + B_ : nullptr;
+  ends = enc && tokens ? starts + B_ : nullptr;
   encoded = take(N * C);
   layers.assign(shape_.L, Layer{});
   for (Layer& l : layers) {
@@ -92,9 +103,9 @@ void Activations::Bind(float* base, int* tokens) {
   lnf = take(N * C);
   lnf_mean = take_if(!kind.rms_norm, N);
   lnf_rstd = take(N);
-  logits = take(N * shape_.Vp);
-  lse = take(N);
-  losses = take(N);
+  logits = take(N * shape_.head_width());
+  lse = take(std::max<std::size_t>(N, 2 * B_));
+  losses = take(std::max<std::size_t>(N, 2 * B_));
   dresidual = take(N * C);
   dln = take(N * C);
   datty = take(N * C);
@@ -105,6 +116,9 @@ void Activations::Bind(float* base, int* tokens) {
   dfch_act = take_if(kind.swiglu, N * F);
   rope_cos = take_if(kind.rope, rope);
   rope_sin = take_if(kind.rope, rope);
+  emb = take_if(enc, N * C);
+  emb_mean = take_if(enc, N);
+  emb_rstd = take_if(enc, N);
   rope_ready = false;
   total_ = off;
 }
@@ -132,40 +146,14 @@ KvCache::KvCache(const Shape& s, int threads)
       v(k.size()),
       scratch(static_cast<std::size_t>(threads) * s.maxT) {}  // AttentionDecode's
 
-namespace {
-
-// What Forward and Backward share: the shape, the family's kind of block, the widths, and the
-// tensors of one flat buffer.
-struct Net {
-  Net(const ParamLayout& layout, int B, int T)
-      : layout(layout),
-        s(layout.shape()),
-        kind(FamilyOf(s.arch).kind),
-        C(s.C),
-        NH(s.NH),
-        KV(s.kv_heads()),
-        hs(s.head_size()),
-        Q(s.qkv_width()),
-        F(s.ffn()),
-        Fin(s.mlp_in_width()),
-        N(static_cast<std::size_t>(B) * T) {}
-  // Tensor t's copy for layer l in `flat`, or null if the family has no such tensor (a bias).
-  template <class P>
-  P* At(P* flat, Tensor t, int l = 0) const {
-    return t < kNumTensors && layout.has(t) ? flat + layout.offset(t, l) : nullptr;
-  }
-  const ParamLayout& layout;
-  const Shape& s;
-  const DecoderKind& kind;
-  const int C, NH, KV, hs, Q, F, Fin;
-  const std::size_t N;
-};
-
-}  // namespace
 
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
                int B, int T, bool with_loss, const Bf16Operands* bf16, KvCache* cache) {
   namespace k = kernels;
+  if (layout.shape().encoder()) {
+    CPUTRAIN_CHECK(cache == nullptr, "an encoder has no KV cache");
+    return EncoderForwardPass(pool, layout, params, a, B, T, with_loss, bf16);
+  }
   const Net n(layout, B, T);
   const Shape& s = n.s;
   const int C = n.C;
@@ -265,6 +253,10 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
               Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
               bool accumulate, const Bf16Operands* bf16) {
   namespace k = kernels;
+  if (layout.shape().encoder()) {
+    EncoderBackwardPass(pool, layout, params, grads, a, B, T, dloss, on_ready, accumulate, bf16);
+    return;
+  }
   const bool acc = accumulate;
   const Net n(layout, B, T);
   const Shape& s = n.s;
@@ -347,10 +339,15 @@ double TrainFlopsPerToken(const Shape& s, int T) {
   // 12 C^2 for GPT-2 — plus V C in the LM head; attention scores and values: 12 L T C (PaLM,
   // appendix B; counted without the causal mask, as usual). Embeddings, norms, activations and
   // softmax are not counted. The same formula is applied to PyTorch in the benchmarks.
+  // An encoder's head: a span head's 2 x C per position; a classifier's (C + labels) x C per
+  // sequence, counted per token as a share of T.
   const int fin = s.mlp_in_width();
-  const double L = s.L, C = s.C, V = s.V;
+  const double L = s.L, C = s.C;
+  const double head = s.head == Head::kLm     ? static_cast<double>(s.V)
+                      : s.head == Head::kSpan ? 2.0
+                                              : (C + s.labels) / std::max(T, 1);
   const double block = C * s.qkv_width() + C * C + C * fin + static_cast<double>(s.ffn()) * C;
-  return 6.0 * (L * block + V * C) + 12.0 * L * T * C;
+  return 6.0 * (L * block + head * C) + 12.0 * L * T * C;
 }
 
 }  // namespace cputrain::model

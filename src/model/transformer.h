@@ -37,7 +37,10 @@ class Activations {
   std::size_t floats() const { return total_; }
   int B() const { return B_; }
   int T() const { return T_; }
-  // Points the views at `base` (floats() floats) and `tokens` (2*B*T ints: inputs, targets).
+  // The ints `tokens` holds for B rows of T: 2*B*T (inputs, targets) for a decoder; an encoder's
+  // inputs and token types (in the targets' place), then 3*B: each row's length and labels.
+  static std::size_t TokenInts(const Shape& s, int B, int T);
+  // Points the views at `base` (floats() floats) and `tokens` (TokenInts ints).
   void Bind(float* base, int* tokens);
   // Under ASan, poisons the padding and red zone after every view of the bound buffer (see
   // above); a no-op otherwise, or when nothing is bound. The memory is unpoisoned when it is
@@ -47,8 +50,18 @@ class Activations {
   // Widths: Q = shape.qkv_width() (3C without GQA), F = shape.ffn() (4C for GPT-2), Fin the
   // MLP input product's (F, or 2F for a gated MLP: gate|up). RMSNorm leaves the means empty.
   int* inputs = nullptr;     // (B,T)
-  int* targets = nullptr;    // (B,T)
-  float* encoded = nullptr;  // (B,T,C)
+  int* targets = nullptr;    // (B,T) next tokens (decoders)
+  // Encoders. types: (B,T) token types (the targets' memory; the families without types
+  // ignore it); lengths (B): row b's first lengths[b] positions are real, the rest padding,
+  // which every position's attention skips (Hugging Face's right-padded attention_mask);
+  // starts, ends (B): a span head's answer positions (T or more: ignored), a classifier's label
+  // in starts.
+  int* types = nullptr;
+  int* lengths = nullptr;
+  int* starts = nullptr;
+  int* ends = nullptr;
+  float* encoded = nullptr;  // (B,T,C): the embeddings (an encoder's after their norm and dropout)
+  float *emb, *emb_mean, *emb_rstd;  // (B,T,C) (B,T) (B,T): an encoder's sum before its norm
   struct Layer {
     float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)
     float* qkv;                        // (B,T,Q), after the rotary embedding if any
@@ -64,9 +77,19 @@ class Activations {
   };
   std::vector<Layer> layers;
   float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
-  float* logits;                     // (B,T,Vp); overwritten by dlogits in backward
-  float* lse;                        // (B,T) log-sum-exp of each row of logits
-  float* losses;                     // (B,T)
+  // An encoder's lnf is the head's input: the last block's output after the head's dropout.
+  float* logits;  // (B,T,Vp); a span head's (B,T,2); overwritten by dlogits in backward
+  float* lse;     // (B,T) log-sum-exp of each row of logits; a span head's (B,2)
+  float* losses;  // (B,T); a span head's (B,2): start, end
+  // Dropout while training (Shape's probabilities; encoders): off in evaluation. Each site's
+  // mask is a pure function of (seed, layer, site, global element index), so any placement
+  // drops the same elements: row0 is this buffer's first row in the global batch. The trainer
+  // sets seed per step and micro-batch.
+  struct Dropout {
+    bool on = false;
+    uint64_t seed = 0;
+    uint64_t row0 = 0;
+  } dropout;
   // backward scratch
   float* dresidual;            // (B,T,C): the residual stream's gradient, flowing down the blocks
   float* dln;                  // (B,T,C)

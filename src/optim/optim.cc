@@ -11,6 +11,16 @@ namespace cputrain::optim {
 
 double LearningRate(const OptimConfig& c, int step, int steps) {
   if (c.schedule == Schedule::kConstant) return c.lr;
+  if (c.schedule == Schedule::kLinear) {
+    // transformers' get_linear_schedule_with_warmup, its double arithmetic in its order: step 0
+    // of a warmup trains at lr 0.
+    const double factor =
+        step < c.warmup_steps
+            ? static_cast<double>(step) / static_cast<double>(std::max(1, c.warmup_steps))
+            : std::max(0.0, static_cast<double>(steps - step) /
+                                static_cast<double>(std::max(1, steps - c.warmup_steps)));
+    return c.lr * factor;
+  }
   if (step < c.warmup_steps) return c.lr * (step + 1) / c.warmup_steps;
   const double progress =
       static_cast<double>(step - c.warmup_steps) / static_cast<double>(steps - c.warmup_steps);

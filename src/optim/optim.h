@@ -15,8 +15,8 @@
 
 namespace cputrain::optim {
 
-// lr(s) for 0-based step s of `steps` (docs/config.md): constant, or linear warmup then cosine
-// decay from lr to min_lr.
+// lr(s) for 0-based step s of `steps` (docs/config.md): constant; linear warmup then cosine
+// decay from lr to min_lr; or Hugging Face's linear warmup from 0 and linear decay to 0.
 double LearningRate(const OptimConfig& c, int step, int steps);
 
 struct AdamWStep {

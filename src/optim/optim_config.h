@@ -4,7 +4,8 @@
 
 namespace cputrain {
 
-enum class Schedule { kConstant, kCosine };
+// kLinear: Hugging Face's get_linear_schedule_with_warmup (the Trainer's default).
+enum class Schedule { kConstant, kCosine, kLinear };
 
 struct OptimConfig {
   double lr = 3e-4;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "data/token_file.h"
+#include "train/rows.h"
 
 namespace cputrain::train {
 
@@ -83,6 +84,24 @@ class WindowOrder {
   uint64_t seed_;
   uint64_t epoch_ = UINT64_MAX;  // the epoch perm_ holds
   std::vector<std::size_t> perm_;
+};
+
+// Token files read as windows of B rows of T (batches.h), in WindowOrder's order.
+class LmRows final : public RowSource {
+ public:
+  LmRows(TokenWindows windows, bool shuffle, uint64_t seed);
+  std::size_t windows() const override { return windows_.windows(); }
+  uint64_t EpochOf(uint64_t p) const override { return order_.EpochOf(p); }
+  void Plan(uint64_t p, int k) override;
+  void LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const override;
+  std::vector<ShardRecord> Identity() const override;
+  std::string Describe() const override;
+  const TokenWindows& token_windows() const { return windows_; }
+
+ private:
+  TokenWindows windows_;
+  WindowOrder order_;
+  std::vector<std::size_t> planned_;  // the step's windows
 };
 
 }  // namespace cputrain::train

@@ -50,7 +50,7 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
     grp.m = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
     grp.v = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
     grp.acts = alloc::NodeBuffer<float>(grp.node, grp.act->floats());
-    grp.tokens = alloc::NodeBuffer<int>(grp.node, 2 * static_cast<std::size_t>(rows) * T);
+    grp.tokens = alloc::NodeBuffer<int>(grp.node, model::Activations::TokenInts(shape, rows, T));
     grp.scalars = alloc::NodeBuffer<float>(grp.node, 16);
     grp.act->Bind(grp.acts.data(), grp.tokens.data());
     if (bf16) {

@@ -15,19 +15,6 @@ namespace cputrain::train {
 namespace fs = std::filesystem;
 namespace {
 
-std::string AbsolutePath(const std::string& p) {
-  std::error_code ec;
-  fs::path a = fs::weakly_canonical(fs::absolute(p), ec);
-  return ec ? fs::absolute(p).lexically_normal().string() : a.string();
-}
-
-std::vector<ShardRecord> Shards(const TokenWindows& train) {
-  std::vector<ShardRecord> v;
-  for (std::size_t i = 0; i < train.shard_count(); ++i)
-    v.push_back({AbsolutePath(train.shard(i).path()), train.shard(i).size()});
-  return v;
-}
-
 std::string Describe(const std::vector<ShardRecord>& shards) {
   if (shards.size() == 1) return fmt::format("{} ({} tokens)", shards[0].path, shards[0].tokens);
   uint64_t tokens = 0;
@@ -153,7 +140,7 @@ std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer) {
 }
 
 void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape,
-                    const TokenWindows& train) {
+                    const RowSource& train) {
   const model::Shape& s = from.state.shape;
   CheckInt(from, "model.layers", s.L, shape.L);
   CheckInt(from, "model.channels", s.C, shape.C);
@@ -162,7 +149,7 @@ void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Sha
   CheckInt(from, "model.max_seq_len", s.maxT, shape.maxT);
   CheckInt(from, "data.batch_size", from.state.batch_size, cfg.data.batch_size);
   CheckInt(from, "data.seq_len", from.state.seq_len, cfg.data.seq_len);
-  const std::vector<ShardRecord> now = Shards(train);
+  const std::vector<ShardRecord> now = train.Identity();
   if (now != from.state.shards) {
     // The first shard that differs, or the count, says what changed.
     std::size_t i = 0;
@@ -187,7 +174,7 @@ void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Sha
 }
 
 TrainState StateAt(const Config& cfg, const model::Shape& shape, int step, int skipped_steps,
-                   const TokenWindows& train, DataPosition pos, double lr) {
+                   const RowSource& train, DataPosition pos, double lr) {
   TrainState s;
   s.step = step;
   s.skipped_steps = skipped_steps;
@@ -201,7 +188,7 @@ TrainState StateAt(const Config& cfg, const model::Shape& shape, int step, int s
   s.config_hash = comm::Hash64(yaml.data(), yaml.size());
   s.lr = lr;
   s.shape = shape;
-  s.shards = Shards(train);
+  s.shards = train.Identity();
   s.batch_size = cfg.data.batch_size;
   s.seq_len = cfg.data.seq_len;
   return s;

@@ -14,7 +14,7 @@
 
 #include "config/config.h"
 #include "model/transformer.h"
-#include "train/batches.h"
+#include "train/rows.h"
 #include "train/train_state.h"
 
 namespace cputrain::train {
@@ -29,9 +29,9 @@ struct ResumePoint {
 std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer);
 
 // Throws InputError naming the first config key that differs from the checkpoint's.
-// `train`: data.train as opened now.
+// `train`: the data as opened now.
 void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape,
-                    const TokenWindows& train);
+                    const RowSource& train);
 
 // Where the data stands after a step: windows read so far and global tokens trained on.
 struct DataPosition {
@@ -41,6 +41,6 @@ struct DataPosition {
 
 // The state to save after `step` steps of this config, trained on `train`.
 TrainState StateAt(const Config& cfg, const model::Shape& shape, int step, int skipped_steps,
-                   const TokenWindows& train, DataPosition pos, double lr);
+                   const RowSource& train, DataPosition pos, double lr);
 
 }  // namespace cputrain::train

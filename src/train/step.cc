@@ -63,7 +63,7 @@ StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> lo
   for (const ReplicaGroup& grp : groups_.all()) loss_sum += grp.loss_sum;
   if (dist_) loss_sum = dist_->SumAcrossRanks(loss_sum);
   const double norm = groups_[0].grad_norm;
-  return {loss_sum / (static_cast<double>(B_) * T_ * accum_), norm,
+  return {loss_sum / (static_cast<double>(B_) * LossUnitsPerRow() * accum_), norm,
           skip_nonfinite && !std::isfinite(norm), groups_[0].timings};
 }
 
@@ -73,7 +73,7 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
   const model::ParamLayout& layout = groups_.layout();
   WorkerPool& pool = *grp.pool;
   // d(mean loss)/d(position loss); with k = 1 the same float as before accumulation existed.
-  const float dloss = 1.0f / (static_cast<float>(B_) * T_ * accum_);
+  const float dloss = 1.0f / (static_cast<float>(B_) * LossUnitsPerRow() * accum_);
   grp.loss_sum = 0;
   grp.timings.forward_ms = grp.timings.backward_ms = 0;
   for (int j = 0; j < accum_; ++j) {

@@ -23,15 +23,11 @@
 
 #include "common/files.h"
 #include "model/transformer.h"
+#include "train/rows.h"
 
 namespace cputrain::train {
 
 // One shard of data.train as the checkpoint saw it.
-struct ShardRecord {
-  std::string path;  // absolute
-  uint64_t tokens = 0;
-  bool operator==(const ShardRecord&) const = default;
-};
 
 struct TrainState {
   int step = 0;           // updates applied or skipped so far: the next step is step + 1

@@ -58,7 +58,8 @@ void CheckExplicitShape(const Config& cfg, const model::Shape& s) {
 model::Shape ModelShape(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from.empty()) {
-    const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(m.init_from));
+    const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(m.init_from),
+                                                      model::HeadFromName(m.head));
     CheckExplicitShape(cfg, s);
     return s;
   }
@@ -123,7 +124,7 @@ nlohmann::json Placement(const ReplicaGroups& groups, const topo::Plan& plan,
 }
 
 void LogStart(const model::Shape& shape, const ReplicaGroups& groups, const topo::Plan& plan,
-              const Config& cfg, int R, const TokenWindows& train) {
+              const Config& cfg, int R, const RowSource& train) {
   const DataConfig& d = cfg.data;
   const std::string procs = R > 1 ? fmt::format("{} processes x ", R) : "";
   const int k = cfg.train.grad_accum_steps;
@@ -132,10 +133,9 @@ void LogStart(const model::Shape& shape, const ReplicaGroups& groups, const topo
                                               static_cast<long long>(k) * d.batch_size * d.seq_len)
                                 : "";
   log::Info(
-      "training {} on {}{} group(s) [{}], B={} T={}{}, {} parameters, {} train windows in {} "
-      "shard(s){}",
-      shape.ToString(), procs, groups.size(), plan.threads_source, d.batch_size, d.seq_len, accum,
-      groups.layout().total(), train.windows(), train.shard_count(), d.shuffle ? ", shuffled" : "");
+      "training {} on {}{} group(s) [{}], B={} T={}{}, {} parameters, {}{}", shape.ToString(),
+      procs, groups.size(), plan.threads_source, d.batch_size, d.seq_len, accum,
+      groups.layout().total(), train.Describe(), d.shuffle ? ", shuffled" : "");
 }
 
 // Any process asked to stop: every process stops after the same step (a signal reaches each at
@@ -156,18 +156,16 @@ struct Run {
         B(c.data.batch_size),
         T(c.data.seq_len),
         k(c.train.grad_accum_steps),
-        micro_windows(static_cast<std::size_t>(k)),
         start(std::chrono::steady_clock::now()) {}
   const Config& cfg;
   comm::Distributed* dist;
-  int R, rank, B, T, k;                    // k micro-batches per step
-  std::vector<std::size_t> micro_windows;  // the train windows of the current step's micro-batches
+  int R, rank, B, T, k;  // k micro-batches per step
   std::chrono::steady_clock::time_point start;
   topo::Topology topology;
   topo::Plan plan;
   model::Shape shape;
-  std::optional<TokenWindows> train, val;
-  std::optional<WindowOrder> order;  // of train
+  std::unique_ptr<RowSource> train;
+  std::optional<TokenWindows> val;
   DataPosition pos;                  // windows read and tokens trained on so far
   int eval_windows = 0;
   std::unique_ptr<RunOutputs> out;
@@ -177,18 +175,26 @@ struct Run {
   int skipped = 0;     // steps skipped so far (train.on_nonfinite: skip_step)
   int first_step = 0;  // the checkpoint's step when resuming: the Stepper counts from there
 
-  // Group g of this process reads `rows` rows of window w from row rank*(B/R) + g*rows.
+  // Group g of this process reads `rows` rows of window w from row rank*(B/R) + g*rows;
+  // evaluation: no dropout.
   auto RowsOf(const TokenWindows& data, std::size_t w) const {
     return [&data, w, row0 = rank * (B / R)](ReplicaGroup& g) {
       data.LoadRows(w, row0 + g.index * g.rows, g.rows, g.act->inputs, g.act->targets);
+      g.act->dropout.on = false;
     };
   }
-  // The same for micro-batch j of a step: window micro_windows[j] of train.
-  auto MicroRows() const {
-    return [this, row0 = rank * (B / R)](ReplicaGroup& g, int j) {
-      train->LoadRows(micro_windows[static_cast<std::size_t>(j)], row0 + g.index * g.rows, g.rows,
-                      g.act->inputs, g.act->targets);
+  // The same for micro-batch j of step s (0-based) of train (as planned), with dropout on: its
+  // masks a function of (model.seed, s, j) and the rows' global index, so every placement and a
+  // resumed run drop the same elements.
+  auto MicroRows(int s) const {
+    return [this, s, row0 = rank * (B / R)](ReplicaGroup& g, int j) {
+      const int first = row0 + g.index * g.rows;
+      train->LoadRows(static_cast<std::size_t>(j), first, g.rows, *g.act);
+      g.act->dropout = {true, DropoutSeed(cfg.model.seed, s, j), static_cast<uint64_t>(first)};
     };
+  }
+  static uint64_t DropoutSeed(uint64_t seed, int step, int micro) {
+    return comm::Hash64(&micro, sizeof(micro), comm::Hash64(&step, sizeof(step), seed));
   }
 };
 
@@ -205,7 +211,8 @@ void InitState(Run& run) {
     if (source.empty()) {
       model::RandomInit(pool, layout, m.seed, params);
     } else {
-      model::LoadCheckpoint(source, layout, params);  // checksum and finite weights checked
+      // checksum and finite weights checked; a new task head initialized from the seed
+      model::LoadCheckpoint(source, layout, params, m.seed);
     }
   });
   if (!run.resume) return;
@@ -272,14 +279,19 @@ void BuildGroups(Run& run) {
 
 // Plans the groups, reads the shape and opens the data (every check that can refuse the run
 // comes before any memory is touched), then builds the groups and their initial state.
-void SetUp(Run& run, Progress progress) {
+void SetUp(Run& run, const TrainOptions& options) {
   const Config& cfg = run.cfg;
   PlanAndShape(run);
   const int G = static_cast<int>(run.plan.groups.size());
-  run.train = TokenWindows::Open(cfg.data.train, "data.train", run.shape.V, run.B, run.T);
-  run.order.emplace(run.train->windows(), cfg.data.shuffle, cfg.data.Seed(cfg.model.seed));
-  run.val = OpenVal(cfg, run.shape.V, &run.eval_windows);
-  run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, progress);
+  if (options.train_rows) {
+    run.train = options.train_rows(run.shape, run.B, run.T);
+  } else {
+    run.train = std::make_unique<LmRows>(
+        TokenWindows::Open(cfg.data.train, "data.train", run.shape.V, run.B, run.T),
+        cfg.data.shuffle, cfg.data.Seed(cfg.model.seed));
+    run.val = OpenVal(cfg, run.shape.V, &run.eval_windows);
+  }
+  run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, options.progress);
   run.resume = FindResumePoint(cfg, run.rank == 0);
   if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train);
   BuildGroups(run);
@@ -303,7 +315,7 @@ EvalRecord Evaluate(Run& run, int after_steps) {
   for (int w = 0; w < run.eval_windows; ++w)
     run.stepper->AddForwardLoss(run.RowsOf(*run.val, w), &sum);
   if (run.dist) sum = run.dist->SumAcrossRanks(sum);
-  return {after_steps, sum / (static_cast<double>(run.eval_windows) * run.B * run.T)};
+  return {after_steps, sum / (static_cast<double>(run.eval_windows) * run.B * run.T)};  // LM only
 }
 
 // Step s (0-based) on the next k windows of the order, timed from the main thread.
@@ -319,15 +331,15 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
                                 cfg.optim.weight_decay,
                                 s + 1 - run.skipped};
   if (run.dist) run.dist->SetStep(s + 1);
-  for (int j = 0; j < run.k; ++j)
-    run.micro_windows[static_cast<std::size_t>(j)] = run.order->At(run.pos.next_window + j);
+  run.train->Plan(run.pos.next_window, run.k);
   if (options.step_probe) options.step_probe(true);
-  const StepResult r = run.stepper->Step(static_cast<uint64_t>(s - run.first_step), run.MicroRows(),
-                                         update, cfg.optim.grad_clip, cfg.train.skip_nonfinite);
+  const StepResult r = run.stepper->Step(static_cast<uint64_t>(s - run.first_step),
+                                         run.MicroRows(s), update, cfg.optim.grad_clip,
+                                         cfg.train.skip_nonfinite);
   if (options.step_probe) options.step_probe(false);
   run.skipped += r.skipped ? 1 : 0;
   const uint64_t step_tokens = static_cast<uint64_t>(run.k) * run.B * run.T;
-  const uint64_t epoch = run.order->EpochOf(run.pos.next_window + run.k - 1);
+  const uint64_t epoch = run.train->EpochOf(run.pos.next_window + run.k - 1);
   run.pos.next_window += static_cast<uint64_t>(run.k);
   run.pos.tokens += step_tokens;
   const auto now = std::chrono::steady_clock::now();
@@ -389,6 +401,16 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
   model::Shape s{m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
                  m.layers,      m.heads,      m.channels};
   s.arch = model::ArchFromName(m.arch);
+  s.head = model::HeadFromName(m.head);
+  if (s.encoder()) {  // BERT-shaped: every bias, post-norm LayerNorm eps from the config
+    s.F = m.ffn_hidden;
+    s.norm_eps = static_cast<float>(m.norm_eps);
+    s.types = s.arch == model::Arch::kBert ? m.token_types : 0;
+    s.tied = false;
+    s.hidden_dropout = static_cast<float>(m.hidden_dropout);
+    s.attn_dropout = static_cast<float>(m.attention_dropout);
+    return s;
+  }
   if (s.arch != model::Arch::kGpt2) {
     s.NKV = m.kv_heads;
     s.F = m.ffn_hidden;
@@ -411,7 +433,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   kernels::InitBlas();
   comm::Distributed* dist = options.dist;
   Run run(cfg, dist);
-  SetUp(run, options.progress);
+  SetUp(run, options);
   RunOutputs& out = *run.out;
   TrainResult result;
   const int first = run.first_step;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "common/stop.h"
 #include "config/config.h"
 #include "model/shape.h"
+#include "train/rows.h"
 
 namespace cputrain::train {
 
@@ -73,6 +75,10 @@ struct TrainOptions {
   // training step: forward, backward, sync, optimizer, allgather — not the logging around it.
   // Tests use it to check that a step allocates nothing after the first.
   std::function<void(bool begin)> step_probe;
+  // The rows to train on, for a model of `shape` and global micro-batches of B rows of T
+  // positions: a task's (question answering's features, src/cli/qa_cmd.cc). Null: data.train's
+  // token files (a language model; data.val is evaluated only then).
+  std::function<std::unique_ptr<RowSource>(const model::Shape& shape, int B, int T)> train_rows;
 };
 
 // Runs the configured training, resuming as train.resume says (train/resume.h); writes

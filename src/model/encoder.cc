@@ -1,0 +1,210 @@
+// The encoder families' forward and backward passes (BERT, DistilBERT; family.h's BlockKind
+// says what an encoder block is): post-norm blocks with bidirectional attention over each row's
+// real positions, dropout where Hugging Face's modeling code has it, and a task head with its
+// loss. Kept beside transformer.cc's decoder rather than inside it: the post-norm order moves
+// every norm and residual add, and the two read more plainly apart.
+#include <algorithm>
+#include <cstdint>
+
+#include "common/error.h"
+#include "kernels/bf16.h"
+#include "kernels/kernels.h"
+#include "model/net.h"
+
+namespace cputrain::model {
+namespace {
+
+// Dropout sites of a layer: 0 after the embeddings (layer -1) or before the head (layer L);
+// 1 attention probabilities, 2 attention output, 3 MLP output.
+enum Site : uint64_t { kEmbOrHead = 0, kAttnProbs = 1, kAttnOut = 2, kMlpOut = 3 };
+
+// The seed of one site's mask from the step's seed (SplitMix64's finalizer over the pair).
+uint64_t SiteSeed(uint64_t seed, int layer, Site site) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(layer + 2) * 4 + site + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// What both passes need: the net, the activations and the dropout of this batch.
+struct Pass {
+  Pass(const ParamLayout& layout, Activations& a, int B, int T)
+      : n(layout, B, T), a(a), B(B), T(T) {}
+  Net n;
+  Activations& a;
+  const int B, T;
+  // Probability p of a site if dropout is on (else 0), with its seed and the global index of
+  // this buffer's first element (row0 times the elements per row).
+  float P(float p) const { return a.dropout.on ? p : 0.f; }
+  uint64_t Seed(int layer, Site site) const { return SiteSeed(a.dropout.seed, layer, site); }
+  uint64_t HiddenOffset() const { return a.dropout.row0 * static_cast<uint64_t>(T) * n.C; }
+  kernels::AttentionOptions Attn(int layer) const {
+    kernels::AttentionOptions o;
+    o.kv_len = a.lengths;
+    o.dropout = P(n.s.attn_dropout);
+    o.dropout_seed = Seed(layer, kAttnProbs);
+    o.dropout_offset = a.dropout.row0 * static_cast<uint64_t>(n.NH) * T * T;
+    return o;
+  }
+  // x (N,C) dropped in place at a hidden site (nothing when p is 0).
+  void Drop(WorkerPool& pool, float* x, float p, int layer, Site site) const {
+    if (p > 0) kernels::DropoutForward(pool, x, x, n.N * n.C, p, Seed(layer, site), HiddenOffset());
+  }
+  // The gradient through that dropout: into out, or dout itself when p is 0.
+  const float* DropBack(WorkerPool& pool, float* out, const float* dout, float p, int layer,
+                        Site site) const {
+    if (!(p > 0)) return dout;
+    kernels::DropoutBackward(pool, out, dout, n.N * n.C, p, Seed(layer, site), HiddenOffset());
+    return out;
+  }
+};
+
+void Zero(WorkerPool& pool, float* x, std::size_t n) {
+  pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) { std::fill(x + b, x + e, 0.f); });
+}
+
+}  // namespace
+
+double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
+                          Activations& a, int B, int T, bool with_loss, const Bf16Operands* bf16) {
+  namespace k = kernels;
+  const Pass pass(layout, a, B, T);
+  const Net& n = pass.n;
+  const Shape& s = n.s;
+  const int C = n.C;
+  const std::size_t N = n.N;
+  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
+  auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC) {
+    if (bf16) {
+      k::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l), P(b, l),
+                           N, IC, OC, OC);
+    } else {
+      k::MatmulForward(pool, out, inp, P(w, l), P(b, l), N, IC, OC, OC);
+    }
+  };
+  auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
+                  int l) {
+    k::LayerNormForward(pool, out, mean, rstd, inp, P(w, l), P(b, l), N, C, s.norm_eps);
+  };
+  const float hidden_p = pass.P(s.hidden_dropout);
+
+  a.PoisonRedZones();
+  // x = drop(normE(wte[token] + wpe[t] + wtt[type]))
+  k::EncoderForward(pool, a.emb, a.inputs, P(kWte), P(kWpe), B, T, C,
+                    layout.has(kWtt) ? a.types : nullptr, P(kWtt));
+  norm(a.encoded, a.emb_mean, a.emb_rstd, a.emb, kLnEw, kLnEb, 0);
+  pass.Drop(pool, a.encoded, hidden_p, -1, kEmbOrHead);
+  const float* x = a.encoded;
+  for (int l = 0; l < s.L; ++l) {
+    Activations::Layer& A = a.layers[l];
+    linear(A.qkv, x, kQkvw, kQkvb, l, C, n.Q);
+    const k::AttentionOptions opt = pass.Attn(l);
+    if (bf16) {
+      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, n.NH,
+                              n.KV, opt);
+    } else {
+      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, n.NH, n.KV, opt);
+    }
+    linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, C, C);
+    if (n.kind.attn_out_dropout) pass.Drop(pool, A.attproj, hidden_p, l, kAttnOut);
+    k::ResidualForward(pool, A.residual2, x, A.attproj, N * C);
+    norm(A.ln1, A.ln1_mean, A.ln1_rstd, A.residual2, kLn1w, kLn1b, l);
+    linear(A.fch, A.ln1, kFcw, kFcb, l, C, n.F);
+    k::GeluErfForward(pool, A.fch_gelu, A.fch, N * n.F);
+    linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, l, n.F, C);
+    pass.Drop(pool, A.fcproj, hidden_p, l, kMlpOut);
+    k::ResidualForward(pool, A.residual3, A.ln1, A.fcproj, N * C);
+    norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual3, kLn2w, kLn2b, l);
+    x = A.ln2;
+  }
+  // The head's input: the last hidden state, dropped (DistilBERT's qa_dropout) into lnf.
+  std::copy(x, x + N * C, a.lnf);
+  pass.Drop(pool, a.lnf, pass.P(s.head_dropout), s.L, kEmbOrHead);
+  CPUTRAIN_CHECK(s.head == Head::kSpan, "only the span head is implemented");
+  linear(a.logits, a.lnf, kHeadw, kHeadb, 0, C, 2);
+  if (!with_loss) return 0.0;
+  // BertForQuestionAnswering: (CE(start) + CE(end)) / 2 per row, a label outside [0, T) ignored.
+  k::SpanCrossEntropyForward(pool, a.losses, a.lse, a.logits, a.starts, a.ends, B, T);
+  double sum = 0;  // in row order: the same for any pool size
+  for (int b = 0; b < B; ++b) sum += 0.5 * (a.losses[2 * b] + a.losses[2 * b + 1]);
+  return sum;
+}
+
+void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
+                         float* grads, Activations& a, int B, int T, float dloss,
+                         FunctionRef<void(std::size_t)> on_ready, bool acc,
+                         const Bf16Operands* bf16) {
+  namespace k = kernels;
+  const Pass pass(layout, a, B, T);
+  const Net& n = pass.n;
+  const Shape& s = n.s;
+  const int C = n.C;
+  const std::size_t N = n.N;
+  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
+  auto G = [&](Tensor t, int l = 0) { return n.At(grads, t, l); };
+  auto linear_back = [&](float* dinp, Tensor w, Tensor b, int l, const float* dout,
+                         const float* inp, int IC, int OC) {
+    if (bf16) {
+      k::MatmulBackwardBf16(pool, dinp, G(w, l), G(b, l), dout, bf16->dout, inp, bf16->in,
+                            bf16->weights + layout.offset(w, l), N, IC, OC, OC, acc);
+    } else {
+      k::MatmulBackward(pool, dinp, G(w, l), G(b, l), dout, inp, P(w, l), N, IC, OC, OC, acc);
+    }
+  };
+  // d inp of a LayerNorm, written into a.dln (the kernel adds: zeroed first), and its weights'.
+  auto norm_back = [&](const float* dout, const float* inp, const float* mean, const float* rstd,
+                       Tensor w, Tensor b, int l) {
+    Zero(pool, a.dln, N * C);
+    k::LayerNormBackward(pool, a.dln, G(w, l), G(b, l), dout, inp, P(w, l), mean, rstd, N, C, acc);
+  };
+  const float hidden_p = pass.P(s.hidden_dropout);
+
+  // Loss and head: dlogits in place; d of the head's input into dresidual, back through its
+  // dropout: the gradient of the last block's output.
+  k::SpanCrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.starts, a.ends, 0.5f * dloss,
+                              0.5f * dloss, B, T);
+  linear_back(a.dresidual, kHeadw, kHeadb, 0, a.logits, a.lnf, C, 2);
+  pass.DropBack(pool, a.dresidual, a.dresidual, pass.P(s.head_dropout), s.L, kEmbOrHead);
+  on_ready(layout.output_begin());
+
+  for (int l = s.L - 1; l >= 0; --l) {
+    Activations::Layer& A = a.layers[l];
+    const float* x = l > 0 ? a.layers[l - 1].ln2 : a.encoded;
+    // a.dresidual: d of the block's output ln2. Through norm2: dln = d residual3, which flows to
+    // ln1 directly and through the MLP.
+    norm_back(a.dresidual, A.residual3, A.ln2_mean, A.ln2_rstd, kLn2w, kLn2b, l);
+    const float* dmlp = pass.DropBack(pool, a.datty, a.dln, hidden_p, l, kMlpOut);
+    linear_back(a.dfch, kFcprojw, kFcprojb, l, dmlp, A.fch_gelu, n.F, C);
+    k::GeluErfBackward(pool, a.dfch, A.fch, a.dfch, N * n.F);
+    linear_back(a.dresidual, kFcw, kFcb, l, a.dfch, A.ln1, C, n.F);
+    k::ResidualForward(pool, a.dresidual, a.dresidual, a.dln, N * C);  // d ln1
+    // Through norm1: dln = d residual2, which flows to x directly and through attention.
+    norm_back(a.dresidual, A.residual2, A.ln1_mean, A.ln1_rstd, kLn1w, kLn1b, l);
+    const float* dattn =
+        n.kind.attn_out_dropout ? pass.DropBack(pool, a.dresidual, a.dln, hidden_p, l, kAttnOut)
+                                : a.dln;
+    linear_back(a.datty, kAttprojw, kAttprojb, l, dattn, A.atty, C, C);
+    const k::AttentionOptions opt = pass.Attn(l);
+    if (bf16) {
+      k::AttentionBackwardBf16(pool, a.dqkv, a.att_scratch, bf16->attn, bf16->in, bf16->dout,
+                               a.datty, A.qkv, A.att, B, T, C, n.NH, n.KV, opt);
+    } else {
+      k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, n.NH,
+                           n.KV, opt);
+    }
+    linear_back(a.dresidual, kQkvw, kQkvb, l, a.dqkv, x, C, n.Q);
+    k::ResidualForward(pool, a.dresidual, a.dresidual, a.dln, N * C);  // d x
+    on_ready(layout.block_begin(l));
+  }
+  // Embeddings: back through their dropout and norm, then into the three tables. The token
+  // embedding starts at zero (rows the batch does not use stay zero); the kernel adds into it.
+  pass.DropBack(pool, a.dresidual, a.dresidual, hidden_p, -1, kEmbOrHead);
+  norm_back(a.dresidual, a.emb, a.emb_mean, a.emb_rstd, kLnEw, kLnEb, 0);
+  float* dwte = G(kWte);
+  if (!acc) Zero(pool, dwte, layout.info(kWte).numel);
+  k::EncoderBackward(pool, dwte, G(kWpe), a.dln, a.inputs, B, T, C, acc,
+                     layout.has(kWtt) ? a.types : nullptr, G(kWtt));
+  on_ready(0);
+}
+
+}  // namespace cputrain::model

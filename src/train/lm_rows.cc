@@ -1,0 +1,38 @@
+#include "train/batches.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+namespace cputrain::train {
+
+LmRows::LmRows(TokenWindows windows, bool shuffle, uint64_t seed)
+    : windows_(std::move(windows)), order_(windows_.windows(), shuffle, seed) {}
+
+void LmRows::Plan(uint64_t p, int k) {
+  planned_.resize(static_cast<std::size_t>(k));
+  for (int j = 0; j < k; ++j) planned_[static_cast<std::size_t>(j)] = order_.At(p + j);
+}
+
+void LmRows::LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const {
+  windows_.LoadRows(planned_.at(j), row0, rows, a.inputs, a.targets);
+}
+
+std::vector<ShardRecord> LmRows::Identity() const {
+  namespace fs = std::filesystem;
+  std::vector<ShardRecord> v;
+  for (std::size_t i = 0; i < windows_.shard_count(); ++i) {
+    std::error_code ec;
+    const fs::path p = fs::absolute(windows_.shard(i).path());
+    const fs::path c = fs::weakly_canonical(p, ec);
+    v.push_back({ec ? p.lexically_normal().string() : c.string(), windows_.shard(i).size()});
+  }
+  return v;
+}
+
+std::string LmRows::Describe() const {
+  return fmt::format("{} train windows in {} shard(s)", windows_.windows(),
+                     windows_.shard_count());
+}
+
+}  // namespace cputrain::train

@@ -1,0 +1,48 @@
+// train/rows: what a run trains on, as Train() reads it — a stream of micro-batches of B rows
+// each (B the global micro-batch), an epoch being windows() of them. The language-model source
+// (LmRows: token files, batches.h) is Train()'s own; a task supplies another (question
+// answering's features: src/cli/qa_cmd.cc) through TrainOptions::train_rows. LmRows is in
+// batches.h.
+//
+// Thread safety: Plan runs on the main thread between steps; LoadRows runs on every group's
+// driver at once during a step and must only read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace cputrain::train {
+
+// One file of the data a run trained on, as its checkpoints record it.
+struct ShardRecord {
+  std::string path;  // absolute
+  uint64_t tokens = 0;
+  bool operator==(const ShardRecord&) const = default;
+};
+
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  // Micro-batches per epoch (> 0).
+  virtual std::size_t windows() const = 0;
+  // The epoch data position p (micro-batches read so far) falls in.
+  virtual uint64_t EpochOf(uint64_t p) const = 0;
+  // Before a step: its k micro-batches are those at positions [p, p + k).
+  virtual void Plan(uint64_t p, int k) = 0;
+  // Rows [row0, row0 + rows) of the global micro-batch j of the planned step (or, for
+  // evaluation sources, of micro-batch j itself) into a's token views: inputs and targets, or an
+  // encoder's inputs, types, lengths and labels.
+  virtual void LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const = 0;
+  // What a checkpoint records of the data, so that a resume on other data is refused: each
+  // file's absolute path and size (in tokens, or in the source's unit).
+  virtual std::vector<ShardRecord> Identity() const = 0;
+  // For the start line: "1234 train windows in 2 shard(s)".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace cputrain::train
