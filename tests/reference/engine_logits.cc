@@ -6,9 +6,15 @@
 //   IDS         a safetensors file with "idx", (B, T) token ids stored as F32 (exact below 2^24)
 //   OUT         written as a safetensors file with "logits", (B, T, V) F32: the real vocabulary,
 //               without the padding columns V..Vp-1
+// An encoder with a span head (BERT, DistilBERT question answering) reads "idx", "types" (B, T),
+// "lengths" (B: each row's unpadded length, the attention mask's ones) and, with GRADS, "starts"
+// and "ends" (B); its "logits" are (B, T, 2): start, end. Its GRADS are d(mean over rows of
+// (CE(start) + CE(end)) / 2), BertForQuestionAnswering's loss, named as ToHfTensors names them
+// (the body without the "bert." prefix).
 //
 // The forward pass is model::Forward (src/model/transformer.h), the one the trainer and eval run,
 // on a one-thread pool. Exit 0 on success, 1 with a message on stderr otherwise.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -74,26 +80,37 @@ int Run(const std::string& checkpoint, const std::string& ids_path, const std::s
   WorkerPool pool(std::vector<int>(1, 0), nullptr, "logits");
   model::Activations acts(s, B, T, 1);
   std::vector<float> mem(acts.floats(), 0.f);
-  std::vector<int> tokens(2 * static_cast<std::size_t>(B) * T, 0);
+  std::vector<int> tokens(model::Activations::TokenInts(s, B, T), 0);
   acts.Bind(mem.data(), tokens.data());
   if (!ReadIds(in, "idx", B, T, s.V, acts.inputs)) return 1;
   const bool with_grads = !grads_out.empty();
-  if (with_grads && !ReadIds(in, "targets", B, T, s.V, acts.targets)) return 1;
+  const bool encoder = s.encoder();
+  if (encoder) {
+    if (!ReadIds(in, "types", B, T, std::max(s.types, 1), acts.types)) return 1;
+    if (!ReadIds(in, "lengths", B, 1, T + 1, acts.lengths)) return 1;
+    if (with_grads && (!ReadIds(in, "starts", B, 1, T + 1, acts.starts) ||
+                       !ReadIds(in, "ends", B, 1, T + 1, acts.ends)))
+      return 1;
+  } else if (with_grads && !ReadIds(in, "targets", B, T, s.V, acts.targets)) {
+    return 1;
+  }
   const double loss_sum =
       model::Forward(pool, layout, params.data(), acts, B, T, /*with_loss=*/with_grads);
 
-  std::vector<float> logits(static_cast<std::size_t>(B) * T * s.V);
+  const int V = encoder ? 2 : s.V, stride = s.head_width();
+  std::vector<float> logits(static_cast<std::size_t>(B) * T * V);
   for (std::size_t n = 0; n < static_cast<std::size_t>(B) * T; ++n)
-    for (int v = 0; v < s.V; ++v) logits[n * s.V + v] = acts.logits[n * s.Vp + v];
+    for (int v = 0; v < V; ++v) logits[n * V + v] = acts.logits[n * stride + v];
   const std::vector<std::uint64_t> shape = {static_cast<std::uint64_t>(B),
                                             static_cast<std::uint64_t>(T),
-                                            static_cast<std::uint64_t>(s.V)};
+                                            static_cast<std::uint64_t>(V)};
   model::WriteSafetensors(out, {{"logits", shape, logits.data()}}, {});
   if (!with_grads) return 0;
 
   // d(mean cross-entropy over the B*T positions)/d(every parameter), under Hugging Face's names
-  // (a tied embedding's gradient includes the LM head's share, as autograd's for the one tensor).
-  const float N = static_cast<float>(B) * T;
+  // (a tied embedding's gradient includes the LM head's share, as autograd's for the one tensor);
+  // an encoder's loss is a mean over the B rows.
+  const float N = static_cast<float>(B) * (encoder ? 1 : T);
   std::vector<float> grads(layout.total(), 0.f);
   model::Backward(pool, layout, params.data(), grads.data(), acts, B, T, 1.0f / N,
                   [](std::size_t) {});
