@@ -200,24 +200,25 @@ struct AttentionRun {
   std::vector<float> out, att, dqkv;
 };
 AttentionRun RunAttention(bool bf16, int threads, const std::vector<float>& qkv,
-                          const std::vector<float>& dout, int B, int T, int C, int NH, int NKV) {
+                          const std::vector<float>& dout, int B, int T, int C, int NH, int NKV,
+                          const kernels::AttentionOptions& opt = {}) {
   WorkerPool pool(std::vector<int>(threads, 0), nullptr, "attn");
   AttentionRun r{std::vector<float>(dout.size()), std::vector<float>(std::size_t(B) * NH * T * T),
                  std::vector<float>(qkv.size(), -99.f)};
   std::vector<float> scratch(kernels::AttentionScratchFloats(threads, T));
   if (!bf16) {
-    kernels::AttentionForward(pool, r.out.data(), r.att.data(), qkv.data(), B, T, C, NH, NKV);
+    kernels::AttentionForward(pool, r.out.data(), r.att.data(), qkv.data(), B, T, C, NH, NKV, opt);
     kernels::AttentionBackward(pool, r.dqkv.data(), scratch.data(), dout.data(), qkv.data(),
-                               r.att.data(), B, T, C, NH, NKV);
+                               r.att.data(), B, T, C, NH, NKV, opt);
     return r;
   }
   std::vector<uint16_t> qkv_b(qkv.size()), dout_b(dout.size()),
       sb(kernels::AttentionScratchBf16(threads, T));
   kernels::AttentionForwardBf16(pool, r.out.data(), r.att.data(), qkv.data(), qkv_b.data(),
-                                sb.data(), B, T, C, NH, NKV);
+                                sb.data(), B, T, C, NH, NKV, opt);
   kernels::AttentionBackwardBf16(pool, r.dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
                                  dout_b.data(), dout.data(), qkv.data(), r.att.data(), B, T, C, NH,
-                                 NKV);
+                                 NKV, opt);
   return r;
 }
 
@@ -288,6 +289,65 @@ TEST(AttentionBf16, GroupedQueryIsMultiHeadOnRepeatedHeads) {
     EXPECT_EQ(one.out, gqa.out);
     EXPECT_EQ(one.att, gqa.att);
     EXPECT_EQ(one.dqkv, gqa.dqkv);
+  }
+}
+
+// BERT's attention with bf16 products: bidirectional over each row's first kv_len keys (padded
+// query rows included) and with dropout, against the fp32 kernel on the same bf16-rounded operands
+// with the same options, at the tolerances above (att 1e-5; out and dqkv 1e-2 of their largest
+// magnitude); masked keys' dk and dv exactly 0; any pool size the same bits.
+TEST(AttentionBf16, BidirectionalWithDropoutMatchesFp32) {
+  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  kernels::InitBlas();
+  const int B = 3, T = 150, NH = 4, hs = 16, C = NH * hs;  // T crosses the 72-row blocks
+  const std::vector<int> kv_len = {T, 97, 1};
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int NKV : {4, 2}) {
+    for (float dropout : {0.f, 0.1f}) {
+      SCOPED_TRACE("NKV " + std::to_string(NKV) + " dropout " + std::to_string(dropout));
+      kernels::AttentionOptions opt;
+      opt.kv_len = kv_len.data();
+      opt.dropout = dropout;
+      opt.dropout_seed = 31;
+      opt.dropout_offset = 7;
+      const int R = (NH + 2 * NKV) * hs;
+      std::vector<float> qkv(std::size_t(B) * T * R), dout(std::size_t(B) * T * C);
+      for (float& x : qkv) x = Bf16ToFloat(FloatToBf16(0.4f * u(rng)));
+      for (float& x : dout) x = Bf16ToFloat(FloatToBf16(0.05f * u(rng)));
+      const AttentionRun b16 = RunAttention(true, 3, qkv, dout, B, T, C, NH, NKV, opt);
+      const AttentionRun f32 = RunAttention(false, 3, qkv, dout, B, T, C, NH, NKV, opt);
+      for (std::size_t i = 0; i < b16.att.size(); ++i)
+        ASSERT_NEAR(b16.att[i], f32.att[i], 1e-5) << i;
+      const float tol_out = 1e-2f * MaxAbs(f32.out);
+      for (std::size_t i = 0; i < b16.out.size(); ++i)
+        ASSERT_NEAR(b16.out[i], f32.out[i], tol_out) << "out " << i;
+      // dq, dk and dv each against their own largest magnitude: dq and dk are an order smaller
+      // than dv here, and a bound set by dv would not see a wrong dq.
+      const int part[4] = {0, NH * hs, (NH + NKV) * hs, R};
+      for (int j = 0; j < 3; ++j) {
+        float mx = 0;
+        for (std::size_t row = 0; row < std::size_t(B) * T; ++row)
+          for (int c = part[j]; c < part[j + 1]; ++c)
+            mx = std::max(mx, std::fabs(f32.dqkv[row * R + c]));
+        for (std::size_t row = 0; row < std::size_t(B) * T; ++row) {
+          for (int c = part[j]; c < part[j + 1]; ++c) {
+            ASSERT_NEAR(b16.dqkv[row * R + c], f32.dqkv[row * R + c], 1e-2f * mx)
+                << "dqkv part " << j << " " << row << "," << c;
+          }
+        }
+      }
+      for (int b = 0; b < B; ++b) {
+        for (int s = kv_len[b]; s < T; ++s) {
+          for (int c = NH * hs; c < R; ++c)
+            ASSERT_EQ(b16.dqkv[(std::size_t(b) * T + s) * R + c], 0.f) << b << "," << s;
+        }
+      }
+      const AttentionRun one = RunAttention(true, 1, qkv, dout, B, T, C, NH, NKV, opt);
+      EXPECT_EQ(one.out, b16.out);
+      EXPECT_EQ(one.att, b16.att);
+      EXPECT_EQ(one.dqkv, b16.dqkv);
+    }
   }
 }
 

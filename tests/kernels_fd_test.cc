@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -72,6 +73,24 @@ void ExpectSameForPoolSizes(const std::string& what,
   EXPECT_EQ(run(one), run(three)) << what;
 }
 
+// Finite differences of an elementwise activation on 37 values of N(0, 2^2): back(d, x, out) turns
+// the upstream weights d into dL/dx in place (x the input, out the forward's output).
+void CheckActivation(WorkerPool& pool, std::mt19937& rng, const std::string& what,
+                     void (*forward)(WorkerPool&, float*, const float*, std::size_t),
+                     const std::function<void(float*, const float*, const float*)>& back) {
+  const std::size_t n = 37;
+  auto x = Random(n, rng, 2.f), w = Random(n, rng);
+  std::vector<float> out(n);
+  auto loss = [&] {
+    forward(pool, out.data(), x.data(), n);
+    return Weighted(out, w);
+  };
+  loss();
+  std::vector<float> d(w);
+  back(d.data(), x.data(), out.data());
+  CheckGrad(what, x, d, loss, n);
+}
+
 TEST_F(FiniteDifference, Encoder) {
   const int B = 2, T = 5, C = 12, V = 7;
   std::vector<int> inp = {1, 3, 3, 0, 6, 2, 3, 1, 1, 5};  // repeated tokens on purpose
@@ -85,6 +104,69 @@ TEST_F(FiniteDifference, Encoder) {
   EncoderBackward(pool_, dwte.data(), dwpe.data(), w.data(), inp.data(), B, T, C);
   CheckGrad("dwte", wte, dwte, loss, 84);
   CheckGrad("dwpe", wpe, dwpe, loss, 60);
+}
+
+// BERT's embeddings: out = (wte[inp] + wtt[types]) + wpe[t] in BertEmbeddings' order, bit for bit;
+// dwtt is written like dwpe (a row no position uses, row 2 here, comes back zero) and added to
+// with accumulate; the typeless call gives the typeless bits; every pool size the same bits.
+TEST_F(FiniteDifference, EncoderWithTokenTypes) {
+  const int B = 2, T = 5, C = 12, V = 7, NTT = 3;
+  std::vector<int> inp = {1, 3, 3, 0, 6, 2, 3, 1, 1, 5}, types = {0, 0, 1, 1, 1, 0, 1, 1, 0, 0};
+  auto wte = Random(V * C, rng_), wpe = Random(T * C, rng_), wtt = Random(NTT * C, rng_),
+       w = Random(B * T * C, rng_);
+  std::vector<float> out(B * T * C);
+  auto loss = [&] {
+    EncoderForward(pool_, out.data(), inp.data(), wte.data(), wpe.data(), B, T, C, types.data(),
+                   wtt.data());
+    return Weighted(out, w);
+  };
+  loss();
+  for (int i = 0; i < B * T; ++i) {
+    for (int c = 0; c < C; ++c) {
+      const float want = (wte[inp[i] * C + c] + wtt[types[i] * C + c]) + wpe[(i % T) * C + c];
+      ASSERT_EQ(out[i * C + c], want) << i << "," << c;
+    }
+  }
+  std::vector<float> dwte(V * C, 0.f), dwpe(T * C, -1.f), dwtt(NTT * C, -1.f);
+  EncoderBackward(pool_, dwte.data(), dwpe.data(), w.data(), inp.data(), B, T, C, false,
+                  types.data(), dwtt.data(), NTT);
+  for (int c = 0; c < C; ++c) ASSERT_EQ(dwtt[2 * C + c], 0.f) << c;
+  // accumulate adds: from zero, the written sums exactly; from them, twice them
+  std::vector<float> dwte2(V * C, 0.f), dwpe2(T * C, 0.f), dwtt2(NTT * C, 0.f);
+  EncoderBackward(pool_, dwte2.data(), dwpe2.data(), w.data(), inp.data(), B, T, C, true,
+                  types.data(), dwtt2.data(), NTT);
+  EXPECT_EQ(dwtt2, dwtt);
+  EncoderBackward(pool_, dwte2.data(), dwpe2.data(), w.data(), inp.data(), B, T, C, true,
+                  types.data(), dwtt2.data(), NTT);
+  for (int i = 0; i < NTT * C; ++i)
+    ASSERT_NEAR(dwtt2[i], 2 * dwtt[i], 1e-6 * std::fabs(dwtt[i])) << i;
+  // no types: the typeless kernel's bits
+  std::vector<float> plain(B * T * C), typeless(B * T * C), dwte_a(V * C, 0.f), dwte_b(V * C, 0.f),
+      dwpe_a(T * C), dwpe_b(T * C);
+  EncoderForward(pool_, plain.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
+  EncoderForward(pool_, typeless.data(), inp.data(), wte.data(), wpe.data(), B, T, C, nullptr,
+                 nullptr);
+  EXPECT_EQ(plain, typeless);
+  for (int i = 0; i < B * T; ++i)
+    for (int c = 0; c < C; ++c)
+      ASSERT_EQ(plain[i * C + c], wte[inp[i] * C + c] + wpe[(i % T) * C + c]);
+  EncoderBackward(pool_, dwte_a.data(), dwpe_a.data(), w.data(), inp.data(), B, T, C);
+  EncoderBackward(pool_, dwte_b.data(), dwpe_b.data(), w.data(), inp.data(), B, T, C, false,
+                  nullptr, nullptr, NTT);
+  EXPECT_EQ(dwte_a, dwte_b);
+  EXPECT_EQ(dwpe_a, dwpe_b);
+  ExpectSameForPoolSizes("token-type encoder", [&](WorkerPool& pool) {
+    std::vector<float> o(B * T * C), dte(V * C, 0.f), dpe(T * C), dtt(NTT * C);
+    EncoderForward(pool, o.data(), inp.data(), wte.data(), wpe.data(), B, T, C, types.data(),
+                   wtt.data());
+    EncoderBackward(pool, dte.data(), dpe.data(), w.data(), inp.data(), B, T, C, false,
+                    types.data(), dtt.data(), NTT);
+    for (const auto* v : {&dte, &dpe, &dtt}) o.insert(o.end(), v->begin(), v->end());
+    return o;
+  });
+  CheckGrad("dwte", wte, dwte, loss, 84);
+  CheckGrad("dwpe", wpe, dwpe, loss, 60);
+  CheckGrad("dwtt", wtt, dwtt, loss, NTT * C);
 }
 
 // wpe == nullptr (Llama: positions come from RoPE): out is the wte rows, no dwpe.
@@ -238,11 +320,15 @@ TEST_F(FiniteDifference, Attention) {
   CheckGrad("dqkv", qkv, dqkv, loss, 120);
 }
 
-// Causal attention in double, from the definition: qkv (B,T,(NH+2*NKV)*hs), query head h attends
-// with key/value head h / (NH/NKV) (transformers' repeat_kv). out (B,T,NH*hs), att (B,NH,T,T).
+// Attention in double, from the definition: qkv (B,T,(NH+2*NKV)*hs), query head h attends with
+// key/value head h / (NH/NKV) (transformers' repeat_kv) to keys [0, t] (causal) or [0, kv_len[b])
+// (opt.kv_len), and with opt.dropout the probabilities are dropped (DropoutKeep at
+// ((b*NH + h)*T + t)*T + s past the offset, kept ones over 1-p) before they weight v.
+// out (B,T,NH*hs), att (B,NH,T,T) the undropped probabilities.
 struct ReferenceAttention {
   std::vector<double> out, att;
-  ReferenceAttention(const std::vector<float>& qkv, int B, int T, int NH, int NKV, int hs)
+  ReferenceAttention(const std::vector<float>& qkv, int B, int T, int NH, int NKV, int hs,
+                     const AttentionOptions& opt = {})
       : out(std::size_t(B) * T * NH * hs, 0.0), att(std::size_t(B) * NH * T * T, 0.0) {
     const int R = (NH + 2 * NKV) * hs, C = NH * hs;
     for (int b = 0; b < B; ++b) {
@@ -250,19 +336,24 @@ struct ReferenceAttention {
         const int g = h / (NH / NKV);
         auto at = [&](int t, int off) { return double(qkv[(std::size_t(b) * T + t) * R + off]); };
         for (int t = 0; t < T; ++t) {
+          const int last = opt.kv_len ? opt.kv_len[b] - 1 : t;
           double* p = &att[((std::size_t(b) * NH + h) * T + t) * T];
           double mx = -1e300, sum = 0;
-          for (int j = 0; j <= t; ++j) {
+          for (int j = 0; j <= last; ++j) {
             for (int d = 0; d < hs; ++d) p[j] += at(t, h * hs + d) * at(j, (NH + g) * hs + d);
             p[j] /= std::sqrt(double(hs));
             mx = std::max(mx, p[j]);
           }
-          for (int j = 0; j <= t; ++j) sum += (p[j] = std::exp(p[j] - mx));
-          for (int j = 0; j <= t; ++j) {
+          for (int j = 0; j <= last; ++j) sum += (p[j] = std::exp(p[j] - mx));
+          for (int j = 0; j <= last; ++j) {
             p[j] /= sum;
+            const uint64_t index = opt.dropout_offset + ((uint64_t(b) * NH + h) * T + t) * T + j;
+            const double pd = opt.dropout == 0.f ? p[j]
+                              : DropoutKeep(opt.dropout_seed, index, opt.dropout)
+                                  ? p[j] / (1.0 - opt.dropout)
+                                  : 0.0;
             for (int d = 0; d < hs; ++d)
-              out[(std::size_t(b) * T + t) * C + h * hs + d] +=
-                  p[j] * at(j, (NH + NKV + g) * hs + d);
+              out[(std::size_t(b) * T + t) * C + h * hs + d] += pd * at(j, (NH + NKV + g) * hs + d);
           }
         }
       }
@@ -316,6 +407,134 @@ TEST_F(FiniteDifference, GroupedQueryAttention) {
   std::vector<float> qkv(B * T * 7 * hs), out(B * T * C), att(B * NH * T * T);
   EXPECT_THROW(AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, 3),
                RuntimeError);  // 3 does not divide 4
+}
+
+// BERT's attention: bidirectional over each row's first kv_len keys (Hugging Face's right-padded
+// attention_mask), padded query rows computed like the others, with and without dropout of the
+// probabilities. Row b = 0 attends to all T keys, b = 1 to 5, b = 2 to 1 (a lone [CLS]).
+// Forward against the double reference; att exactly zero on masked keys; backward by finite
+// differences of every input (the dropout mask is a fixed function of its index, so the loss is
+// smooth); masked keys get dk = dv = 0 exactly; every pool size the same bits.
+TEST_F(FiniteDifference, BidirectionalAttention) {
+  const int B = 3, T = 9, NH = 4, hs = 4, C = NH * hs;
+  const std::vector<int> kv_len = {T, 5, 1};
+  for (float dropout : {0.f, 0.3f}) {
+    for (int NKV : {4, 2}) {
+      SCOPED_TRACE("dropout " + std::to_string(dropout) + " NKV " + std::to_string(NKV));
+      AttentionOptions opt;
+      opt.kv_len = kv_len.data();
+      opt.dropout = dropout;
+      opt.dropout_seed = 77;
+      opt.dropout_offset = 1000;
+      const std::size_t R = std::size_t(NH + 2 * NKV) * hs;
+      auto qkv = Random(B * T * R, rng_), w = Random(B * T * C, rng_);
+      std::vector<float> out(B * T * C), att(B * NH * T * T, -5.f);
+      auto loss = [&] {
+        AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, NKV, opt);
+        return Weighted(out, w);
+      };
+      loss();
+      const ReferenceAttention ref(qkv, B, T, NH, NKV, hs, opt);
+      for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref.out[i], 1e-5) << i;
+      for (std::size_t i = 0; i < att.size(); ++i) {
+        ASSERT_NEAR(att[i], ref.att[i], 1e-6) << i;
+        if (i % T >= std::size_t(kv_len[i / (NH * T * T)])) {
+          ASSERT_EQ(att[i], 0.f) << i;
+        }
+      }
+      std::vector<float> dqkv(qkv.size(), -9.f), scratch(AttentionScratchFloats(pool_.size(), T));
+      AttentionBackward(pool_, dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T,
+                        C, NH, NKV, opt);
+      for (int b = 0; b < B; ++b) {
+        for (int s = kv_len[b]; s < T; ++s) {
+          for (std::size_t c = std::size_t(NH) * hs; c < R; ++c)
+            ASSERT_EQ(dqkv[(std::size_t(b) * T + s) * R + c], 0.f) << b << "," << s << "," << c;
+        }
+      }
+      ExpectSameForPoolSizes("bidirectional attention", [&](WorkerPool& pool) {
+        std::vector<float> o(out.size()), a(att.size()), d(dqkv.size()),
+            sc(AttentionScratchFloats(pool.size(), T));
+        AttentionForward(pool, o.data(), a.data(), qkv.data(), B, T, C, NH, NKV, opt);
+        AttentionBackward(pool, d.data(), sc.data(), w.data(), qkv.data(), a.data(), B, T, C, NH,
+                          NKV, opt);
+        o.insert(o.end(), a.begin(), a.end());
+        o.insert(o.end(), d.begin(), d.end());
+        return o;
+      });
+      CheckGrad("dqkv", qkv, dqkv, loss, 200);
+    }
+  }
+  std::vector<float> qkv(B * T * 3 * C), out(B * T * C), att(B * NH * T * T);
+  for (const std::vector<int>& bad : {std::vector<int>{T, 0, 1}, std::vector<int>{T + 1, 5, 1}}) {
+    AttentionOptions opt;
+    opt.kv_len = bad.data();
+    EXPECT_THROW(AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, 0, opt),
+                 RuntimeError);
+  }
+}
+
+// Dropout on the causal path too (the options are independent), and the options' defaults are
+// the causal kernel exactly: kv_len null and dropout 0 whatever the seed give the same bits.
+TEST_F(FiniteDifference, CausalAttentionDropout) {
+  const int B = 2, T = 7, NH = 4, hs = 4, C = NH * hs, NKV = 2;
+  const std::size_t R = std::size_t(NH + 2 * NKV) * hs;
+  auto qkv = Random(B * T * R, rng_), w = Random(B * T * C, rng_);
+  std::vector<float> out(B * T * C), att(B * NH * T * T),
+      scratch(AttentionScratchFloats(pool_.size(), T));
+  AttentionOptions none;
+  none.dropout_seed = 5;
+  none.dropout_offset = 99;
+  std::vector<float> out0(out), att0(att), d0(qkv.size()), d1(qkv.size());
+  AttentionForward(pool_, out0.data(), att0.data(), qkv.data(), B, T, C, NH, NKV);
+  AttentionBackward(pool_, d0.data(), scratch.data(), w.data(), qkv.data(), att0.data(), B, T, C,
+                    NH, NKV);
+  AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, NKV, none);
+  AttentionBackward(pool_, d1.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T, C, NH,
+                    NKV, none);
+  EXPECT_EQ(out, out0);
+  EXPECT_EQ(att, att0);
+  EXPECT_EQ(d1, d0);
+  AttentionOptions opt;
+  opt.dropout = 0.25f;
+  opt.dropout_seed = 3;
+  auto loss = [&] {
+    AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, NKV, opt);
+    return Weighted(out, w);
+  };
+  loss();
+  EXPECT_EQ(att, att0);  // att keeps the undropped probabilities
+  const ReferenceAttention ref(qkv, B, T, NH, NKV, hs, opt);
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref.out[i], 1e-5) << i;
+  std::vector<float> dqkv(qkv.size());
+  AttentionBackward(pool_, dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T, C,
+                    NH, NKV, opt);
+  CheckGrad("dqkv", qkv, dqkv, loss, 150);
+}
+
+// Rows longer than the 64-row blocks and than the fp32 dropped product's stack buffer holds at
+// once (16K floats: 54 rows of 300), with dropout: forward against the reference, backward by
+// finite differences on a sample.
+TEST_F(FiniteDifference, BidirectionalAttentionLongRows) {
+  const int B = 2, T = 300, NH = 2, hs = 4, C = NH * hs;
+  const std::vector<int> kv_len = {T, 231};
+  AttentionOptions opt;
+  opt.kv_len = kv_len.data();
+  opt.dropout = 0.1f;
+  opt.dropout_seed = 12;
+  auto qkv = Random(B * T * 3 * C, rng_), w = Random(B * T * C, rng_);
+  std::vector<float> out(B * T * C), att(std::size_t(B) * NH * T * T);
+  auto loss = [&] {
+    AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, 0, opt);
+    return Weighted(out, w);
+  };
+  loss();
+  const ReferenceAttention ref(qkv, B, T, NH, NH, hs, opt);
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref.out[i], 1e-5) << i;
+  for (std::size_t i = 0; i < att.size(); ++i) ASSERT_NEAR(att[i], ref.att[i], 1e-6) << i;
+  std::vector<float> dqkv(qkv.size()), scratch(AttentionScratchFloats(pool_.size(), T));
+  AttentionBackward(pool_, dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T, C,
+                    NH, 0, opt);
+  CheckGrad("dqkv", qkv, dqkv, loss, 60);
 }
 
 // Decoding one position against a KV cache is the forward's row for that position: the cache
@@ -491,21 +710,17 @@ TEST_F(FiniteDifference, Rope) {
 
 TEST_F(FiniteDifference, Gelu) {
   const std::size_t n = 37;
-  auto x = Random(n, rng_, 2.f), w = Random(n, rng_);
+  const auto x = Random(n, rng_, 2.f);
   std::vector<float> out(n);
-  auto loss = [&] {
-    GeluForward(pool_, out.data(), x.data(), n);
-    return Weighted(out, w);
-  };
+  GeluForward(pool_, out.data(), x.data(), n);
   // Spot values against the tanh formula.
-  loss();
   for (std::size_t i = 0; i < n; ++i) {
     const double u = std::sqrt(2.0 / M_PI) * (x[i] + 0.044715 * std::pow(x[i], 3));
     ASSERT_NEAR(out[i], 0.5 * x[i] * (1 + std::tanh(u)), 2e-6 * (1 + std::fabs(x[i])));
   }
-  std::vector<float> dx(n);
-  GeluBackward(pool_, dx.data(), x.data(), w.data(), n);
-  CheckGrad("dinp", x, dx, loss, n);
+  CheckActivation(pool_, rng_, "gelu", GeluForward, [&](float* d, const float* xs, const float*) {
+    GeluBackward(pool_, d, xs, d, n);
+  });
 }
 
 TEST_F(FiniteDifference, Swiglu) {
@@ -564,6 +779,194 @@ TEST_F(FiniteDifference, CrossEntropy) {
     for (int v = V; v < Vp; ++v) d[n * Vp + v] = 0.f;  // padding columns: never touched
   CrossEntropyBackward(pool_, d.data(), logits.data(), lse.data(), targets.data(), dloss, N, V, Vp);
   CheckGrad("dlogits", logits, d, loss, 95);
+}
+
+// Exact GELU against x Phi(x) in long double (erfc keeps the left tail's relative precision, as
+// 1 + erf(x/sqrt 2) would not) on a dense grid over [-12, 12] and a few special values, within
+// 1 ulp of the fp32 result; its derivative Phi(x) + x phi(x) within 2 ulp (both measured: 0.5
+// ulp, correctly rounded from double except at rounding ties); then finite differences.
+TEST_F(FiniteDifference, GeluErf) {
+  std::vector<float> x;
+  for (int i = -120000; i <= 120000; ++i) x.push_back(i * 1e-4f);
+  for (float v : {0.f, -0.f, 1e-30f, -1e-30f, 30.f, -30.f, -20.f}) x.push_back(v);
+  const std::size_t n = x.size();
+  std::vector<float> out(n), dx(n), ones(n, 1.f);
+  GeluErfForward(pool_, out.data(), x.data(), n);
+  GeluErfBackward(pool_, dx.data(), x.data(), ones.data(), n);
+  auto ulp = [](float v) {
+    return std::max(std::fabs(std::nextafter(v, INFINITY) - v),
+                    std::numeric_limits<float>::denorm_min());
+  };
+  double worst = 0, worst_d = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const long double xi = x[i], phi = 0.5L * std::erfc(-xi / std::sqrt(2.0L));
+    const long double want = xi * phi;
+    const long double dwant = phi + xi * std::exp(-0.5L * xi * xi) / std::sqrt(2.0L * M_PI);
+    const double e = double(std::fabs(out[i] - want) / ulp(float(want)));
+    const double ed = double(std::fabs(dx[i] - dwant) / ulp(float(dwant)));
+    ASSERT_LE(e, 1.0) << "x " << x[i] << " gelu " << out[i] << " want " << double(want);
+    ASSERT_LE(ed, 2.0) << "x " << x[i] << " gelu' " << dx[i] << " want " << double(dwant);
+    worst = std::max(worst, e);
+    worst_d = std::max(worst_d, ed);
+  }
+  RecordProperty("max_ulp_forward", std::to_string(worst));
+  RecordProperty("max_ulp_backward", std::to_string(worst_d));
+  EXPECT_EQ(out[n - 7], 0.f);
+  EXPECT_EQ(out[n - 3], 30.f);
+  // in place over dout
+  CheckActivation(
+      pool_, rng_, "gelu erf", GeluErfForward,
+      [&](float* d, const float* x, const float*) { GeluErfBackward(pool_, d, x, d, 37); });
+}
+
+TEST_F(FiniteDifference, Tanh) {
+  const auto x = Random(37, rng_, 2.f);
+  std::vector<float> out(37);
+  TanhForward(pool_, out.data(), x.data(), 37);
+  for (std::size_t i = 0; i < 37; ++i) ASSERT_NEAR(out[i], std::tanh(double(x[i])), 1e-7) << i;
+  const float big = 40.f, one = 1.f;  // saturated: 1, gradient 0
+  float y, dy;
+  TanhForward(pool_, &y, &big, 1);
+  TanhBackward(pool_, &dy, &y, &one, 1);
+  EXPECT_EQ(y, 1.f);
+  EXPECT_EQ(dy, 0.f);
+  CheckActivation(pool_, rng_, "tanh", TanhForward, [&](float* d, const float*, const float* o) {
+    TanhBackward(pool_, d, o, d, 37);
+  });
+}
+
+// The QA span loss: per batch row a cross-entropy over positions for the start column and one for
+// the end column of logits (B,T,2), against a double log-softmax; labels outside [0,T) (T is
+// Hugging Face's clamped ignore_index; -1 and 1000 too) give loss 0 and zero gradient; the
+// gradient by finite differences of sum(losses[b,0]) * dloss_start + sum(losses[b,1]) * dloss_end,
+// written over the logits in place.
+TEST_F(FiniteDifference, SpanCrossEntropy) {
+  const int B = 5, T = 11;
+  auto logits = Random(B * T * 2, rng_, 3.f);
+  const std::vector<int> starts = {0, 10, T, 4, -1}, ends = {3, 10, 2, T, 1000};
+  const float dstart = 0.37f, dend = -0.61f;
+  std::vector<float> losses(B * 2), lse(B * 2);
+  auto loss = [&] {
+    SpanCrossEntropyForward(pool_, losses.data(), lse.data(), logits.data(), starts.data(),
+                            ends.data(), B, T);
+    double s = 0;
+    for (int b = 0; b < B; ++b)
+      s += losses[2 * b] * double(dstart) + losses[2 * b + 1] * double(dend);
+    return s;
+  };
+  loss();
+  for (int b = 0; b < B; ++b) {
+    for (int k = 0; k < 2; ++k) {
+      double m = -1e30, z = 0;
+      for (int t = 0; t < T; ++t) m = std::max(m, double(logits[(b * T + t) * 2 + k]));
+      for (int t = 0; t < T; ++t) z += std::exp(logits[(b * T + t) * 2 + k] - m);
+      ASSERT_NEAR(lse[2 * b + k], m + std::log(z), 1e-5) << b << "," << k;
+      const int label = (k == 0 ? starts : ends)[b];
+      if (label < 0 || label >= T) {
+        ASSERT_EQ(losses[2 * b + k], 0.f) << b << "," << k;
+        continue;
+      }
+      ASSERT_NEAR(losses[2 * b + k], m + std::log(z) - logits[(b * T + label) * 2 + k], 1e-5);
+    }
+  }
+  std::vector<float> d(logits);
+  SpanCrossEntropyBackward(pool_, d.data(), d.data(), lse.data(), starts.data(), ends.data(),
+                           dstart, dend, B, T);
+  for (int t = 0; t < T; ++t) {  // ignored: row 2's start, row 3's end, row 4's start and end
+    ASSERT_EQ(d[(2 * T + t) * 2 + 0], 0.f) << t;
+    ASSERT_NE(d[(2 * T + t) * 2 + 1], 0.f) << t;
+    ASSERT_EQ(d[(3 * T + t) * 2 + 1], 0.f) << t;
+    ASSERT_EQ(d[(4 * T + t) * 2 + 0], 0.f) << t;
+    ASSERT_EQ(d[(4 * T + t) * 2 + 1], 0.f) << t;
+  }
+  ExpectSameForPoolSizes("span cross-entropy", [&](WorkerPool& pool) {
+    std::vector<float> l(B * 2), e(B * 2), g(logits.size());
+    SpanCrossEntropyForward(pool, l.data(), e.data(), logits.data(), starts.data(), ends.data(), B,
+                            T);
+    SpanCrossEntropyBackward(pool, g.data(), logits.data(), e.data(), starts.data(), ends.data(),
+                             dstart, dend, B, T);
+    for (const auto* v : {&e, &g}) l.insert(l.end(), v->begin(), v->end());
+    return l;
+  });
+  CheckGrad("dlogits", logits, d, loss, B * T * 2);
+}
+
+// Dropout's mask. Keep rate: over 10^6 indices the kept count is binomial(n, 1-p); 6 standard
+// deviations (~2.7e-3 of n at p = 0.1: a 1e-9 chance of failing a fair coin) bound it.
+// Independence: two seeds, or two offsets, agree on about p^2 + (1-p)^2 of the decisions (also 6
+// sigma), and the 4 pairs (kept, kept), ... of neighbouring indices occur at their product
+// frequencies.
+TEST(Dropout, KeepRateAndIndependence) {
+  const std::size_t n = 1000000;
+  for (float p : {0.1f, 0.5f, 0.9f}) {
+    SCOPED_TRACE("p " + std::to_string(p));
+    std::size_t kept = 0, same_seed = 0, same_offset = 0, pairs[2][2] = {{0, 0}, {0, 0}};
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool k = DropoutKeep(42, i, p);
+      kept += k;
+      same_seed += k == DropoutKeep(43, i, p);
+      same_offset += k == DropoutKeep(42, i + n, p);
+      ++pairs[k][DropoutKeep(42, i + 1, p)];
+    }
+    const double q = 1.0 - p, sd = std::sqrt(n * p * q);
+    EXPECT_NEAR(double(kept), n * q, 6 * sd);
+    const double agree = p * double(p) + q * q, sd_agree = std::sqrt(n * agree * (1 - agree));
+    EXPECT_NEAR(double(same_seed), n * agree, 6 * sd_agree);
+    EXPECT_NEAR(double(same_offset), n * agree, 6 * sd_agree);
+    for (int a = 0; a < 2; ++a) {
+      for (int b = 0; b < 2; ++b) {
+        const double f = (a ? q : p) * (b ? q : p);
+        EXPECT_NEAR(double(pairs[a][b]), n * f, 6 * std::sqrt(n * f * (1 - f))) << a << b;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < 1000; ++i) {  // the ends: p = 0 keeps all, p = 1 none
+    ASSERT_TRUE(DropoutKeep(7, i, 0.f));
+    ASSERT_FALSE(DropoutKeep(7, i, 1.f));
+  }
+}
+
+// The kernels: out = inp * keep / (1-p) with DropoutKeep's decisions; the same bits for pools of
+// 1, 2 and 3 workers and for [0, n) computed as two calls with matching offsets; backward applies
+// the forward's mask (a linear map: <drop(x), y> = <x, dropback(y)>), in place too; p = 0 copies.
+TEST(Dropout, KernelsSplitInvariant) {
+  const std::size_t n = 10007, half = 4000;
+  const float p = 0.3f;
+  const uint64_t seed = 0x1234, offset = 555;
+  std::mt19937 rng(9);
+  const auto x = Random(n, rng), y = Random(n, rng);
+  std::vector<std::vector<float>> outs;
+  for (int workers : {1, 2, 3}) {
+    WorkerPool pool(std::vector<int>(workers, 0), nullptr, "drop");
+    std::vector<float> out(n), split(n);
+    DropoutForward(pool, out.data(), x.data(), n, p, seed, offset);
+    DropoutForward(pool, split.data(), x.data(), half, p, seed, offset);
+    DropoutForward(pool, split.data() + half, x.data() + half, n - half, p, seed, offset + half);
+    EXPECT_EQ(split, out) << workers;
+    outs.push_back(out);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  const std::vector<float>& out = outs[0];
+  for (std::size_t i = 0; i < n; ++i) {
+    const float want = DropoutKeep(seed, offset + i, p) ? x[i] * (1.f / (1.f - p)) : 0.f;
+    ASSERT_EQ(out[i], want) << i;
+  }
+  WorkerPool pool(std::vector<int>(2, 0), nullptr, "drop");
+  std::vector<float> back(y);
+  DropoutBackward(pool, back.data(), back.data(), n, p, seed, offset);  // in place
+  double lhs = 0, rhs = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    lhs += double(out[i]) * y[i];
+    rhs += double(x[i]) * back[i];
+    ASSERT_EQ(back[i] == 0.f, out[i] == 0.f) << i;
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-9 * n);
+  std::vector<float> copy(n, -1.f), inplace(x);
+  DropoutForward(pool, copy.data(), x.data(), n, 0.f, seed, offset);
+  DropoutForward(pool, inplace.data(), inplace.data(), n, 0.f, seed, offset);
+  EXPECT_EQ(copy, x);
+  EXPECT_EQ(inplace, x);
 }
 
 }  // namespace

@@ -1,4 +1,11 @@
 // Exact GELU (BERT's hidden_act "gelu"): x Phi(x), Phi the standard normal CDF.
+//
+// Scalar, in double (erfc, exp), rounded once to fp32: within 0.5 ulp of a long double reference
+// over [-12, 12] forward and backward (tests/kernels_fd_test.cc, GeluErf). The price, measured on
+// one core of the development machine over 4M values: 10.7 ns per element forward and 16 ns
+// backward, against 0.6 and 0.74 ns for the tanh GELU's vector code (elementwise.cc). At BERT-base
+// and B*T = 4096 that is ~150M values a step each way, ~4 s of one core: a vector erf (Exp8 plus
+// two polynomials) is the next step if a profile puts it above the products.
 #include <cmath>
 
 #include "kernels/kernels.h"
