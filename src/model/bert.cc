@@ -120,6 +120,12 @@ Shape EncoderFromHf(const json& cfg, const std::string& path, Arch arch, const K
   s.attn_dropout = ProbKey(cfg, k.attn_dropout, path, 0.1);
   s.attn_bias = s.mlp_bias = true;
   s.tied = false;
+  if (cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer()) {
+    s.pad_token = static_cast<int>(std::clamp<long long>(cfg["pad_token_id"].get<long long>(), -1,
+                                                         kMaxVocab));
+  } else if (!cfg.contains("pad_token_id")) {
+    s.pad_token = 0;  // BertConfig's and DistilBertConfig's default
+  }
   HeadFromArchitectures(cfg, path, &s);
   return s;
 }
@@ -187,7 +193,7 @@ json BertToHf(const Shape& s) {
               {"model_type", "bert"},
               {"num_attention_heads", s.NH},
               {"num_hidden_layers", s.L},
-              {"pad_token_id", 0},
+              {"pad_token_id", s.pad_token >= 0 ? json(s.pad_token) : json(nullptr)},
               {"position_embedding_type", "absolute"},
               {"torch_dtype", "float32"},
               {"type_vocab_size", s.types},
@@ -211,7 +217,7 @@ json DistilBertToHf(const Shape& s) {
           {"model_type", "distilbert"},
           {"n_heads", s.NH},
           {"n_layers", s.L},
-          {"pad_token_id", 0},
+          {"pad_token_id", s.pad_token >= 0 ? json(s.pad_token) : json(nullptr)},
           {"qa_dropout", Decimal(s.head_dropout)},
           {"seq_classif_dropout", 0.2},
           {"sinusoidal_pos_embds", false},

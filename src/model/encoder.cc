@@ -203,7 +203,10 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
   float* dwte = G(kWte);
   if (!acc) Zero(pool, dwte, layout.info(kWte).numel);
   k::EncoderBackward(pool, dwte, G(kWpe), a.dln, a.inputs, B, T, C, acc,
-                     layout.has(kWtt) ? a.types : nullptr, G(kWtt));
+                     layout.has(kWtt) ? a.types : nullptr, G(kWtt), s.types);
+  if (s.pad_token >= 0) {  // nn.Embedding(padding_idx): the padding row learns nothing
+    std::fill_n(dwte + static_cast<std::size_t>(s.pad_token) * C, C, 0.f);
+  }
   on_ready(0);
 }
 

@@ -36,7 +36,7 @@ bool Shape::operator==(const Shape& o) const {
          arch == o.arch && kv_heads() == o.kv_heads() && ffn() == o.ffn() &&
          norm_eps == o.norm_eps && rope_theta == o.rope_theta && rope_scaling == o.rope_scaling &&
          tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias && types == o.types &&
-         head == o.head && labels == o.labels;
+         head == o.head && labels == o.labels && pad_token == o.pad_token;
 }
 
 int Shape::mlp_in_width() const { return FamilyOf(arch).kind.swiglu ? 2 * ffn() : ffn(); }
@@ -113,6 +113,9 @@ std::string Shape::Problem() const {
     return fmt::format("the token types are {}: they must be in [0, {}]", types, kMaxTypes);
   }
   if (arch == Arch::kBert && types < 1) return "BERT has at least one token type";
+  if (pad_token < -1 || pad_token >= V) {
+    return fmt::format("the padding token {} is not an id below V = {}", pad_token, V);
+  }
   if (head == Head::kClassify && (labels < 1 || labels > kMaxLabels)) {
     return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
   }
@@ -169,6 +172,7 @@ nlohmann::json ShapeToJson(const Shape& s) {
           {"types", s.types},
           {"head", HeadName(s.head)},
           {"labels", s.labels},
+          {"pad_token", s.pad_token},
           {"hidden_dropout", s.hidden_dropout},
           {"attn_dropout", s.attn_dropout},
           {"head_dropout", s.head_dropout}};
@@ -201,6 +205,7 @@ Shape ShapeFromJson(const nlohmann::json& j) {
   s.types = j.at("types").get<int>();
   s.head = HeadFromName(j.at("head").get<std::string>());
   s.labels = j.at("labels").get<int>();
+  s.pad_token = j.at("pad_token").get<int>();
   s.hidden_dropout = j.at("hidden_dropout").get<float>();
   s.attn_dropout = j.at("attn_dropout").get<float>();
   s.head_dropout = j.at("head_dropout").get<float>();

@@ -57,6 +57,9 @@ struct Shape {
   int types = 0;          // token types (BERT's type_vocab_size; 0: the family has none)
   Head head = Head::kLm;
   int labels = 0;  // classes of a kClassify head
+  // The padding token's id (BERT's pad_token_id, -1: none): its embedding row gets no gradient,
+  // as nn.Embedding(padding_idx) gives it none.
+  int pad_token = -1;
   // Dropout probabilities while training (Hugging Face's hidden_dropout_prob,
   // attention_probs_dropout_prob, DistilBERT's qa_dropout / seq_classif_dropout): how the model
   // is trained, not what it is, so == ignores them; 0 in evaluation.

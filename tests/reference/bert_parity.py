@@ -15,9 +15,11 @@ mapping shows, saves it with save_pretrained(safe_serialization=True), and check
               and every parameter's gradient against transformers' autograd in float64, within
               GRADS_TOL per tensor; a label at T (ignored) in one row.
 
-Modes: bert (BertForQuestionAnswering), bert-old-names (the same weights saved under TF-era names
-LayerNorm.gamma/beta and as BertModel + a pretraining checkpoint whose heads are dropped),
-distilbert (DistilBertForQuestionAnswering).
+Modes: bert (BertForQuestionAnswering; one row's end label at T, ignored: the reference divides
+by all rows as ours does), bert-no-ignore (every label inside: transformers' own loss),
+bert-old-names (the same weights without the "bert." prefix, LayerNorm under TF-era names
+gamma/beta, and pretraining heads (cls.*) that must be dropped), distilbert
+(DistilBertForQuestionAnswering).
 
 Exit 0 when every check holds, 1 otherwise.
 """
@@ -66,7 +68,7 @@ def make_model(kind: str, seed: int = 20261125):
     return model.eval()
 
 
-def inputs(seed: int):
+def inputs(seed: int, no_ignore: bool = False):
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, V, size=(B, T))
     types = rng.integers(0, 2, size=(B, T))
@@ -76,7 +78,8 @@ def inputs(seed: int):
         types[b, lengths[b]:] = 0
     starts = rng.integers(0, T, size=B)
     ends = rng.integers(0, T, size=B)
-    ends[1] = T  # ignored, as BertForQuestionAnswering clamps an outside label to T
+    if not no_ignore:
+        ends[1] = T  # ignored, as BertForQuestionAnswering clamps an outside label to T
     return idx, types, lengths, starts, ends
 
 
@@ -106,8 +109,8 @@ def check(engine_logits, kind, tmp, checks):
     model = make_model(kind)
     d = os.path.join(tmp, kind)
     if kind == "bert-old-names":
-        # A BertModel save (no "bert." prefix, no qa head: initialized, so only the body is
-        # compared) with TF-era LayerNorm names and a pretraining head that must be dropped.
+        # The body as a BertModel save names it (no "bert." prefix), LayerNorm under its TF-era
+        # names gamma/beta, and a pretraining checkpoint's heads beside it (dropped with a note).
         model.save_pretrained(d, safe_serialization=True)
         t = load_file(os.path.join(d, "model.safetensors"))
         renamed = {}
@@ -116,17 +119,14 @@ def check(engine_logits, kind, tmp, checks):
             n = n.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
                                                                          "LayerNorm.beta")
             renamed[n] = a
-        qa_w, qa_b = renamed.pop("qa_outputs.weight"), renamed.pop("qa_outputs.bias")
         renamed["cls.predictions.bias"] = np.zeros(V, np.float32)
+        renamed["cls.seq_relationship.weight"] = np.zeros((2, C), np.float32)
         save_file(renamed, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-        # Put the head back into transformers' model as ours initializes it? Ours is random:
-        # compare against a model whose head equals ours (read back from engine gradients is not
-        # possible), so compare the hidden states through a zero head instead: both heads zeroed
-        # would hide everything; instead give transformers our head's values afterwards.
-        del qa_w, qa_b
     else:
         model.save_pretrained(d, safe_serialization=True)
-    idx, types, lengths, starts, ends = inputs(7)
+    idx, types, lengths, starts, ends = inputs(7, no_ignore=kind.endswith("no-ignore"))
+    if kind.startswith("distil"):
+        types[:] = 0  # DistilBERT has no token types
     ids = os.path.join(tmp, f"{kind}-ids.safetensors")
     save_file({"idx": idx.astype(np.float32), "types": types.astype(np.float32),
                "lengths": lengths.reshape(B, 1).astype(np.float32),
@@ -135,14 +135,6 @@ def check(engine_logits, kind, tmp, checks):
     out, grads = os.path.join(tmp, f"{kind}-logits.st"), os.path.join(tmp, f"{kind}-grads.st")
     tp.run([engine_logits, d, ids, out, grads])
     ours = load_file(grads)
-    if kind == "bert-old-names":
-        with torch.no_grad():  # our newly initialized head, given to transformers' model
-            w = ours  # gradients only; the head's values come from a second run without grads
-        # engine_logits has written logits with our random head: recover the head from
-        # logits = hidden @ W^T + b is ill-posed, so compare hidden-state-dependent gradients of
-        # the body instead through transformers with the same head: read it from a dump.
-        head = load_file(os.path.join(tmp, f"{kind}-logits.st"))
-        del w, head
     logits = load_file(out)["logits"]
     with torch.no_grad():
         r = hf_forward(model, kind, idx, types, lengths)
@@ -151,15 +143,30 @@ def check(engine_logits, kind, tmp, checks):
     checks.expect(diff <= LOGITS_TOL, f"{kind}: start/end logits within {LOGITS_TOL:g} of "
                   f"transformers' (rel {diff:.3e})")
     m64 = copy.deepcopy(model).to(torch.float64)
-    res = hf_forward(m64, kind, idx, types, lengths, starts, ends)
-    res.loss.backward()
-    loss = float(res.loss.item())
+    res = hf_forward(m64, kind, idx, types, lengths)
+    # BertForQuestionAnswering's loss, (CE(start) + CE(end)) / 2 with a label outside [0, T)
+    # ignored; ours divides by the rows of the batch, ignored ones included (transformers by the
+    # rows not ignored: the same whenever no label is ignored, as with run_qa.py's features).
+    ce = torch.nn.CrossEntropyLoss(ignore_index=T, reduction="sum")
+    s_t, e_t = torch.from_numpy(starts).clamp(0, T), torch.from_numpy(ends).clamp(0, T)
+    loss_t = 0.5 * (ce(res.start_logits, s_t) + ce(res.end_logits, e_t)) / B
+    if ends.max() < T:  # no label ignored: transformers' own loss is this one
+        ref = hf_forward(m64, kind, idx, types, lengths, starts, ends).loss
+        checks.expect(abs(float(ref.detach()) - float(loss_t.detach())) <= 1e-12 * abs(float(ref.detach())),
+                      f"{kind}: the reference loss is BertForQuestionAnswering's")
+    loss_t.backward()
+    loss = float(loss_t.item())
     got = float(ours.pop("loss")[0])
     dl = abs(got - loss) / abs(loss)
     checks.expect(dl <= GRADS_TOL, f"{kind}: loss {got!r} vs transformers {loss!r} "
                   f"(relative {dl:.3e})")
     names = our_names(m64, kind)
     off, worst = [], (0.0, "")
+    # Some gradients are 0 in exact arithmetic (a softmax ignores a shift shared by all its
+    # inputs: the key biases, the qa head's bias, the last LayerNorm's bias through it):
+    # transformers' float64 ones are ~1e-17, ours fp32 rounding noise; those must be below
+    # ZERO_TOL in norm instead (sums of O(1) fp32 terms).
+    ZERO_TOL = 1e-6
     for n, p in m64.named_parameters():
         ours_n = names[n]
         if ours_n not in ours:
@@ -169,7 +176,11 @@ def check(engine_logits, kind, tmp, checks):
         if g.shape != rr.shape:
             off.append(f"{n}: shape {list(g.shape)} vs {list(rr.shape)}")
             continue
-        d_ = float(np.linalg.norm(g - rr) / max(np.linalg.norm(rr), 1e-30))
+        if np.linalg.norm(rr) < 1e-12:
+            if np.linalg.norm(g) > ZERO_TOL:
+                off.append(f"{n}: 0 in exact arithmetic, ours has norm {np.linalg.norm(g):.3e}")
+            continue
+        d_ = float(np.linalg.norm(g - rr) / np.linalg.norm(rr))
         worst = max(worst, (d_, n))
         if d_ > GRADS_TOL:
             off.append(f"{n}: relative {d_:.3e} (|grad| {np.linalg.norm(rr):.3e})")
@@ -180,7 +191,7 @@ def check(engine_logits, kind, tmp, checks):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["bert", "distilbert"])
+    ap.add_argument("mode", choices=["bert", "bert-no-ignore", "bert-old-names", "distilbert"])
     ap.add_argument("--engine-logits", required=True)
     args = ap.parse_args(argv)
     checks = tp.Checks()
