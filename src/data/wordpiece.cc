@@ -117,7 +117,8 @@ struct WordPieceTokenizer::Impl {
   std::vector<std::string> id_to_token;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> vocab;  // the model's
   std::size_t max_token_bytes = 0;
-  std::string prefix = "##";
+  std::string prefix = "##";      // the model's continuation prefix
+  std::string dec_prefix = "##";  // the decoder's
   int max_chars = 100;
   bool clean_text = true, chinese = true, strip_accents = true, lowercase = true;
   bool cleanup = true;          // the decoder's
@@ -346,8 +347,8 @@ std::string WordPieceTokenizer::Impl::DecodeIds(const int* ids, std::size_t n,
       continue;
     }
     if (i > 0 || continuation) {
-      if (token.starts_with(prefix)) {
-        token.erase(0, prefix.size());
+      if (token.starts_with(dec_prefix)) {
+        token.erase(0, dec_prefix.size());
       } else {
         token.insert(0, 1, ' ');
       }
@@ -447,7 +448,8 @@ void LoadTokenizerJson(const JsonFile& f, WordPieceTokenizer::Impl* t) {
     f.Fail("model.unk_token", "is missing or not a string",
            "WordPiece needs an unknown token (BERT's is [UNK])");
   }
-  if (model.contains("continuing_subword_prefix")) {
+  if (model.contains("continuing_subword_prefix") &&
+      !model["continuing_subword_prefix"].is_null()) {
     t->prefix = f.Str(model, "model", "continuing_subword_prefix");
   }
   t->max_chars = f.Int(model, "model", "max_input_chars_per_word", 100);
@@ -482,7 +484,8 @@ void LoadTokenizerJson(const JsonFile& f, WordPieceTokenizer::Impl* t) {
   if (const json& d = root.value("decoder", json()); d.is_null()) {
     t->join_spaces = true;
   } else if (const std::string type = f.Type(d, "decoder"); type == "WordPiece") {
-    if (d.contains("prefix")) t->prefix = f.Str(d, "decoder", "prefix");
+    if (d.contains("prefix") && !d["prefix"].is_null())
+      t->dec_prefix = f.Str(d, "decoder", "prefix");
     t->cleanup = f.Bool(d, "decoder", "cleanup", true);
   } else {
     f.Fail("decoder.type",
