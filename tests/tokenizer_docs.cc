@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
+#include "common/subprocess.h"
 #include "test_util.h"
 
 namespace cputrain::test {
@@ -135,6 +138,39 @@ std::vector<std::string> ReferenceDocuments() {
   for (std::string line; std::getline(lines, line);) docs.push_back(line);
   for (std::string& d : RandomDocuments(600, 20240520)) docs.push_back(std::move(d));
   return docs;
+}
+
+nlohmann::json RunReferenceMaker(const std::string& python, const std::string& script,
+                                 const std::vector<std::string>& args, const std::string& dir,
+                                 const std::vector<std::string>& docs) {
+  if (!std::filesystem::exists(python)) {
+    ADD_FAILURE() << python << " is missing: the reference (Hugging Face tokenizers) "
+                  << "cannot run. Run scripts/install-deps.sh --peers (then reconfigure).";
+    return nullptr;
+  }
+  const std::string docs_path = dir + "/docs.json", out = dir + "/out.json";
+  std::ofstream(docs_path) << nlohmann::json(docs).dump();
+  std::vector<std::string> argv = {python, script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back(docs_path);
+  argv.push_back(out);
+  const SubprocessResult p = RunSubprocess(argv);
+  if (p.exit_code != 0) {
+    ADD_FAILURE() << script << " failed (" << p.exit_code << "):\n" << p.err;
+    return nullptr;
+  }
+  nlohmann::json result = nlohmann::json::parse(Slurp(out));
+  std::fprintf(stderr, "note: reference %s\n", result["versions"].dump().c_str());
+  return result;
+}
+
+SubprocessResult Tokenize(const std::vector<std::string>& args, const std::string& input) {
+  std::vector<std::string> argv = {CliPath(), "tokenize"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  SubprocessOptions o;
+  o.stdin_text = input;
+  o.timeout_seconds = 120;
+  return RunSubprocess(argv, o);
 }
 
 }  // namespace cputrain::test

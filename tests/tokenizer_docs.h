@@ -4,9 +4,12 @@
 // characters.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/subprocess.h"
 
 namespace cputrain::test {
 
@@ -20,5 +23,16 @@ std::vector<std::string> RandomDocuments(int count, unsigned seed);
 // Every document the reference comparisons cover: EdgeCases(), the corpus whole, its lines,
 // RandomDocuments(600, 20240520).
 std::vector<std::string> ReferenceDocuments();
+
+// Runs a reference maker of tests/data in the peers' Python environment (`python`):
+// `python script args... DIR/docs.json DIR/out.json`, `docs` written to the first as a JSON array.
+// Returns out.json parsed, printing its "versions" as a note; null (after ADD_FAILURE saying
+// why) if the environment is missing or the script fails.
+nlohmann::json RunReferenceMaker(const std::string& python, const std::string& script,
+                                 const std::vector<std::string>& args, const std::string& dir,
+                                 const std::vector<std::string>& docs);
+
+// `cputrain-numa tokenize ARGS` with `input` on its stdin.
+SubprocessResult Tokenize(const std::vector<std::string>& args, const std::string& input);
 
 }  // namespace cputrain::test

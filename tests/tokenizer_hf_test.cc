@@ -38,6 +38,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ::cputrain::test::Escaped;
 using ::cputrain::test::Slurp;
+using ::cputrain::test::Tokenize;
 
 const std::string kSourceDir = CPUTRAIN_SOURCE_DIR;
 const std::string kPeersPython = CPUTRAIN_PEERS_PYTHON;
@@ -103,22 +104,9 @@ struct Reference {
 const Reference& Ref() {
   static Reference* r = [] {
     auto* ref = new Reference();
-    if (!fs::exists(kPeersPython)) {
-      ADD_FAILURE() << kPeersPython << " is missing: the reference (Hugging Face tokenizers) "
-                    << "cannot run. Run scripts/install-deps.sh --peers (then reconfigure).";
-      return ref;
-    }
-    const std::string docs = ref->dir.path() + "/docs.json", out = ref->dir.path() + "/ids.json";
-    std::ofstream(docs) << json(ref->docs).dump();
-    const SubprocessResult p =
-        RunSubprocess({kPeersPython, kSourceDir + "/tests/data/make_hf_tokenizers.py",
-                       ref->dir.path(), kSourceDir + "/third_party/gpt2", docs, out});
-    if (p.exit_code != 0) {
-      ADD_FAILURE() << "make_hf_tokenizers.py failed (" << p.exit_code << "):\n" << p.err;
-      return ref;
-    }
-    ref->ids = json::parse(Slurp(out));
-    std::fprintf(stderr, "note: reference %s\n", ref->ids["versions"].dump().c_str());
+    ref->ids = test::RunReferenceMaker(
+        kPeersPython, kSourceDir + "/tests/data/make_hf_tokenizers.py",
+        {ref->dir.path(), kSourceDir + "/third_party/gpt2"}, ref->dir.path(), ref->docs);
     return ref;
   }();
   return *r;
@@ -369,8 +357,9 @@ TEST(HfTokenizerErrors, NameTheFileTheKeyAndAFix) {
   const std::string file = dir.path() + "/tokenizer.json";
   ExpectError(LoadError(dir, [](json& j) { j["model"]["type"] = "Unigram"; }), file,
               "model.type: 'Unigram' is not supported");
+  // A WordPiece model goes to WordPieceTokenizer, which names Llama 2's normalizer.
   InputError wp = LoadError(dir, [](json& j) { j["model"]["type"] = "WordPiece"; });
-  ExpectError(wp, file, "WordPiece (BERT's) is not supported yet; it will come with BERT");
+  ExpectError(wp, file, "normalizer.type: normalizer 'Sequence' is not supported with a WordPiece");
   ExpectError(LoadError(dir,
                         [](json& j) {
                           j["normalizer"] = {{"type", "NFKC"}};
@@ -424,15 +413,6 @@ TEST(HfTokenizerErrors, NameTheFileTheKeyAndAFix) {
 }
 
 // ---- The CLI: tokenize, prepare-data with a tokenizer.json, train on uint32 token files.
-
-SubprocessResult Tokenize(const std::vector<std::string>& args, const std::string& input) {
-  std::vector<std::string> argv = {test::CliPath(), "tokenize"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  SubprocessOptions o;
-  o.stdin_text = input;
-  o.timeout_seconds = 120;
-  return RunSubprocess(argv, o);
-}
 
 // "" if the texts are equal, else their first differing line (numbered from 1) in each.
 std::string FirstDifferentLine(const std::string& got, const std::string& want) {
@@ -506,8 +486,10 @@ TEST(CliTokenize, BadTokenizersExitWith2AndAHint) {
   std::ofstream(dir.path() + "/tokenizer.json") << j.dump();
   SubprocessResult wp = Tokenize({"--tokenizer", dir.path()}, "x\n");
   EXPECT_EQ(wp.exit_code, 2) << wp.err;
-  EXPECT_NE(wp.err.find(dir.path() + "/tokenizer.json': model.type"), std::string::npos) << wp.err;
-  EXPECT_NE(wp.err.find("BERT"), std::string::npos) << wp.err;
+  // Read as WordPiece (tokenizer.h), which names what Qwen2's model lacks.
+  EXPECT_NE(wp.err.find(dir.path() + "/tokenizer.json': model.unk_token"), std::string::npos)
+      << wp.err;
+  EXPECT_NE(wp.err.find("WordPiece"), std::string::npos) << wp.err;
   EXPECT_NE(wp.err.find("hint:"), std::string::npos) << wp.err;
   SubprocessResult help = Tokenize({"--help"}, "");
   EXPECT_EQ(help.exit_code, 0);
