@@ -369,8 +369,9 @@ TEST(HfTokenizerErrors, NameTheFileTheKeyAndAFix) {
   const std::string file = dir.path() + "/tokenizer.json";
   ExpectError(LoadError(dir, [](json& j) { j["model"]["type"] = "Unigram"; }), file,
               "model.type: 'Unigram' is not supported");
+  // A WordPiece model goes to WordPieceTokenizer, which names Llama 2's normalizer.
   InputError wp = LoadError(dir, [](json& j) { j["model"]["type"] = "WordPiece"; });
-  ExpectError(wp, file, "WordPiece (BERT's) is not supported yet; it will come with BERT");
+  ExpectError(wp, file, "normalizer.type: normalizer 'Sequence' is not supported with a WordPiece");
   ExpectError(LoadError(dir,
                         [](json& j) {
                           j["normalizer"] = {{"type", "NFKC"}};
@@ -506,8 +507,9 @@ TEST(CliTokenize, BadTokenizersExitWith2AndAHint) {
   std::ofstream(dir.path() + "/tokenizer.json") << j.dump();
   SubprocessResult wp = Tokenize({"--tokenizer", dir.path()}, "x\n");
   EXPECT_EQ(wp.exit_code, 2) << wp.err;
-  EXPECT_NE(wp.err.find(dir.path() + "/tokenizer.json': model.type"), std::string::npos) << wp.err;
-  EXPECT_NE(wp.err.find("BERT"), std::string::npos) << wp.err;
+  EXPECT_NE(wp.err.find(dir.path() + "/tokenizer.json': normalizer.type"), std::string::npos)
+      << wp.err;
+  EXPECT_NE(wp.err.find("BertNormalizer"), std::string::npos) << wp.err;
   EXPECT_NE(wp.err.find("hint:"), std::string::npos) << wp.err;
   SubprocessResult help = Tokenize({"--help"}, "");
   EXPECT_EQ(help.exit_code, 0);

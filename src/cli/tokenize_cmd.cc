@@ -17,6 +17,7 @@ void AddTokenizeCommand(CLI::App& app) {
   struct Opts {
     std::string tokenizer;
     bool special = false;
+    bool offsets = false;
   };
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -25,23 +26,35 @@ void AddTokenizeCommand(CLI::App& app) {
       "per input line (the newline is not part of the text; a CR before it is)");
   cmd->add_option("--tokenizer", opts->tokenizer,
                   "gpt2, bytes, a Hugging Face tokenizer.json or a directory holding one (and "
-                  "its tokenizer_config.json), or a directory with GPT-2's vocab.json + "
-                  "merges.txt")
+                  "its tokenizer_config.json), a BERT vocab.txt (or a directory holding one), or "
+                  "a directory with GPT-2's vocab.json + merges.txt")
       ->required();
   cmd->add_flag("--special", opts->special,
                 "add the tokenizer's special tokens around each line, as Hugging Face's "
                 "add_special_tokens=True (e.g. Llama's <s> first); special tokens written in "
                 "the text are always their ids");
+  cmd->add_flag("--offsets", opts->offsets,
+                "print each id as id:begin-end, its [begin, end) byte span in the line (WordPiece "
+                "tokenizers; special tokens added by --special span 0-0, as Hugging Face's)");
   cmd->callback([opts] {
     std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(opts->tokenizer);
     std::vector<int> ids;
+    std::vector<data::Offset> offsets;
     std::string line, out;
     char buf[1 << 16];
     bool more = true;
     // Lines of any length, read in blocks; the last one may lack its newline.
     auto emit = [&] {
       ids.clear();
-      if (opts->special) {
+      offsets.clear();
+      const data::SpecialFrame& frame = tok->special_frame();
+      if (opts->offsets) {
+        if (opts->special) ids = frame.before;
+        offsets.resize(ids.size());
+        tok->EncodeWithOffsets(line, &ids, &offsets);
+        if (opts->special) ids.insert(ids.end(), frame.after.begin(), frame.after.end());
+        offsets.resize(ids.size());
+      } else if (opts->special) {
         tok->EncodeWithSpecial(line, &ids);
       } else {
         tok->Encode(line, &ids);
@@ -49,6 +62,8 @@ void AddTokenizeCommand(CLI::App& app) {
       for (std::size_t i = 0; i < ids.size(); ++i) {
         if (i > 0) out.push_back(' ');
         fmt::format_to(std::back_inserter(out), "{}", ids[i]);
+        if (opts->offsets)
+          fmt::format_to(std::back_inserter(out), ":{}-{}", offsets[i].begin, offsets[i].end);
       }
       out.push_back('\n');
       if (out.size() >= (1 << 16)) {

@@ -14,10 +14,12 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "data/added_tokens.h"
 #include "data/bpe_heap.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/hf_pretokenizer.h"
+#include "data/json_file.h"
 #include "data/nfc.h"
 #include "data/unicode_classes.h"
 #include "data/word_cache.h"
@@ -25,85 +27,9 @@
 namespace cputrain::data {
 namespace {
 
-using json = nlohmann::json;
-
 constexpr char kHint[] =
     "use the tokenizer.json the model ships (Hugging Face's `tokenizers` library writes it); "
     "docs/data.md lists the pipelines cputrain-numa reads";
-
-// tokenizer.json (and tokenizer_config.json) can be large: Llama 3's is 9 MB, vocabularies of
-// millions of tokens run to hundreds of MB.
-constexpr uint64_t kMaxTokenizerJsonBytes = 1ull << 30;
-
-// Reads one JSON file and reports its faults naming the file and the key.
-class JsonFile {
- public:
-  explicit JsonFile(std::string path) : path_(std::move(path)) {}
-  const std::string& path() const { return path_; }
-
-  json Parse() const {
-    const InputKind kind{"tokenizer file", "a Hugging Face tokenizer.json", kMaxTokenizerJsonBytes,
-                         kHint};
-    std::string text = ReadFile(path_, kind);
-    try {
-      return json::parse(text);
-    } catch (const json::exception& e) {
-      throw InputError(fmt::format("'{}' is not valid JSON: {}", path_, e.what()), kHint);
-    }
-  }
-
-  [[noreturn]] void Fail(const std::string& key, const std::string& what,
-                         const std::string& hint = kHint) const {
-    throw InputError(fmt::format("'{}': {}: {}", path_, key, what), hint);
-  }
-
-  // obj[key], which must exist (null counts as missing unless allow_null).
-  const json& At(const json& obj, const std::string& where, const char* key) const {
-    if (!obj.is_object()) Fail(where, "is not a JSON object");
-    auto it = obj.find(key);
-    if (it == obj.end()) Fail(Key(where, key), "is missing");
-    return *it;
-  }
-  std::string Str(const json& obj, const std::string& where, const char* key) const {
-    const json& v = At(obj, where, key);
-    if (!v.is_string()) Fail(Key(where, key), "is not a string");
-    return v.get<std::string>();
-  }
-  bool Bool(const json& obj, const std::string& where, const char* key, bool def) const {
-    if (!obj.is_object()) Fail(where, "is not a JSON object");
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return def;
-    if (!it->is_boolean()) Fail(Key(where, key), "is not true or false");
-    return it->get<bool>();
-  }
-  int Int(const json& obj, const std::string& where, const char* key, int def) const {
-    if (!obj.is_object()) Fail(where, "is not a JSON object");
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return def;
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX) {
-      Fail(Key(where, key), "is not a non-negative integer");
-    }
-    return it->get<int>();
-  }
-  // An array member (missing or null: empty).
-  const json& Array(const json& obj, const std::string& where, const char* key) const {
-    static const json kEmpty = json::array();
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return kEmpty;
-    if (!it->is_array()) Fail(Key(where, key), "is not an array");
-    return *it;
-  }
-  static std::string Key(const std::string& where, const std::string& key) {
-    return where.empty() ? key : where + "." + key;
-  }
-  // The "type" of a pipeline component.
-  std::string Type(const json& obj, const std::string& where) const {
-    return Str(obj, where, "type");
-  }
-
- private:
-  std::string path_;
-};
 
 // (left, right) -> (rank, merged) for ids of any size: open addressing over 64-bit keys.
 class PairTable {
@@ -245,7 +171,7 @@ struct HfTokenizer::Impl {
   std::vector<DecStep> dec;
   bool join_with_spaces = false;  // no decoder: HF joins tokens with " "
   std::vector<Added> added;
-  std::vector<int> added_by_byte[256];  // indices into added, longest first
+  AddedTokenIndex added_index;  // over added
   SpecialFrame frame;
   int bos = -1, eos = -1;
   bool word_space_cuts = false;
@@ -270,8 +196,8 @@ void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
   if (!model.is_object()) f.Fail("model", "is not a JSON object");
   std::string type = model.contains("type") ? f.Type(model, "model") : "BPE";
   if (type == "WordPiece") {
-    f.Fail("model.type", "WordPiece (BERT's) is not supported yet; it will come with BERT",
-           "use a BPE tokenizer.json (GPT-2, Llama, Qwen2, Mistral, SmolLM2 families)");
+    f.Fail("model.type", "WordPiece (BERT's) is read by WordPieceTokenizer, not HfTokenizer",
+           "load it through MakeTokenizer or WordPieceTokenizer::Load (data/wordpiece.h)");
   }
   if (type != "BPE") {
     f.Fail("model.type",
@@ -301,23 +227,7 @@ void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
   // Ids must be below the number of tokens (vocab + added): they index arrays of that size.
   const std::size_t limit = vocab.size() + added.size();
   auto set_id = [&](const std::string& key, const json& v, const std::string& token) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-        static_cast<uint64_t>(v.get<int64_t>()) >= limit) {
-      f.Fail(key, fmt::format("the id of '{}' is not an integer in [0, {}) (the number of tokens)",
-                              token, limit));
-    }
-    const int id = v.get<int>();
-    if (static_cast<std::size_t>(id) >= t->id_to_token.size()) {
-      t->id_to_token.resize(id + 1);
-      t->known.resize(id + 1, false);
-    }
-    if (t->known[id] && t->id_to_token[id] != token) {
-      f.Fail(key,
-             fmt::format("id {} is given to both '{}' and '{}'", id, t->id_to_token[id], token));
-    }
-    t->id_to_token[id] = token;
-    t->known[id] = true;
-    return id;
+    return SetTokenId(f, key, v, token, limit, &t->id_to_token, &t->known);
   };
   t->id_to_token.reserve(limit);
   for (auto it = vocab.begin(); it != vocab.end(); ++it)
@@ -414,19 +324,6 @@ void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
     }
     t->merges.Put(l->get<int>(), r->get<int>(), static_cast<int>(rank), merged->get<int>());
   }
-}
-
-// A "Sequence" component (normalizers, pre_tokenizers, processors, decoders): load(item, key)
-// for each item of obj[list]; false if obj is another type.
-bool LoadSequence(const JsonFile& f, const json& obj, const std::string& where,
-                  const std::string& type, const char* list,
-                  const std::function<void(const json&, const std::string&)>& load) {
-  if (type != "Sequence") return false;
-  const json& items = f.Array(obj, where, list);
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    load(items[i], fmt::format("{}.{}[{}]", where, list, i));
-  }
-  return true;
 }
 
 void LoadNormalizer(const JsonFile& f, const json& n, const std::string& where,
@@ -528,63 +425,6 @@ void LoadPreTokenizer(const JsonFile& f, const json& p, const std::string& where
   t->pre.push_back(step);
 }
 
-// The ids of a post-processor's special tokens around the text, into *frame.
-void LoadPostProcessor(const JsonFile& f, const json& p, const std::string& where,
-                       HfTokenizer::Impl* t, SpecialFrame* frame) {
-  if (p.is_null()) return;
-  const std::string type = f.Type(p, where);
-  if (LoadSequence(f, p, where, type, "processors", [&](const json& item, const std::string& key) {
-        LoadPostProcessor(f, item, key, t, frame);
-      })) {
-    return;
-  }
-  if (type == "ByteLevel") {
-    // Only offsets change.
-  } else if (type == "TemplateProcessing") {
-    const json& single = f.Array(p, where, "single");
-    const json& specials = f.At(p, where, "special_tokens");
-    bool seen_text = false;
-    *frame = SpecialFrame{};
-    for (std::size_t i = 0; i < single.size(); ++i) {
-      const std::string item = fmt::format("{}.single[{}]", where, i);
-      if (single[i].contains("Sequence")) {
-        if (f.Str(single[i]["Sequence"], item + ".Sequence", "id") != "A" || seen_text) {
-          f.Fail(item, "the single template must hold the sequence $A once");
-        }
-        seen_text = true;
-        continue;
-      }
-      const std::string name = f.Str(f.At(single[i], item, "SpecialToken"), item, "id");
-      const json& special = f.At(specials, where + ".special_tokens", name.c_str());
-      const json& ids = f.Array(special, where + ".special_tokens." + name, "ids");
-      for (const json& id : ids) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-            id.get<int64_t>() >= t->vocab_size) {
-          f.Fail(where + ".special_tokens." + name + ".ids",
-                 fmt::format("{} is not an id of this vocabulary", id.dump()));
-        }
-        (seen_text ? frame->after : frame->before).push_back(id.get<int>());
-      }
-    }
-    if (!seen_text) f.Fail(where + ".single", "has no $A");
-  } else if (type == "RobertaProcessing" || type == "BertProcessing") {
-    auto id_of = [&](const char* key) {
-      const json& pair = f.At(p, where, key);
-      if (!pair.is_array() || pair.size() != 2 || !pair[1].is_number_integer() ||
-          pair[1].get<int64_t>() < 0 || pair[1].get<int64_t>() >= t->vocab_size) {
-        f.Fail(JsonFile::Key(where, key), "is not [token, id] with an id of this vocabulary");
-      }
-      return pair[1].get<int>();
-    };
-    *frame = SpecialFrame{{id_of("cls")}, {id_of("sep")}};
-  } else {
-    f.Fail(where + ".type",
-           fmt::format("post-processor '{}' is not supported (supported: TemplateProcessing, "
-                       "RobertaProcessing, BertProcessing, ByteLevel, Sequence)",
-                       type));
-  }
-}
-
 void LoadDecoder(const JsonFile& f, const json& d, const std::string& where, HfTokenizer::Impl* t) {
   if (d.is_null()) return;
   const std::string type = f.Type(d, where);
@@ -630,15 +470,6 @@ void LoadDecoder(const JsonFile& f, const json& d, const std::string& where, HfT
   t->dec.push_back(step);
 }
 
-// tokenizer_config.json's "bos_token"/"eos_token": a string, {"content": ...} or null.
-std::string ConfigToken(const JsonFile& f, const json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object()) return f.Str(*it, key, "content");
-  f.Fail(key, "is neither a string nor {\"content\": ...}");
-}
-
 }  // namespace
 
 int HfTokenizer::Impl::IdOf(const std::string& token) const {
@@ -656,7 +487,7 @@ std::unique_ptr<HfTokenizer> HfTokenizer::Load(const std::string& path) {
   std::error_code ec;
   const bool dir = fs::is_directory(path, ec);
   const fs::path file = dir ? fs::path(path) / "tokenizer.json" : fs::path(path);
-  const JsonFile f(file.string());
+  const JsonFile f(file.string(), kHint);
   const json root = f.Parse();
   if (!root.is_object()) f.Fail("(top level)", "is not a JSON object");
 
@@ -670,17 +501,12 @@ std::unique_ptr<HfTokenizer> HfTokenizer::Load(const std::string& path) {
   const json decoder = root.value("decoder", json());
   t->join_with_spaces = decoder.is_null();
   LoadDecoder(f, decoder, "decoder", t.get());
-  LoadPostProcessor(f, root.value("post_processor", json()), "post_processor", t.get(), &t->frame);
+  LoadPostProcessor(f, root.value("post_processor", json()), "post_processor", t->vocab_size,
+                    &t->frame);
   // Added tokens by first byte, longest first: the first that matches is the longest.
-  for (std::size_t i = 0; i < t->added.size(); ++i) {
-    t->added_by_byte[static_cast<unsigned char>(t->added[i].content[0])].push_back(
-        static_cast<int>(i));
-  }
-  for (auto& list : t->added_by_byte) {
-    std::stable_sort(list.begin(), list.end(), [&](int a, int b) {
-      return t->added[a].content.size() > t->added[b].content.size();
-    });
-  }
+  std::vector<std::string_view> contents;
+  for (const Added& a : t->added) contents.push_back(a.content);
+  t->added_index.Build(contents);
 
   // bos/eos: the template's, unless tokenizer_config.json names them; without either, an added
   // <|endoftext|> is both (the defaults of transformers' GPT2TokenizerFast: GPT-2's own
@@ -694,7 +520,7 @@ std::unique_ptr<HfTokenizer> HfTokenizer::Load(const std::string& path) {
   }
   const fs::path config_path = file.parent_path() / "tokenizer_config.json";
   if (fs::exists(config_path, ec)) {
-    const JsonFile cf(config_path.string());
+    const JsonFile cf(config_path.string(), kHint);
     const json config = cf.Parse();
     if (!config.is_object()) cf.Fail("(top level)", "is not a JSON object");
     for (auto [key, id] : {std::pair{"bos_token", &t->bos}, std::pair{"eos_token", &t->eos}}) {
@@ -771,18 +597,12 @@ void HfTokenizer::Encode(std::string_view text, std::vector<int>* out) const {
   std::size_t seg = 0;  // start of the text not yet encoded
   bool first = true;    // that text starts the input
   for (std::size_t i = 0; i < text.size();) {
-    const auto& candidates = t.added_by_byte[static_cast<unsigned char>(text[i])];
-    const Added* match = nullptr;
-    for (int c : candidates) {
-      if (text.compare(i, t.added[c].content.size(), t.added[c].content) == 0) {
-        match = &t.added[c];
-        break;
-      }
-    }
-    if (match == nullptr) {
+    const int m = t.added_index.Match(text, i);
+    if (m < 0) {
       ++i;
       continue;
     }
+    const Added* match = &t.added[m];
     std::size_t begin = i, end = i + match->content.size();
     int len = 0;
     if (match->lstrip) {

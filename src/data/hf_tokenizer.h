@@ -32,7 +32,8 @@
 // rebuilds its post-processor from them), else the post-processor's template decides. Without a
 // config, bos and eos are the template's special tokens before and after the text.
 //
-// Anything else (Unigram and WordLevel models, WordPiece, which will come with BERT, other
+// WordPiece (BERT's) tokenizer.json files are WordPieceTokenizer's (wordpiece.h; MakeTokenizer
+// routes them there). Anything else (Unigram and WordLevel models, other
 // normalizers such as NFKC/Lowercase, other pre-tokenizers or patterns, BPE dropout,
 // subword prefixes/suffixes, single_word added tokens) is an InputError naming the file, the key
 // and what is supported.

@@ -103,6 +103,8 @@ char32_t Compose(char32_t a, char32_t b) {
 
 const char* NfcUnicodeVersion() { return kNfcUnicodeVersion; }
 
+uint8_t CanonicalCombiningClass(char32_t cp) { return CombiningClass(cp); }
+
 namespace {
 
 // Appends NFC of text[p, end) to *out.

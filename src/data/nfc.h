@@ -10,6 +10,7 @@
 // Thread safety: every function may be called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,9 @@ namespace cputrain::data {
 
 // NFC of `text`; false (and *out untouched) if `text` is NFC already.
 bool Nfc(std::string_view text, std::string* out);
+
+// The canonical combining class of a code point (0 for starters; Unicode NfcUnicodeVersion()).
+uint8_t CanonicalCombiningClass(char32_t cp);
 
 // The Unicode version the tables were generated from (e.g. "14.0.0").
 const char* NfcUnicodeVersion();

@@ -5,10 +5,13 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/hf_tokenizer.h"
+#include "data/wordpiece.h"
 
 namespace cputrain::data {
 namespace {
@@ -78,6 +81,22 @@ std::unique_ptr<Tokenizer> MakeGpt2() {
       "CPUTRAIN_GPT2_VOCAB_DIR to a directory holding encoder.json and vocab.bpe");
 }
 
+// True if the tokenizer.json at `path` has a WordPiece model. Only a file that holds the word is
+// parsed here (a BPE tokenizer.json is parsed once, by HfTokenizer).
+bool IsWordPieceJson(const std::string& path) {
+  std::string text;
+  try {
+    text = ReadFile(path);
+  } catch (const InputError&) {
+    return false;  // HfTokenizer::Load reports it
+  }
+  if (text.find("\"WordPiece\"") == std::string::npos) return false;
+  const nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) return false;
+  const auto type = root["model"].find("type");
+  return type != root["model"].end() && *type == "WordPiece";
+}
+
 }  // namespace
 
 const SpecialFrame& Tokenizer::special_frame() const {
@@ -92,6 +111,13 @@ void Tokenizer::EncodeWithSpecial(std::string_view text, std::vector<int>* out) 
   out->insert(out->end(), frame.after.begin(), frame.after.end());
 }
 
+void Tokenizer::EncodeWithOffsets(std::string_view, std::vector<int>*, std::vector<Offset>*) const {
+  throw InputError(fmt::format("the tokenizer {} has no offsets", name()),
+                   "use a WordPiece (BERT) tokenizer: a vocab.txt or its tokenizer.json");
+}
+
+int Tokenizer::TokenId(std::string_view) const { return -1; }
+
 std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name) {
   if (name == "gpt2") return MakeGpt2();
   if (name == "bytes") return std::make_unique<BytesTokenizer>();
@@ -99,23 +125,32 @@ std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name) {
   const std::filesystem::path path(name);
   if (std::filesystem::is_directory(path, ec)) {
     auto has = [&](const char* file) { return std::filesystem::exists(path / file, ec); };
-    if (has("tokenizer.json")) return HfTokenizer::Load(name);
+    if (has("tokenizer.json")) {
+      if (IsWordPieceJson((path / "tokenizer.json").string()))
+        return WordPieceTokenizer::Load(name);
+      return HfTokenizer::Load(name);
+    }
+    if (has("vocab.txt")) return WordPieceTokenizer::Load(name);
     if (has("encoder.json") || has("vocab.json") || has("vocab.bpe") || has("merges.txt")) {
       return Gpt2Tokenizer::Load(name);  // names the missing one of a pair
     }
     throw InputError(
-        fmt::format("directory '{}' holds no tokenizer: no tokenizer.json, nor GPT-2's vocab.json "
-                    "+ merges.txt or encoder.json + vocab.bpe",
+        fmt::format("directory '{}' holds no tokenizer: no tokenizer.json, nor BERT's vocab.txt, "
+                    "nor GPT-2's vocab.json + merges.txt or encoder.json + vocab.bpe",
                     name),
         "pass the directory a Hugging Face model came in (it holds tokenizer.json), the "
-        "tokenizer.json itself, gpt2 or bytes");
+        "tokenizer.json itself, a vocab.txt, gpt2 or bytes");
+  }
+  if (path.extension() == ".txt" && std::filesystem::is_regular_file(path, ec)) {
+    return WordPieceTokenizer::Load(name);
   }
   if (path.filename() == "tokenizer.json" || std::filesystem::is_regular_file(path, ec)) {
+    if (IsWordPieceJson(name)) return WordPieceTokenizer::Load(name);
     return HfTokenizer::Load(name);
   }
   throw InputError(fmt::format("unknown tokenizer '{}'", name),
-                   "use gpt2, bytes, a tokenizer.json (or a directory holding one), or a "
-                   "directory holding GPT-2's vocab.json + merges.txt");
+                   "use gpt2, bytes, a tokenizer.json (or a directory holding one), a BERT "
+                   "vocab.txt, or a directory holding GPT-2's vocab.json + merges.txt");
 }
 
 }  // namespace cputrain::data

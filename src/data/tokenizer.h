@@ -8,6 +8,9 @@
 //          tokenizer_config.json): byte-level BPE (GPT-2, Llama 3, SmolLM2, Qwen2) or
 //          SentencePiece-style BPE (Llama 2, TinyLlama, Mistral), ids as the `tokenizers`
 //          library gives them; see hf_tokenizer.h.
+//   BERT's WordPiece (a vocab.txt, a WordPiece tokenizer.json, or a directory holding either):
+//          ids and offsets as the `tokenizers` library's BertWordPieceTokenizer gives them;
+//          see wordpiece.h.
 //
 // gpt2 and bytes are lossless: Decode(Encode(x)) == x for every byte string x, valid UTF-8 or
 // not; a tokenizer.json one for the text its pipeline keeps (hf_tokenizer.h).
@@ -17,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,6 +35,13 @@ inline constexpr int kGpt2VocabSize = 50257;
 // post-processor's template, e.g. Llama's <s> before it): ids before and after the text's.
 struct SpecialFrame {
   std::vector<int> before, after;
+};
+
+// [begin, end) byte offsets into the text passed to EncodeWithOffsets, one per id (Hugging Face's
+// offsets, in UTF-8 bytes of the original text instead of characters).
+struct Offset {
+  uint32_t begin = 0, end = 0;
+  bool operator==(const Offset&) const = default;
 };
 
 class Tokenizer {
@@ -54,6 +65,13 @@ class Tokenizer {
   // Encode with the special tokens of special_frame() around the text: Hugging Face's
   // encode(text, add_special_tokens=True).
   void EncodeWithSpecial(std::string_view text, std::vector<int>* out) const;
+  // Encode, and each id's span in `text`: appends to *ids and as many to *offsets. The default
+  // throws InputError naming the tokenizer ("... has no offsets"); WordPiece has them.
+  virtual void EncodeWithOffsets(std::string_view text, std::vector<int>* ids,
+                                 std::vector<Offset>* offsets) const;
+  // The id of a token written as in the vocabulary ("[CLS]", "##ing"), or -1. The default knows
+  // no tokens.
+  virtual int TokenId(std::string_view token) const;
   // True if Encode(text[0, pos)) followed by Encode(text[pos, ..)) equals Encode(text): where
   // prepare-data may cut a document into chunks tokenized in parallel. Called with
   // 0 < pos < text.size().
@@ -75,12 +93,13 @@ class Tokenizer {
 };
 
 // "gpt2", "bytes", a tokenizer.json file, a directory holding tokenizer.json (+ optional
-// tokenizer_config.json; hf_tokenizer.h), or a directory holding GPT-2's vocabulary under
-// Hugging Face's names (vocab.json + merges.txt) or OpenAI's (encoder.json + vocab.bpe); a
-// directory with both a tokenizer.json and GPT-2's files is read through its tokenizer.json.
-// Throws InputError for an unknown name or missing/malformed vocab files.
-// gpt2 reads encoder.json and vocab.bpe from the first of: $CPUTRAIN_GPT2_VOCAB_DIR (if set,
-// the only place looked at), <executable dir>/../share/cputrain-numa/gpt2 (where cmake
+// tokenizer_config.json; hf_tokenizer.h, or wordpiece.h when its model is WordPiece), a BERT
+// vocab.txt or a directory holding one and no tokenizer.json (wordpiece.h), or a directory holding
+// GPT-2's vocabulary under Hugging Face's names (vocab.json + merges.txt) or OpenAI's (encoder.json
+// + vocab.bpe); a directory with both a tokenizer.json and GPT-2's files is read through its
+// tokenizer.json. Throws InputError for an unknown name or missing/malformed vocab files. gpt2
+// reads encoder.json and vocab.bpe from the first of: $CPUTRAIN_GPT2_VOCAB_DIR (if set, the only
+// place looked at), <executable dir>/../share/cputrain-numa/gpt2 (where cmake
 // --install and the .deb put them), <source dir>/third_party/gpt2 (compiled in, for the build
 // tree; scripts/install-deps.sh --gpt2-vocab makes it).
 std::unique_ptr<Tokenizer> MakeTokenizer(const std::string& name);
