@@ -55,5 +55,12 @@ CLI::App* AddReportOptions(CLI::App& app, std::string* results, std::string* dir
 void AddPrepareDataCommand(CLI::App& app);
 // tokenize --tokenizer PATH [--special]: lines on stdin -> ids on stdout (tokenize_cmd.cc).
 void AddTokenizeCommand(CLI::App& app);
+// qa <subcommand>: extractive question answering on SQuAD (qa_cmd.cc). AddQaCommand makes `qa`
+// and adds each subcommand below to it; a new subcommand is one more Add*(qa) call there.
+void AddQaCommand(CLI::App& app);
+// qa features --tokenizer --data: run_qa.py's features, counted or dumped (qa_cmd.cc).
+void AddQaFeaturesCommand(CLI::App& qa);
+// qa evaluate --data --predictions: the official SQuAD v1.1 / v2.0 scores (qa_cmd.cc).
+void AddQaEvaluateCommand(CLI::App& qa);
 
 }  // namespace cputrain::cli

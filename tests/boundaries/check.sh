@@ -31,7 +31,7 @@ echo "public headers compiled on their own: $n"
 # Every header in a module folder that is not in the public tree is internal.
 internal=0
 for dir in src/common src/comm src/config src/data src/kernels src/model src/mpi src/optim \
-           src/report src/runtime src/train src/cli topology alloc; do
+           src/report src/runtime src/task src/train src/cli topology alloc; do
   folder=$(basename "$dir")
   for h in "$here/$dir"/*.h; do
     name=$(basename "$h")
