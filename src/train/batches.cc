@@ -126,6 +126,10 @@ WindowOrder::WindowOrder(std::size_t n, bool shuffle, uint64_t seed)
 }
 
 void WindowOrder::Permutation(std::size_t n, uint64_t seed, uint64_t e, std::size_t* out) {
+  EpochPermutation(n, seed, e, out);
+}
+
+void EpochPermutation(std::size_t n, uint64_t seed, uint64_t e, std::size_t* out) {
   std::iota(out, out + n, std::size_t{0});
   // One stream per (seed, epoch): mix the two so nearby seeds and epochs share no draws.
   uint64_t mix = seed;

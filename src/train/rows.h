@@ -25,6 +25,10 @@ struct ShardRecord {
   bool operator==(const ShardRecord&) const = default;
 };
 
+// A permutation of [0, n) into out, a pure function of (n, seed, e): SplitMix64 Fisher-Yates
+// (batches.h, WindowOrder: a new order of the data each epoch e, the same on every process).
+void EpochPermutation(std::size_t n, uint64_t seed, uint64_t e, std::size_t* out);
+
 class RowSource {
  public:
   virtual ~RowSource() = default;

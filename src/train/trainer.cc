@@ -480,6 +480,34 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   return result;
 }
 
+void Infer(const Config& cfg, RowSource& rows,
+           const std::function<void(std::size_t j, int row, const float* logits)>& sink) {
+  kernels::InitBlas();
+  if (cfg.model.init_from.empty()) {
+    throw InputError("no model to predict with", "pass a trained model (a run's output_dir, a "
+                                                  "checkpoint or a Hugging Face directory)");
+  }
+  Run run(cfg, nullptr);
+  run.k = 1;
+  PlanAndShape(run);
+  BuildGroups(run);
+  if (cfg.train.bf16) run.groups->RefreshBf16Weights();
+  const model::ParamLayout& layout = run.groups->layout();
+  const std::size_t per_row = static_cast<std::size_t>(run.T) * run.shape.head_width();
+  for (std::size_t j = 0; j < rows.windows(); ++j) {
+    rows.Plan(j, 1);
+    run.groups->OnAll(
+        [&](ReplicaGroup& g) {
+          rows.LoadRows(0, g.index * g.rows, g.rows, *g.act);
+          g.act->dropout.on = false;
+          model::Forward(*g.pool, layout, g.weights, *g.act, g.rows, run.T, false, g.bf16());
+        },
+        [](const std::string&) {});
+    for (const ReplicaGroup& g : run.groups->all())
+      for (int r = 0; r < g.rows; ++r) sink(j, g.index * g.rows + r, g.act->logits + r * per_row);
+  }
+}
+
 EvalResult EvaluateCheckpoint(const Config& cfg, const std::vector<std::string>& data, int batches,
                               comm::Distributed* dist) {
   kernels::InitBlas();

@@ -110,4 +110,14 @@ struct EvalResult {
 EvalResult EvaluateCheckpoint(const Config& config, const std::vector<std::string>& data,
                               int batches, comm::Distributed* dist);
 
+// Forward passes without a loss over every micro-batch of `rows` (rows.windows() of them, of
+// B = data.batch_size rows of T = data.seq_len), on every group of config's placement, with the
+// checkpoint config.model.init_from (its task head as model.head says): sink(j, row, logits) is
+// called on the main thread for each row of micro-batch j with its logits (T * head width
+// floats: a span head's (T, 2) start, end). rows.Plan(j, 1) is called before micro-batch j runs.
+// One process: prediction is cheap beside training, and each process of a multi-node run can
+// run it whole (or rank 0 alone). Throws InputError for a bad checkpoint or placement.
+void Infer(const Config& config, RowSource& rows,
+           const std::function<void(std::size_t j, int row, const float* logits)>& sink);
+
 }  // namespace cputrain::train
