@@ -1,7 +1,8 @@
 // Python's str semantics that run_qa.py and the official SQuAD evaluation scripts rely on, for
 // UTF-8 text: what str.lstrip(), str.split(), str.lower() and re's \b do to a string decides
 // features and scores, so each is CPython's to the code point (tables generated from CPython by
-// gen_python_text_table.py; python_text_test in tests/ checks them against the interpreter).
+// gen_python_text_table.py; tests/squad_test.cc checks normalize_answer, EM and F1 against the
+// interpreter running the official scripts).
 //
 // Input is valid UTF-8 (every string here comes from nlohmann::json, which refuses anything
 // else); a stray byte decodes as U+FFFD and never reads out of bounds.

@@ -220,6 +220,13 @@ SquadData ReadSquad(const std::string& path) {
   }
   if (whole_error.empty()) {
     const json* records = &doc;
+    // A JSON Lines file of one record is one JSON object.
+    if (doc.is_object() && !doc.contains("data") &&
+        (doc.contains("context") || doc.contains("question"))) {
+      reader.data_.layout = "hf-jsonl";
+      reader.Record(doc, "line 1");
+      return reader.Finish();
+    }
     if (doc.is_object()) {
       const auto data = doc.find("data");
       if (data == doc.end() || !data->is_array()) {
