@@ -188,10 +188,12 @@ void AddQaEvaluateCommand(CLI::App& qa) {
   });
 }
 
-void AddQaCommand(CLI::App& app) {
+void AddQaCommand(CLI::App& app, const std::string& command_line) {
   CLI::App* qa = app.add_subcommand(
       "qa", "Extractive question answering (SQuAD, as Hugging Face's run_qa.py): see `qa --help`");
   qa->require_subcommand(1);
+  AddQaTrainCommand(*qa, command_line);
+  AddQaPredictCommand(*qa);
   AddQaFeaturesCommand(*qa);
   AddQaEvaluateCommand(*qa);
 }

@@ -116,6 +116,10 @@ std::string Shape::Problem() const {
   if (pad_token < -1 || pad_token >= V) {
     return fmt::format("the padding token {} is not an id below V = {}", pad_token, V);
   }
+  if (head == Head::kClassify) {
+    return "sequence classification heads are not implemented yet (BERT runs question "
+           "answering: `cputrain-numa qa train`)";
+  }
   if (head == Head::kClassify && (labels < 1 || labels > kMaxLabels)) {
     return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
   }
