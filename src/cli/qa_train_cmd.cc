@@ -166,9 +166,11 @@ void CopyTokenizer(const std::string& tokenizer, const std::string& dir) {
   for (const fs::path& f : files) {
     const fs::path to = fs::path(dir) / f.filename();
     if (fs::exists(to, ec) && fs::equivalent(f, to, ec)) continue;
-    WriteFileAtomic(to.string(), ReadFile(f.string(), InputKind{"tokenizer file", "a tokenizer "
-                                                                 "file", 1ull << 30,
-                                                                 "pass --tokenizer_name"}));
+    WriteFileAtomic(to.string(),
+                    ReadFile(f.string(), InputKind{"tokenizer file",
+                                                   "a tokenizer "
+                                                   "file",
+                                                   1ull << 30, "pass --tokenizer_name"}));
   }
 }
 
@@ -181,7 +183,8 @@ task::SquadScores Predict(const QaArgs& a, const std::string& init_from, double 
   fo.max_seq_length = a.max_seq_length;
   fo.doc_stride = a.doc_stride;
   fo.keep_offsets = true;
-  const task::QaFeatures f = task::MakeQaFeatures(data.examples, *tok, task::BertSpecialIds(*tok), fo);
+  const task::QaFeatures f =
+      task::MakeQaFeatures(data.examples, *tok, task::BertSpecialIds(*tok), fo);
   Config cfg = BaseConfig(a, init_from, 1);
   const int G = PlannedGroups(cfg);
   cfg.data.batch_size = a.eval_batch * G;
@@ -203,8 +206,7 @@ task::SquadScores Predict(const QaArgs& a, const std::string& init_from, double 
   po.n_best_size = a.n_best;
   po.max_answer_length = a.max_answer;
   po.null_score_diff_threshold = static_cast<float>(a.null_threshold);
-  const task::QaPredictions p =
-      task::Postprocess(data.examples, f, start.data(), end.data(), po);
+  const task::QaPredictions p = task::Postprocess(data.examples, f, start.data(), end.data(), po);
   MakeDirs(a.output_dir);
   task::WritePredictions(p, a.output_dir, "", a.v2);
   std::unordered_map<std::string, std::string> answers;
@@ -254,8 +256,9 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
   StopToken stop;
   StopOnSignals on_signals(stop);
   if (a.use_ipex || !a.ddp_backend.empty()) {
-    log::Info("--use_ipex / --ddp_backend are run_qa.py's; here placement and the collectives "
-              "are the engine's own (docs/question-answering.md)");
+    log::Info(
+        "--use_ipex / --ddp_backend are run_qa.py's; here placement and the collectives "
+        "are the engine's own (docs/question-answering.md)");
   }
   QaArgs args = a;
   std::vector<std::string> sets = args.common.sets;
@@ -299,9 +302,10 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
   o.lr = args.lr;
   o.min_lr = 0;
   o.schedule = Schedule::kLinear;
-  o.warmup_steps = args.warmup_steps > 0
-                       ? args.warmup_steps
-                       : static_cast<int>(std::ceil(static_cast<double>(steps) * args.warmup_ratio));
+  o.warmup_steps =
+      args.warmup_steps > 0
+          ? args.warmup_steps
+          : static_cast<int>(std::ceil(static_cast<double>(steps) * args.warmup_ratio));
   o.beta1 = args.beta1;
   o.beta2 = args.beta2;
   o.eps = args.adam_eps;
@@ -311,10 +315,10 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
     throw InputError(fmt::format("{} warmup steps of {} steps", o.warmup_steps, cfg.train.steps),
                      "lower --warmup_ratio / --warmup_steps");
   }
-  log::Info("{} training features from {} examples; global batch {} ({} per group x {} groups x "
-            "{} processes), {} steps ({} epochs, {} micro-batches an epoch)",
-            f.size(), data.examples.size(), B, args.train_batch, G, R, steps, args.epochs,
-            windows);
+  log::Info(
+      "{} training features from {} examples; global batch {} ({} per group x {} groups x "
+      "{} processes), {} steps ({} epochs, {} micro-batches an epoch)",
+      f.size(), data.examples.size(), B, args.train_batch, G, R, steps, args.epochs, windows);
 
   train::TrainOptions to;
   to.progress = ProgressOf(args.progress);
@@ -338,11 +342,11 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
   if (bridge) bridge->Finish();
   if (r.stopped) {
     const int signo = r.stop_reason > 0 ? r.stop_reason : SIGTERM;
-    throw StopExit(128 + signo,
-                   fmt::format("stopped by {} after step {}; checkpoint {}; resume: {}",
-                               r.stop_reason > 0 ? SignalName(r.stop_reason) : "another rank",
-                               r.last_step, r.checkpoint.empty() ? "saved by rank 0" : r.checkpoint,
-                               command_line));
+    throw StopExit(
+        128 + signo,
+        fmt::format("stopped by {} after step {}; checkpoint {}; resume: {}",
+                    r.stop_reason > 0 ? SignalName(r.stop_reason) : "another rank", r.last_step,
+                    r.checkpoint.empty() ? "saved by rank 0" : r.checkpoint, command_line));
   }
   if (!rank0) return;
   // The trained model as run_qa.py's output_dir holds it: an HF directory with the tokenizer.
@@ -433,9 +437,7 @@ void AddQaPredictCommand(CLI::App& qa) {
   cmd->add_option(Flag("validation_file"), a->validation_file, "the SQuAD file to answer")
       ->required();
   cmd->add_flag(Flag("do_eval"), a->do_eval, "accepted for run_qa.py's command lines");
-  cmd->callback([a] {
-    PrintScores(Predict(*a, a->model, -1));
-  });
+  cmd->callback([a] { PrintScores(Predict(*a, a->model, -1)); });
 }
 
 }  // namespace cputrain::cli

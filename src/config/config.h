@@ -25,13 +25,13 @@ struct ModelConfig {
   std::string head = "lm";    // lm | qa (model/shape.h, Head)
   int token_types = 2;        // a random bert init's
   double hidden_dropout = 0, attention_dropout = 0;  // a random encoder init's
-  int layers = 12;            // L
-  int channels = 768;         // C
-  int heads = 12;             // NH
-  int kv_heads = 0;           // NKV (grouped-query attention); 0 = heads
-  int ffn_hidden = 0;         // the MLP's hidden width; 0 = the family's (4 * channels)
-  int vocab_size = 50257;     // V (padded to Vp, a multiple of 128, in the parameter buffer)
-  int max_seq_len = 1024;     // maxT
+  int layers = 12;                                   // L
+  int channels = 768;                                // C
+  int heads = 12;                                    // NH
+  int kv_heads = 0;                                  // NKV (grouped-query attention); 0 = heads
+  int ffn_hidden = 0;      // the MLP's hidden width; 0 = the family's (4 * channels)
+  int vocab_size = 50257;  // V (padded to Vp, a multiple of 128, in the parameter buffer)
+  int max_seq_len = 1024;  // maxT
   double norm_eps = 1e-5;
   double rope_theta = 10000;
   // Rotary frequency scaling (Hugging Face's rope_scaling): "none" or "llama3", with its factors.

@@ -33,8 +33,9 @@ std::vector<TensorInfo> EncoderTensors(const Shape& s) {
   const std::size_t maxT = dim(s.maxT), H = dim(s.head_width());
   constexpr bool L = true, D = true;  // per layer, weight decay
   using I = Init;
-  std::vector<TensorInfo> t = {MakeTensor(kWte, "word_embeddings", !L, D, I::kNormal, {Vp, C}, V),
-                               MakeTensor(kWpe, "position_embeddings", !L, D, I::kNormal, {maxT, C})};
+  std::vector<TensorInfo> t = {
+      MakeTensor(kWte, "word_embeddings", !L, D, I::kNormal, {Vp, C}, V),
+      MakeTensor(kWpe, "position_embeddings", !L, D, I::kNormal, {maxT, C})};
   if (s.types > 0) {
     t.push_back(MakeTensor(kWtt, "token_type_embeddings", !L, D, I::kNormal, {dim(s.types), C}));
   }
@@ -121,8 +122,8 @@ Shape EncoderFromHf(const json& cfg, const std::string& path, Arch arch, const K
   s.attn_bias = s.mlp_bias = true;
   s.tied = false;
   if (cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer()) {
-    s.pad_token = static_cast<int>(std::clamp<long long>(cfg["pad_token_id"].get<long long>(), -1,
-                                                         kMaxVocab));
+    s.pad_token = static_cast<int>(
+        std::clamp<long long>(cfg["pad_token_id"].get<long long>(), -1, kMaxVocab));
   } else if (!cfg.contains("pad_token_id")) {
     s.pad_token = 0;  // BertConfig's and DistilBertConfig's default
   }
@@ -131,11 +132,11 @@ Shape EncoderFromHf(const json& cfg, const std::string& path, Arch arch, const K
 }
 
 Shape BertFromHf(const json& cfg, const std::string& path) {
-  Shape s = EncoderFromHf(cfg, path, Arch::kBert,
-                          {"hidden_size", "num_hidden_layers", "num_attention_heads",
-                           "intermediate_size", "hidden_act", "hidden_dropout_prob",
-                           "attention_probs_dropout_prob"},
-                          "BERT");
+  Shape s =
+      EncoderFromHf(cfg, path, Arch::kBert,
+                    {"hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                     "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob"},
+                    "BERT");
   s.types = hf::IntKey(cfg, "type_vocab_size", path, kMaxTypes, 2);
   s.norm_eps = static_cast<float>(hf::FloatKey(cfg, "layer_norm_eps", path, 1e-12));
   // BertForQuestionAnswering puts no dropout before qa_outputs; the classifier's is

@@ -100,8 +100,8 @@ double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const flo
     linear(A.qkv, x, kQkvw, kQkvb, l, C, n.Q);
     const k::AttentionOptions opt = pass.Attn(l);
     if (bf16) {
-      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, n.NH,
-                              n.KV, opt);
+      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, n.NH, n.KV,
+                              opt);
     } else {
       k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, n.NH, n.KV, opt);
     }
@@ -180,17 +180,17 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
     k::ResidualForward(pool, a.dresidual, a.dresidual, a.dln, N * C);  // d ln1
     // Through norm1: dln = d residual2, which flows to x directly and through attention.
     norm_back(a.dresidual, A.residual2, A.ln1_mean, A.ln1_rstd, kLn1w, kLn1b, l);
-    const float* dattn =
-        n.kind.attn_out_dropout ? pass.DropBack(pool, a.dresidual, a.dln, hidden_p, l, kAttnOut)
-                                : a.dln;
+    const float* dattn = n.kind.attn_out_dropout
+                             ? pass.DropBack(pool, a.dresidual, a.dln, hidden_p, l, kAttnOut)
+                             : a.dln;
     linear_back(a.datty, kAttprojw, kAttprojb, l, dattn, A.atty, C, C);
     const k::AttentionOptions opt = pass.Attn(l);
     if (bf16) {
       k::AttentionBackwardBf16(pool, a.dqkv, a.att_scratch, bf16->attn, bf16->in, bf16->dout,
                                a.datty, A.qkv, A.att, B, T, C, n.NH, n.KV, opt);
     } else {
-      k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, n.NH,
-                           n.KV, opt);
+      k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, n.NH, n.KV,
+                           opt);
     }
     linear_back(a.dresidual, kQkvw, kQkvb, l, a.dqkv, x, C, n.Q);
     k::ResidualForward(pool, a.dresidual, a.dresidual, a.dln, N * C);  // d x

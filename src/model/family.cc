@@ -6,7 +6,7 @@ namespace cputrain::model {
 
 const std::vector<const Family*>& Families() {
   static const std::vector<const Family*> all = {&kGpt2Family, &kLlamaFamily, &kBertFamily,
-                                                     &kDistilBertFamily};
+                                                 &kDistilBertFamily};
   return all;
 }
 

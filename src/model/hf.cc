@@ -293,8 +293,8 @@ Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
   Shape s = family->from_hf_config(cfg, path);
   if (head && s.head != *head && s.encoder()) {
     // Read as the task model the caller trains: a new head over the checkpoint's body.
-    const char* arch = *head == Head::kClassify ? family->hf_classify_architecture
-                                                : family->hf_span_architecture;
+    const char* arch =
+        *head == Head::kClassify ? family->hf_classify_architecture : family->hf_span_architecture;
     if (*arch == '\0') {
       hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(*head)),
                     "see docs/question-answering.md for what each family runs");
@@ -362,11 +362,13 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
                          " whose config.json matches its weights");
   }
   if (!dropped.empty()) {
-    log::Info("{}: {} tensor(s) of other heads not used by this {} model (as transformers "
-                "drops them when fine-tuning): {}{}",
-                dir, dropped.size(), HeadName(s.head), fmt::join(dropped.begin(),
-                dropped.begin() + std::min<std::size_t>(dropped.size(), 4), ", "),
-                dropped.size() > 4 ? ", ..." : "");
+    log::Info(
+        "{}: {} tensor(s) of other heads not used by this {} model (as transformers "
+        "drops them when fine-tuning): {}{}",
+        dir, dropped.size(), HeadName(s.head),
+        fmt::join(dropped.begin(), dropped.begin() + std::min<std::size_t>(dropped.size(), 4),
+                  ", "),
+        dropped.size() > 4 ? ", ..." : "");
   }
   std::fill(params, params + layout.total(), 0.0f);  // padding rows
   std::vector<float> buf;
@@ -383,9 +385,10 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
     ToOurs(p, buf.data(), params + layout.offset(p.t, p.layer));
   }
   if (!initialized.empty()) {
-    log::Info("{}: no {} in the weights: newly initialized (normal(0, 0.02), zero bias), to be "
-                "trained by this task",
-                dir, fmt::join(initialized, ", "));
+    log::Info(
+        "{}: no {} in the weights: newly initialized (normal(0, 0.02), zero bias), to be "
+        "trained by this task",
+        dir, fmt::join(initialized, ", "));
   }
   // A tied head saved anyway must be the embedding.
   if (!layout.has(kLmHead) && w.Find(kTiedHeadName).second) {

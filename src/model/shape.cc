@@ -124,7 +124,8 @@ std::string Shape::Problem() const {
     return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
   }
   for (float p : {hidden_dropout, attn_dropout, head_dropout}) {
-    if (!(p >= 0 && p < 1)) return fmt::format("a dropout probability is {}: it must be in [0, 1)", p);
+    if (!(p >= 0 && p < 1))
+      return fmt::format("a dropout probability is {}: it must be in [0, 1)", p);
   }
   if (head_size() % 2 != 0 && FamilyOf(arch).kind.rope) {
     return fmt::format("the head size C/NH = {} is odd: rotary embeddings need it even",

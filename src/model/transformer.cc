@@ -146,7 +146,6 @@ KvCache::KvCache(const Shape& s, int threads)
       v(k.size()),
       scratch(static_cast<std::size_t>(threads) * s.maxT) {}  // AttentionDecode's
 
-
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
                int B, int T, bool with_loss, const Bf16Operands* bf16, KvCache* cache) {
   namespace k = kernels;

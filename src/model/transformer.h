@@ -49,8 +49,8 @@ class Activations {
 
   // Widths: Q = shape.qkv_width() (3C without GQA), F = shape.ffn() (4C for GPT-2), Fin the
   // MLP input product's (F, or 2F for a gated MLP: gate|up). RMSNorm leaves the means empty.
-  int* inputs = nullptr;     // (B,T)
-  int* targets = nullptr;    // (B,T) next tokens (decoders)
+  int* inputs = nullptr;   // (B,T)
+  int* targets = nullptr;  // (B,T) next tokens (decoders)
   // Encoders. types: (B,T) token types (the targets' memory; the families without types
   // ignore it); lengths (B): row b's first lengths[b] positions are real, the rest padding,
   // which every position's attention skips (Hugging Face's right-padded attention_mask);

@@ -1,8 +1,8 @@
-#include "train/batches.h"
-
 #include <fmt/format.h>
 
 #include <filesystem>
+
+#include "train/batches.h"
 
 namespace cputrain::train {
 
@@ -31,8 +31,7 @@ std::vector<ShardRecord> LmRows::Identity() const {
 }
 
 std::string LmRows::Describe() const {
-  return fmt::format("{} train windows in {} shard(s)", windows_.windows(),
-                     windows_.shard_count());
+  return fmt::format("{} train windows in {} shard(s)", windows_.windows(), windows_.shard_count());
 }
 
 }  // namespace cputrain::train

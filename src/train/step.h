@@ -74,9 +74,7 @@ class Stepper {
   void Abort(const std::string& reason);
   // Losses per row the mean is over: each position's next-token loss (T) for a language model,
   // one per sequence for a task head (question answering's (start + end) / 2).
-  int LossUnitsPerRow() const {
-    return groups_.layout().shape().head == model::Head::kLm ? T_ : 1;
-  }
+  int LossUnitsPerRow() const { return groups_.layout().shape().head == model::Head::kLm ? T_ : 1; }
   // bf16: the replicas' bf16 weight copies from the fp32 weights, before the first step or
   // evaluation (the weights were set before the Stepper existed: init, load, resume); from then
   // on each step refreshes them after its update (StepOnGroup).

@@ -132,10 +132,9 @@ void LogStart(const model::Shape& shape, const ReplicaGroups& groups, const topo
                                 ? fmt::format(" x {} micro-batches = {} tokens per step", k,
                                               static_cast<long long>(k) * d.batch_size * d.seq_len)
                                 : "";
-  log::Info(
-      "training {} on {}{} group(s) [{}], B={} T={}{}, {} parameters, {}{}", shape.ToString(),
-      procs, groups.size(), plan.threads_source, d.batch_size, d.seq_len, accum,
-      groups.layout().total(), train.Describe(), d.shuffle ? ", shuffled" : "");
+  log::Info("training {} on {}{} group(s) [{}], B={} T={}{}, {} parameters, {}{}", shape.ToString(),
+            procs, groups.size(), plan.threads_source, d.batch_size, d.seq_len, accum,
+            groups.layout().total(), train.Describe(), d.shuffle ? ", shuffled" : "");
 }
 
 // Any process asked to stop: every process stops after the same step (a signal reaches each at
@@ -166,7 +165,7 @@ struct Run {
   model::Shape shape;
   std::unique_ptr<RowSource> train;
   std::optional<TokenWindows> val;
-  DataPosition pos;                  // windows read and tokens trained on so far
+  DataPosition pos;  // windows read and tokens trained on so far
   int eval_windows = 0;
   std::unique_ptr<RunOutputs> out;
   std::unique_ptr<ReplicaGroups> groups;
@@ -333,9 +332,9 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
   if (run.dist) run.dist->SetStep(s + 1);
   run.train->Plan(run.pos.next_window, run.k);
   if (options.step_probe) options.step_probe(true);
-  const StepResult r = run.stepper->Step(static_cast<uint64_t>(s - run.first_step),
-                                         run.MicroRows(s), update, cfg.optim.grad_clip,
-                                         cfg.train.skip_nonfinite);
+  const StepResult r =
+      run.stepper->Step(static_cast<uint64_t>(s - run.first_step), run.MicroRows(s), update,
+                        cfg.optim.grad_clip, cfg.train.skip_nonfinite);
   if (options.step_probe) options.step_probe(false);
   run.skipped += r.skipped ? 1 : 0;
   const uint64_t step_tokens = static_cast<uint64_t>(run.k) * run.B * run.T;
@@ -484,8 +483,9 @@ void Infer(const Config& cfg, RowSource& rows,
            const std::function<void(std::size_t j, int row, const float* logits)>& sink) {
   kernels::InitBlas();
   if (cfg.model.init_from.empty()) {
-    throw InputError("no model to predict with", "pass a trained model (a run's output_dir, a "
-                                                  "checkpoint or a Hugging Face directory)");
+    throw InputError("no model to predict with",
+                     "pass a trained model (a run's output_dir, a "
+                     "checkpoint or a Hugging Face directory)");
   }
   Run run(cfg, nullptr);
   run.k = 1;

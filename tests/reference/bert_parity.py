@@ -189,14 +189,177 @@ def check(engine_logits, kind, tmp, checks):
                   ("" if not off else ": " + "; ".join(off)))
 
 
+# ---- training: qa train against a transformers + torch loop -----------------------------------
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(state):
+    state = (state + 0x9E3779B97F4A7C15) & MASK64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return state, z ^ (z >> 31)
+
+
+def epoch_permutation(n, seed, e):
+    """train::EpochPermutation (src/train/batches.cc): SplitMix64 Fisher-Yates with Lemire's
+    unbiased bounded draws, the order qa train reads its features in (task/squad_rows.h)."""
+    _, first = splitmix64(seed)
+    state = first ^ ((e * 0xD1342543DE82EF95 + 0x632BE59BD9B4E019) & MASK64)
+    out = list(range(n))
+    for i in range(n, 1, -1):
+        threshold = ((1 << 64) - i) % i
+        while True:
+            state, r = splitmix64(state)
+            m = r * i
+            if (m & MASK64) >= threshold:
+                j = m >> 64
+                break
+        out[i - 1], out[j] = out[j], out[i - 1]
+    return out
+
+
+def train_check(cli, kind, tmp, checks, steps=20, batch=8, lr=3e-4, wd=0.01, warmup=0.1,
+                seed=42, bf16=False):
+    """qa train for `steps` updates against transformers' model trained by a loop doing what
+    HF's Trainer does per step (forward in train mode, dropout 0 here; loss.backward();
+    clip_grad_norm_ 1.0; torch.optim.AdamW with the Trainer's parameter groups: weight decay on
+    everything but biases and LayerNorm weights; get_linear_schedule_with_warmup), on run_qa.py's
+    features made by transformers' fast tokenizer (squad_reference.py), in the order qa train
+    reads them (epoch_permutation): per-step losses within LOSS_TOL, pre-clip grad norms within
+    NORM_TOL, learning rates within 1e-12; then the exported directory loads in
+    AutoModelForQuestionAnswering with no missing or unexpected key and its weights are the
+    loop's within WEIGHTS_TOL."""
+    import json
+    import math
+    from transformers import AutoModelForQuestionAnswering, get_linear_schedule_with_warmup
+    ref = os.path.join(tmp, "squad")
+    tp.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         "squad_reference.py"), ref])
+    tok_dir = os.path.join(ref, "tokenizer")
+    vocab = len(open(os.path.join(tok_dir, "vocab.txt"), encoding="utf-8").read().splitlines())
+    global V
+    V = vocab
+    model = make_model(kind)
+    d = os.path.join(tmp, kind + "-train")
+    model.save_pretrained(d, safe_serialization=True)
+    feats = [json.loads(line) for line in open(os.path.join(ref, "features_v1_train.jsonl"))]
+    n = len(feats)
+    out = os.path.join(tmp, kind + "-out")
+    cmd = [cli, "qa", "train", "--model_name_or_path", d, "--tokenizer_name", tok_dir,
+           "--train_file", os.path.join(ref, "v1.json"), "--max_seq_length", "48",
+           "--doc_stride", "16", "--per_device_train_batch_size", str(batch),
+           "--learning_rate", str(lr), "--weight_decay", str(wd), "--warmup_ratio", str(warmup),
+           "--max_steps", str(steps), "--seed", str(seed), "--output_dir", out,
+           "--progress", "quiet", "--set", "placement.groups=1"]
+    if bf16:
+        cmd.append("--bf16")
+    tp.run(cmd)
+    ours = [json.loads(line) for line in open(os.path.join(out, "metrics.jsonl"))
+            if '"loss"' in line]
+    checks.expect(len(ours) == steps, f"{kind}: qa train logged {len(ours)} steps of {steps}")
+
+    torch.manual_seed(0)
+    m = model.train()
+    decay = [p for nm, p in m.named_parameters() if not (nm.endswith("bias") or "LayerNorm" in nm
+                                                        or "layer_norm" in nm)]
+    no_decay = [p for nm, p in m.named_parameters() if nm.endswith("bias") or "LayerNorm" in nm
+                or "layer_norm" in nm]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=lr,
+                            betas=(0.9, 0.999), eps=1e-8)
+    warm = math.ceil(steps * warmup)
+    sched = get_linear_schedule_with_warmup(opt, warm, steps)
+    perms = {}
+    worst_loss = worst_norm = worst_lr = 0.0
+    for s in range(steps):
+        rows = []
+        for r in range(batch):
+            i = s * batch + r
+            e = i // n
+            if e not in perms:
+                perms[e] = epoch_permutation(n, seed, e)
+            rows.append(feats[perms[e][i % n]])
+        batch_t = {k: torch.tensor([f[k] for f in rows]) for k in
+                   ("input_ids", "attention_mask", "start_positions", "end_positions")}
+        if kind.startswith("bert"):
+            batch_t["token_type_ids"] = torch.tensor([f["token_type_ids"] for f in rows])
+        lr_now = sched.get_last_lr()[0]
+        if bf16:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = m(**batch_t).loss
+        else:
+            loss = m(**batch_t).loss
+        loss.backward()
+        norm = float(torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0))
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        o = ours[s] if s < len(ours) else {"loss": float("nan"), "grad_norm": float("nan"),
+                                           "lr": float("nan")}
+        lv = float(loss.detach())
+        worst_loss = max(worst_loss, abs(o["loss"] - lv) / abs(lv))
+        worst_norm = max(worst_norm, abs(o["grad_norm"] - norm) / norm)
+        worst_lr = max(worst_lr, abs(o["lr"] - lr_now))
+    loss_tol, norm_tol = (2e-3, 5e-2) if bf16 else (1e-5, 1e-4)
+    checks.expect(worst_loss <= loss_tol, f"{kind}{' bf16' if bf16 else ''}: {steps} step "
+                  f"losses within {loss_tol:g} of the transformers loop (worst {worst_loss:.3e})")
+    checks.expect(worst_norm <= norm_tol, f"{kind}: pre-clip gradient norms within {norm_tol:g} "
+                  f"(worst {worst_norm:.3e})")
+    checks.expect(worst_lr <= 1e-12, f"{kind}: learning rates = get_linear_schedule_with_warmup's"
+                  f" (worst {worst_lr:.3e})")
+    import logging
+    from transformers.utils import logging as hf_logging
+    hf_logging.set_verbosity_warning()
+    loaded, info = AutoModelForQuestionAnswering.from_pretrained(out, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    checks.expect(not bad, f"{kind}: the output_dir loads with AutoModelForQuestionAnswering, "
+                  f"no missing/unexpected/mismatched key ({bad})")
+    if not bf16:
+        # Tensors whose gradient is 0 in exact arithmetic (a softmax ignores a shift shared by
+        # its inputs: the key biases, the qa head's bias, the last block's output LayerNorm bias)
+        # get rounding noise on both sides, which AdamW's division by sqrt(v) turns into steps of
+        # up to lr each way: those are held to 2 * steps * lr absolute, the rest to WEIGHTS_TOL
+        # of each tensor's largest value.
+        last = f"layer.{L - 1}."
+        noise = ("key.bias", "k_lin.bias", "qa_outputs.bias", last + "output.LayerNorm.bias",
+                 last + "output_layer_norm.bias")
+        theirs = dict(m.named_parameters())
+        worst, off = (0.0, ""), []
+        for nm, p in loaded.named_parameters():
+            a, b = p.detach().numpy(), theirs[nm].detach().numpy()
+            d_abs = float(np.max(np.abs(a - b)))
+            if nm.endswith(noise):
+                if d_abs > 2 * steps * lr:
+                    off.append(f"{nm}: {d_abs:.3e} absolute")
+                continue
+            worst = max(worst, (d_abs / max(float(np.max(np.abs(b))), 1e-30), nm))
+        checks.expect(worst[0] <= 1e-3 and not off, f"{kind}: trained weights within 1e-3 of the "
+                      f"loop's (worst {worst[1]} {worst[0]:.3e}) {off}")
+    del logging
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["bert", "bert-no-ignore", "bert-old-names", "distilbert"])
-    ap.add_argument("--engine-logits", required=True)
+    ap.add_argument("mode", choices=["bert", "bert-no-ignore", "bert-old-names", "distilbert",
+                                     "train-bert", "train-distilbert", "train-bert-bf16"])
+    ap.add_argument("--engine-logits")
+    ap.add_argument("--cli")
     args = ap.parse_args(argv)
     checks = tp.Checks()
     with tempfile.TemporaryDirectory() as tmp:
-        check(args.engine_logits, args.mode, tmp, checks)
+        if args.mode.startswith("train-"):
+            kind = args.mode[len("train-"):]
+            bf16 = kind.endswith("-bf16")
+            if bf16:
+                kind = kind[:-len("-bf16")]
+                with open("/proc/cpuinfo") as f:
+                    if " avx512_bf16" not in f.read():
+                        print("skipped: this CPU lacks AVX512_BF16 (qa train --bf16 refuses)")
+                        return 77
+            train_check(args.cli, kind, tmp, checks, bf16=bf16)
+        else:
+            check(args.engine_logits, args.mode, tmp, checks)
     return checks.exit_code()
 
 

@@ -101,9 +101,8 @@ int Run(const std::string& checkpoint, const std::string& ids_path, const std::s
   std::vector<float> logits(static_cast<std::size_t>(B) * T * V);
   for (std::size_t n = 0; n < static_cast<std::size_t>(B) * T; ++n)
     for (int v = 0; v < V; ++v) logits[n * V + v] = acts.logits[n * stride + v];
-  const std::vector<std::uint64_t> shape = {static_cast<std::uint64_t>(B),
-                                            static_cast<std::uint64_t>(T),
-                                            static_cast<std::uint64_t>(V)};
+  const std::vector<std::uint64_t> shape = {
+      static_cast<std::uint64_t>(B), static_cast<std::uint64_t>(T), static_cast<std::uint64_t>(V)};
   model::WriteSafetensors(out, {{"logits", shape, logits.data()}}, {});
   if (!with_grads) return 0;
 
