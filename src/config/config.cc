@@ -412,8 +412,8 @@ const std::vector<Key>& Keys() {
       k.dump = [](const Config& c) { return YAML::Node(ScheduleName(c.optim.schedule)); };
       v.push_back(k);
     }
-    v.push_back(IntKey("optim", "warmup_steps", "linear warmup steps of the cosine schedule", 0,
-                       [](Config& c) -> int& { return c.optim.warmup_steps; }));
+    v.push_back(IntKey("optim", "warmup_steps", "warmup steps of the cosine and linear schedules",
+                       0, [](Config& c) -> int& { return c.optim.warmup_steps; }));
     v.push_back(NumberKey("optim", "beta1", "AdamW first-moment decay", 0, 1,
                           [](Config& c) -> double& { return c.optim.beta1; }));
     v.push_back(NumberKey("optim", "beta2", "AdamW second-moment decay", 0, 1,
