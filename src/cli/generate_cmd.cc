@@ -158,6 +158,11 @@ void AddGenerateCommand(CLI::App& app) {
     kernels::InitBlas();
     const std::string file = model::ResolveModelFile(o->checkpoint);
     const model::Shape shape = model::ReadCheckpointShape(file);
+    if (shape.head != model::Head::kLm) {
+      throw InputError(fmt::format("'{}' is a {} {} model, not a language model", o->checkpoint,
+                                   model::ArchName(shape.arch), model::HeadName(shape.head)),
+                       "answer questions with it: cputrain-numa qa predict");
+    }
     std::unique_ptr<data::Tokenizer> tok = ChooseTokenizer(o->tokenizer, file, shape);
     CheckTokenizerFits(*tok, shape, o->checkpoint);
     model::ParamLayout layout(shape);

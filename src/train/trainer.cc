@@ -278,9 +278,21 @@ void BuildGroups(Run& run) {
 
 // Plans the groups, reads the shape and opens the data (every check that can refuse the run
 // comes before any memory is touched), then builds the groups and their initial state.
+// A task model (BERT's span head) trains on its task's rows, not on token files.
+void CheckLanguageModel(const Run& run, const char* command) {
+  if (run.shape.head == model::Head::kLm) return;
+  throw InputError(fmt::format("model.init_from '{}' is a {} {} model, not a language model",
+                               run.cfg.model.init_from, model::ArchName(run.shape.arch),
+                               model::HeadName(run.shape.head)),
+                   fmt::format("{} runs GPT-2 and Llama; fine-tune and evaluate this one with "
+                               "cputrain-numa qa train / qa predict",
+                               command));
+}
+
 void SetUp(Run& run, const TrainOptions& options) {
   const Config& cfg = run.cfg;
   PlanAndShape(run);
+  if (!options.train_rows) CheckLanguageModel(run, "train");
   const int G = static_cast<int>(run.plan.groups.size());
   if (options.train_rows) {
     run.train = options.train_rows(run.shape, run.B, run.T);
@@ -519,6 +531,7 @@ EvalResult EvaluateCheckpoint(const Config& cfg, const std::vector<std::string>&
   Run run(cfg, dist);
   run.k = 1;  // evaluation only: one window at a time
   PlanAndShape(run);
+  CheckLanguageModel(run, "eval");
   run.val = TokenWindows::Open(data, "--data", run.shape.V, run.B, run.T);
   run.eval_windows = static_cast<int>(std::min<std::size_t>(
       batches > 0 ? static_cast<std::size_t>(batches) : run.val->windows(), run.val->windows()));
