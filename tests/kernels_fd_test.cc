@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -782,21 +784,30 @@ TEST_F(FiniteDifference, CrossEntropy) {
 }
 
 // Exact GELU against x Phi(x) in long double (erfc keeps the left tail's relative precision, as
-// 1 + erf(x/sqrt 2) would not) on a dense grid over [-12, 12] and a few special values, within
-// 1 ulp of the fp32 result; its derivative Phi(x) + x phi(x) within 2 ulp (both measured: 0.5
-// ulp, correctly rounded from double except at rounding ties); then finite differences.
+// 1 + erf(x/sqrt 2) would not) on a dense grid over [-12, 12], a sparser one down to -14.5 where
+// the results become subnormal (an ulp there is denorm_min), and special values: forward and
+// backward within 4 ulp (measured: see gelu_erf.cc's header; its vector erf is not correctly
+// rounded, the double erfc it replaced was within 0.5 ulp). Limits: gelu(x) = x and gelu' = 1 far
+// right, -0 and 0 far left and at -inf, NaN in gives NaN out. The same bits for a pool of 1 or 3
+// and wherever a value sits in a range (8-lane tails). Then finite differences.
 TEST_F(FiniteDifference, GeluErf) {
+  static constexpr float kMin = std::numeric_limits<float>::min(),
+                         kDenorm = std::numeric_limits<float>::denorm_min(),
+                         kBig = std::numeric_limits<float>::max();
   std::vector<float> x;
   for (int i = -120000; i <= 120000; ++i) x.push_back(i * 1e-4f);
-  for (float v : {0.f, -0.f, 1e-30f, -1e-30f, 30.f, -30.f, -20.f}) x.push_back(v);
+  for (int i = 0; i <= 2500; ++i) x.push_back(-12.f - i * 1e-3f);
+  for (float v :
+       {0.f,    -0.f,    kDenorm,    -kDenorm,    kMin,         -kMin,       1e-40f, -1e-40f,
+        1e-30f, -1e-30f, 0.7517915f, -0.7517915f, -0.75179154f, -0.7517916f, 13.f,   20.f,
+        -20.f,  30.f,    -30.f,      1e30f,       -1e30f,       kBig,        -kBig}) {
+    x.push_back(v);
+  }
   const std::size_t n = x.size();
   std::vector<float> out(n), dx(n), ones(n, 1.f);
   GeluErfForward(pool_, out.data(), x.data(), n);
   GeluErfBackward(pool_, dx.data(), x.data(), ones.data(), n);
-  auto ulp = [](float v) {
-    return std::max(std::fabs(std::nextafter(v, INFINITY) - v),
-                    std::numeric_limits<float>::denorm_min());
-  };
+  auto ulp = [](float v) { return std::max(std::fabs(std::nextafter(v, INFINITY) - v), kDenorm); };
   double worst = 0, worst_d = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const long double xi = x[i], phi = 0.5L * std::erfc(-xi / std::sqrt(2.0L));
@@ -804,15 +815,61 @@ TEST_F(FiniteDifference, GeluErf) {
     const long double dwant = phi + xi * std::exp(-0.5L * xi * xi) / std::sqrt(2.0L * M_PI);
     const double e = double(std::fabs(out[i] - want) / ulp(float(want)));
     const double ed = double(std::fabs(dx[i] - dwant) / ulp(float(dwant)));
-    ASSERT_LE(e, 1.0) << "x " << x[i] << " gelu " << out[i] << " want " << double(want);
-    ASSERT_LE(ed, 2.0) << "x " << x[i] << " gelu' " << dx[i] << " want " << double(dwant);
-    worst = std::max(worst, e);
-    worst_d = std::max(worst_d, ed);
+    ASSERT_LE(e, 4.0) << "x " << x[i] << " gelu " << out[i] << " want " << double(want);
+    ASSERT_LE(ed, 4.0) << "x " << x[i] << " gelu' " << dx[i] << " want " << double(dwant);
+    if (std::fabs(x[i]) <= 12.f) {
+      worst = std::max(worst, e);
+      worst_d = std::max(worst_d, ed);
+    }
   }
   RecordProperty("max_ulp_forward", std::to_string(worst));
   RecordProperty("max_ulp_backward", std::to_string(worst_d));
-  EXPECT_EQ(out[n - 7], 0.f);
-  EXPECT_EQ(out[n - 3], 30.f);
+  std::printf("GeluErf: max ulp over [-12, 12]: forward %.3f backward %.3f\n", worst, worst_d);
+
+  const float inf = INFINITY, nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> sx = {inf, -inf, nan, -nan, 1e30f, -1e30f, kBig, -kBig, -30.f};
+  std::vector<float> so(sx.size()), sd(sx.size()), sones(sx.size(), 1.f);
+  GeluErfForward(pool_, so.data(), sx.data(), sx.size());
+  GeluErfBackward(pool_, sd.data(), sx.data(), sones.data(), sx.size());
+  EXPECT_EQ(so[0], inf);
+  EXPECT_EQ(sd[0], 1.f);
+  for (std::size_t i : {1, 5, 7, 8}) {
+    EXPECT_EQ(so[i], 0.f) << sx[i];
+    EXPECT_EQ(sd[i], 0.f) << sx[i];
+  }
+  for (std::size_t i : {2, 3}) {
+    EXPECT_TRUE(std::isnan(so[i]));
+    EXPECT_TRUE(std::isnan(sd[i]));
+  }
+  for (std::size_t i : {4, 6}) {
+    EXPECT_EQ(so[i], sx[i]);
+    EXPECT_EQ(sd[i], 1.f);
+  }
+
+  // Bits independent of the pool and of the position: x[j..j+m) at offsets 0..8 of a buffer and in
+  // ranges of every length 1..17, against the one-call values.
+  auto same_bits = [](const float* a, const float* b, std::size_t m) {
+    return std::memcmp(a, b, m * sizeof(float)) == 0;
+  };
+  ExpectSameForPoolSizes("gelu erf", [&](WorkerPool& pool) {
+    std::vector<float> o(n), d(n);
+    GeluErfForward(pool, o.data(), x.data(), n);
+    GeluErfBackward(pool, d.data(), x.data(), ones.data(), n);
+    EXPECT_TRUE(same_bits(o.data(), out.data(), n));
+    EXPECT_TRUE(same_bits(d.data(), dx.data(), n));
+    return std::vector<float>();
+  });
+  for (std::size_t off = 0; off <= 8; ++off) {
+    for (std::size_t m = 1; m <= 17; ++m) {
+      const std::size_t j = 3 * 8 * 1000 + 5;  // an arbitrary start
+      std::vector<float> xs(off + m, 7.f), o(off + m), d(off + m);
+      std::copy(x.begin() + j, x.begin() + j + m, xs.begin() + off);
+      GeluErfForward(pool_, o.data() + off, xs.data() + off, m);
+      GeluErfBackward(pool_, d.data() + off, xs.data() + off, ones.data(), m);
+      ASSERT_TRUE(same_bits(o.data() + off, out.data() + j, m)) << off << " " << m;
+      ASSERT_TRUE(same_bits(d.data() + off, dx.data() + j, m)) << off << " " << m;
+    }
+  }
   // in place over dout
   CheckActivation(
       pool_, rng_, "gelu erf", GeluErfForward,

@@ -16,6 +16,19 @@
 
 namespace cputrain::kernels {
 
+// e^r for |r| <= ln2/2 (a little more is fine): Exp8's polynomial after its range reduction,
+// for callers that reduce the argument themselves (gelu_erf.cc splits x^2 in two).
+inline __m256 ExpReduced8(__m256 r) {
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r);
+  return _mm256_add_ps(y, _mm256_set1_ps(1.0f));
+}
+
 // e^x for 8 lanes. Inputs are clamped to [-88.376, 88.376]: the low end gives 0 (not a
 // denormal), the high end FLT_MAX-ish; softmax and GELU never need more.
 inline __m256 Exp8(__m256 x) {
@@ -30,14 +43,7 @@ inline __m256 Exp8(__m256 x) {
       _mm256_round_ps(_mm256_mul_ps(x, kLog2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, kC1, x);
   r = _mm256_fnmadd_ps(n, kC2, r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r);
-  y = _mm256_add_ps(y, _mm256_set1_ps(1.0f));
+  const __m256 y = ExpReduced8(r);
   // 2^n through the exponent bits; n in [-127, 128] after the clamp. n = -127 gives 0.
   __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
   e = _mm256_max_epi32(e, _mm256_setzero_si256());
