@@ -9,7 +9,8 @@
 //   gelu'(x) = e (t0 - t) E(t)       (x < 0)     1 - e (t0 - t) E(t)      (x >= 0)
 // so nothing cancels: the left tail (1 + erf(x/sqrt 2) there) and gelu' next to its root keep
 // their relative precision. R and E are polynomials of degree 4 on 8 segments of t in [0, 14.5]
-// (fitted to weighted least squares at Chebyshev nodes, coefficients rounded one at a time,
+// (src/kernels/gen_gelu_erf_tables.py fits them: weighted least squares at Chebyshev nodes,
+// coefficients rounded one at a time,
 // within 0.75 * 2^-24 relative; the coefficient of each lane's segment is a permute of one
 // register). Segment k is [T(k), T(k+1)], T(u) = K u / (A - u), so u = A t / (t + K) picks it;
 // the polynomial's variable s = (t - t_k) B_k / (t + K) is u - u(t_k) with its error relative to
