@@ -133,8 +133,8 @@ TEST(Config, WrongTypesNameTheKeyAndLine) {
   EXPECT_NE(e.find("placement.hyperthreads must be true or false"), std::string::npos) << e;
   e = ErrorOf("placement:\n  cpus: [0, 1]\n");
   EXPECT_NE(e.find("placement.cpus[0] must be a list of lists"), std::string::npos) << e;
-  e = ErrorOf("optim:\n  schedule: linear\n");
-  EXPECT_NE(e.find("optim.schedule must be one of constant, cosine, not 'linear'"),
+  e = ErrorOf("optim:\n  schedule: linearly\n");
+  EXPECT_NE(e.find("optim.schedule must be one of constant, cosine, linear, not 'linearly'"),
             std::string::npos)
       << e;
   e = ErrorOf("train: 5\n");
@@ -156,8 +156,12 @@ TEST(Config, CrossFieldRules) {
   EXPECT_NE(ErrorOf("optim: {warmup_steps: 10}\ntrain: {steps: 10}").find("warmup_steps (10)"),
             std::string::npos);
   EXPECT_NE(ErrorOf("model: {vocab_size: 5000000}").find("more than 4194304"), std::string::npos);
-  EXPECT_NE(ErrorOf("model: {arch: mamba}").find("the families are gpt2 and llama"),
+  EXPECT_NE(
+      ErrorOf("model: {arch: mamba}").find("the families are gpt2, llama, bert and distilbert"),
+      std::string::npos);
+  EXPECT_NE(ErrorOf("model: {arch: bert}").find("model.arch bert with model.head lm"),
             std::string::npos);
+  EXPECT_NE(ErrorOf("model: {head: classify}").find("it is lm or qa"), std::string::npos);
   EXPECT_NE(ErrorOf("model: {heads: 12, kv_heads: 5}").find("must divide model.heads"),
             std::string::npos);
   EXPECT_NE(ErrorOf("model: {kv_heads: 4}").find("model.arch gpt2 has kv_heads = heads"),
