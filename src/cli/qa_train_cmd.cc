@@ -13,7 +13,9 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/commands.h"
@@ -23,6 +25,7 @@
 #include "common/log.h"
 #include "common/stop.h"
 #include "data/tokenizer.h"
+#include "data/wordpiece.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/family.h"
@@ -114,15 +117,98 @@ std::string TokenizerPath(const QaArgs& a) {
 }
 
 // The examples of a file, the first `limit` if limit > 0 (run_qa.py's max_*_samples counts
-// examples).
-task::SquadData Read(const std::string& path, int limit) {
-  task::SquadData d = task::ReadSquad(path);
+// examples). flag: the option that named the file, for messages.
+task::SquadData Read(const std::string& flag, const std::string& path, int limit) {
+  task::SquadData d;
+  try {
+    d = task::ReadSquad(path);
+  } catch (const InputError& e) {
+    // ReadSquad's hints name qa features' and qa evaluate's --data; here the file came from flag.
+    std::string hint = e.hint();
+    if (const std::size_t at = hint.find("--data"); at != std::string::npos) {
+      hint.replace(at, 6, flag);
+    }
+    throw InputError(e.what(), hint);
+  }
   if (limit > 0 && static_cast<std::size_t>(limit) < d.examples.size()) {
     d.examples.resize(static_cast<std::size_t>(limit));
   }
   log::Info("{}: {} examples ({}; {} unanswerable)", path, d.examples.size(), d.layout,
             d.unanswerable);
   return d;
+}
+
+// The tokenizer of the features: BERT's WordPiece only (the [CLS] question [SEP] context [SEP]
+// layout and the offsets are WordPiece's; a BPE tokenizer.json holding [CLS] would make
+// features the model was never trained on).
+std::unique_ptr<data::Tokenizer> QaTokenizer(const QaArgs& a) {
+  const std::string path = TokenizerPath(a);
+  std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(path);
+  if (dynamic_cast<const data::WordPieceTokenizer*>(tok.get()) == nullptr) {
+    throw InputError(
+        fmt::format("tokenizer '{}' ({}) is not WordPiece", path, tok->name()),
+        "question answering reads BERT's WordPiece tokenizer: pass --tokenizer_name the "
+        "model's vocab.txt, its WordPiece tokenizer.json, or their directory");
+  }
+  return tok;
+}
+
+// The shape of --model_name_or_path's model with a span head, checked before anything is read
+// or written: it exists, it is an encoder, its positions hold --max_seq_length; and (train)
+// --output_dir holds no run of another model, which its resume would otherwise refuse only
+// after the tokenizing, with the shapes but not the option to change.
+model::Shape QaModelShape(const QaArgs& a, bool training) {
+  std::error_code ec;
+  if (!fs::exists(a.model, ec)) {
+    throw InputError(fmt::format("--model_name_or_path '{}' does not exist", a.model),
+                     "give a local Hugging Face BERT or DistilBERT directory (config.json, "
+                     "model.safetensors; nothing is downloaded), or a run's --output_dir");
+  }
+  const model::Shape s =
+      model::ReadCheckpointShape(model::ResolveModelFile(a.model), model::Head::kSpan);
+  if (!s.encoder()) {
+    throw InputError(fmt::format("--model_name_or_path '{}' is a {} model, a decoder: question "
+                                 "answering fine-tunes an encoder",
+                                 a.model, model::FamilyOf(s.arch).name),
+                     "give a BERT or DistilBERT directory (model_type bert or distilbert)");
+  }
+  if (a.max_seq_length > s.maxT) {
+    throw InputError(fmt::format("--max_seq_length {} is larger than the model's "
+                                 "max_position_embeddings ({})",
+                                 a.max_seq_length, s.maxT),
+                     fmt::format("lower --max_seq_length to {} or less", s.maxT));
+  }
+  if (!training) return s;
+  const std::optional<std::string> ckpt = model::LatestCheckpoint(a.output_dir);
+  if (!ckpt) return s;
+  model::Shape was;
+  try {
+    was = model::ReadCheckpointShape(model::ResolveModelFile(*ckpt), model::Head::kSpan);
+  } catch (const InputError&) {
+    return s;  // a damaged checkpoint: the resume reports it (or falls back past it)
+  }
+  if (was == s) return s;
+  // The first config.json key that differs names the other model; the shapes if none does.
+  std::string key = "shape", was_is = was.ToString(), now_is = s.ToString();
+  for (const auto& [name, then, now] :
+       {std::tuple{"model_type", static_cast<int>(was.arch), static_cast<int>(s.arch)},
+        std::tuple{"hidden_size", was.C, s.C}, std::tuple{"num_hidden_layers", was.L, s.L},
+        std::tuple{"num_attention_heads", was.NH, s.NH},
+        std::tuple{"intermediate_size", was.ffn(), s.ffn()}, std::tuple{"vocab_size", was.V, s.V},
+        std::tuple{"type_vocab_size", was.types, s.types},
+        std::tuple{"max_position_embeddings", was.maxT, s.maxT}}) {
+    if (then == now) continue;
+    const bool arch = std::string(name) == "model_type";
+    key = name;
+    was_is = arch ? model::FamilyOf(was.arch).hf_model_type : std::to_string(then);
+    now_is = arch ? model::FamilyOf(s.arch).hf_model_type : std::to_string(now);
+    break;
+  }
+  throw InputError(fmt::format("--output_dir '{}' holds a run of another model: its checkpoint "
+                               "{} has {} {}, --model_name_or_path '{}' has {}",
+                               a.output_dir, *ckpt, key, was_is, a.model, now_is),
+                   "pass another --output_dir to start a new run, or the model that run trained "
+                   "to resume it");
 }
 
 // The replica groups the placement plans here: a batch is per_device_*_batch_size features per
@@ -177,8 +263,8 @@ void CopyTokenizer(const std::string& tokenizer, const std::string& dir) {
 // Predicts every validation example with the model `init_from` and writes run_qa.py's files;
 // returns the scores.
 task::SquadScores Predict(const QaArgs& a, const std::string& init_from, double epoch) {
-  const task::SquadData data = Read(a.validation_file, a.max_eval_samples);
-  std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(TokenizerPath(a));
+  const task::SquadData data = Read("--validation_file", a.validation_file, a.max_eval_samples);
+  std::unique_ptr<data::Tokenizer> tok = QaTokenizer(a);
   task::FeatureOptions fo;
   fo.max_seq_length = a.max_seq_length;
   fo.doc_stride = a.doc_stride;
@@ -263,9 +349,10 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
   QaArgs args = a;
   std::vector<std::string> sets = args.common.sets;
   if (args.resume_fallback) args.common.sets.push_back("train.resume_fallback=true");
-  const task::SquadData data = Read(args.train_file, args.max_train_samples);
+  QaModelShape(args, /*training=*/true);
+  const task::SquadData data = Read("--train_file", args.train_file, args.max_train_samples);
   const std::string tok_path = TokenizerPath(args);
-  std::unique_ptr<data::Tokenizer> tok = data::MakeTokenizer(tok_path);
+  std::unique_ptr<data::Tokenizer> tok = QaTokenizer(args);
   task::FeatureOptions fo;
   fo.max_seq_length = args.max_seq_length;
   fo.doc_stride = args.doc_stride;
@@ -437,7 +524,10 @@ void AddQaPredictCommand(CLI::App& qa) {
   cmd->add_option(Flag("validation_file"), a->validation_file, "the SQuAD file to answer")
       ->required();
   cmd->add_flag(Flag("do_eval"), a->do_eval, "accepted for run_qa.py's command lines");
-  cmd->callback([a] { PrintScores(Predict(*a, a->model, -1)); });
+  cmd->callback([a] {
+    QaModelShape(*a, /*training=*/false);
+    PrintScores(Predict(*a, a->model, -1));
+  });
 }
 
 }  // namespace cputrain::cli

@@ -293,6 +293,12 @@ void SetUp(Run& run, const TrainOptions& options) {
   const Config& cfg = run.cfg;
   PlanAndShape(run);
   if (!options.train_rows) CheckLanguageModel(run, "train");
+  if (options.train_rows && run.shape.head == model::Head::kLm) {
+    throw InputError(fmt::format("model.init_from '{}' is a {} language model: a task's rows "
+                                 "train an encoder with a task head",
+                                 cfg.model.init_from, model::ArchName(run.shape.arch)),
+                     "fine-tune a BERT or DistilBERT directory for question answering");
+  }
   const int G = static_cast<int>(run.plan.groups.size());
   if (options.train_rows) {
     run.train = options.train_rows(run.shape, run.B, run.T);

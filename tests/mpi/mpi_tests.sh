@@ -7,7 +7,9 @@
 #      reads the same windows on 2 ranks as on 1 process of 2 groups (within 1e-5, while shuffled
 #      and unshuffled differ by far more); train.precision: bf16 within 2e-3 of torch.autocast
 #      (fixture bf16) on 2 ranks, where the CPU has AVX512_BF16; a Llama (random init) trains
-#      the same steps on 2 ranks as on 1 process of 2 groups (within 1e-5);
+#      the same steps on 2 ranks as on 1 process of 2 groups (within 1e-5); so does `qa train`
+#      (a tiny BERT with dropout on, made by tests/data/make_qa_models.py), with the same
+#      predictions.json and scores;
 #   2. a rank started with a different config: every rank exits 2 naming it; two ranks of one
 #      host pinning the same CPUs (mpirun --bind-to none): exit 2 naming them;
 #   3. a rank killed mid-run (SIGKILL): the job ends non-zero within 20 s (mpirun notices);
@@ -135,6 +137,40 @@ for a, b in zip(*rows):
 assert rows[0][-1]["loss"] < rows[0][0]["loss"], "the Llama did not learn"
 ' "$work/ll2/metrics.jsonl" "$work/ll1/metrics.jsonl" || fail "a Llama on 2 ranks trained otherwise"
 echo "Llama: 2 ranks and 1 process x 2 groups train the same steps"
+
+echo "== 1g. qa train (BERT, dropout on): 2 ranks = 1 process of 2 groups; the same predictions"
+# The tiny BERT and the SQuAD data of tests/data/make_qa_models.py (transformers, in the peers'
+# environment: scripts/peers-env.sh prints its python, or exits 2 naming the fix). 4 features a
+# group either way: the same global batch of 8, the same rows, the same dropout masks.
+peers_python=$(bash "$src/scripts/peers-env.sh") || fail "the peers' environment is missing"
+OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+  PYTHONDONTWRITEBYTECODE=1 "$peers_python" "$src/tests/data/make_qa_models.py" "$work/qam" \
+  >"$work/qam.log" 2>&1 || { cat "$work/qam.log"; fail "make_qa_models.py"; }
+qa_args() {  # output_dir
+  echo qa train --model_name_or_path "$work/qam/bert" --train_file "$work/qam/ref/v1.json" \
+    --validation_file "$work/qam/ref/v1.json" --do_train --do_eval --max_eval_samples 20 \
+    --max_seq_length 48 --doc_stride 16 --max_train_samples 12 --per_device_train_batch_size 4 \
+    --learning_rate 1e-3 --max_steps 8 --seed 7 --progress quiet --output_dir "$1"
+}
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(qa_args "$work/qa2") >"$work/qa2.out" 2>"$work/qa2.log" \
+  || { cat "$work/qa2.log"; fail "qa train on 2 ranks"; }
+# shellcheck disable=SC2046
+"$bin" $(qa_args "$work/qa1") --topology "synthetic:pack:2 numa:1 core:1 pu:1" \
+  >"$work/qa1.out" 2>"$work/qa1.log" || { cat "$work/qa1.log"; fail "qa train, 1 process x 2 groups"; }
+/usr/bin/python3 -c '
+import json, sys
+rows = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3]]
+assert len(rows[0]) == len(rows[1]) == 8, [len(r) for r in rows]
+for a, b in zip(*rows):
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * a["loss"], (a["step"], a["loss"], b["loss"])
+assert rows[0][-1]["loss"] < rows[0][0]["loss"], "the BERT did not learn"
+p = json.load(open(sys.argv[1] + "/placement.json"))
+assert len(p["ranks"]) == 2, p
+' "$work/qa2" "$work/qa1" || fail "qa train on 2 ranks trained otherwise"
+cmp "$work/qa2/predictions.json" "$work/qa1/predictions.json" || fail "qa train on 2 ranks predicted otherwise"
+cmp "$work/qa2.out" "$work/qa1.out" || fail "qa train on 2 ranks scored otherwise"
+echo "qa train: 2 ranks and 1 process x 2 groups train the same steps and predict the same answers"
 
 echo "== 2. a rank with a different config"
 set +e

@@ -413,4 +413,6 @@ def main():
     metric_cases(out, squads["v1"], squads["v2"])
 
 
-main()
+# Its functions are also used by tests/reference/qa_export_check.py (runpy).
+if __name__ == "__main__":
+    main()
