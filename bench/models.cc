@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 
 #include "common/error.h"
 #include "model/presets.h"
@@ -15,8 +16,16 @@ std::string ModelPreset::Describe() const {
   std::string d = fmt::format("{} L={} C={} NH={}", model::ArchName(s.arch), s.L, s.C, s.NH);
   if (s.kv_heads() != s.NH) d += fmt::format(" NKV={}", s.kv_heads());
   if (s.ffn() != 4 * s.C) d += fmt::format(" F={}", s.ffn());
+  if (s.types > 0) d += fmt::format(" types={}", s.types);
+  if (s.head != model::Head::kLm) d += fmt::format(" head={}", model::HeadName(s.head));
   return d + fmt::format(" V={} B={} T={}", s.V, B, T);
 }
+
+namespace {
+// A float key as the decimal it was written as (1e-12f as 1e-12, not 9.99999996e-13: the
+// config's bounds are decimals).
+double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
+}  // namespace
 
 void ModelPreset::ApplyTo(Config* config) const {
   const model::Shape& s = shape;
@@ -28,9 +37,16 @@ void ModelPreset::ApplyTo(Config* config) const {
   m.heads = s.NH;
   m.kv_heads = s.arch == model::Arch::kGpt2 ? 0 : s.kv_heads();
   m.ffn_hidden = s.arch == model::Arch::kGpt2 ? 0 : s.ffn();
+  // An encoder's keys (train::ShapeFromConfig reads them for BERT and DistilBERT). The config
+  // has no key for the padding token or DistilBERT's qa_dropout: a random init from it has
+  // neither (one row of the embedding gradient zeroed, one dropout pass over (B,T,C) a step).
+  m.head = model::HeadName(s.head);
+  m.token_types = s.types > 0 ? s.types : m.token_types;
+  m.hidden_dropout = Decimal(s.hidden_dropout);
+  m.attention_dropout = Decimal(s.attn_dropout);
   m.vocab_size = s.V;
   m.max_seq_len = s.maxT;
-  m.norm_eps = s.norm_eps;
+  m.norm_eps = Decimal(s.norm_eps);
   m.rope_theta = s.rope_theta;
   m.tied_embeddings = s.tied;
   const model::RopeScaling& r = s.rope_scaling;

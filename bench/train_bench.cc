@@ -2,13 +2,16 @@
 // one run, and (--pytorch) the same model trained by PyTorch in the same run.
 //
 // For each model and placement: train::Train on a temporary token file of random ids (speed does
-// not depend on the data), outputs in a temporary directory, `--warmup` steps then `--steps`
-// timed steps; the medians of the timed steps' StepRecords give tokens/s (B*T / median step
-// time), and the step's split into forward, backward, communication (gradient buckets reduced or
-// waited for, the norm's allreduce, the parameter allgather), optimizer and "other" (the rest:
-// loading the batch, joining the groups). Achieved GFLOP/s = model::TrainFlopsPerToken x tokens/s
-// (the same formula for PyTorch); MFU = that over the measured FMA peak of the cores the run
-// occupies (bench/peak.h: per-core peak, measured with all cores busy, times the cores used).
+// not depend on the data) — or, for a span-head encoder (bert-base-qa, distilbert-qa), on random
+// question-answering features through TrainOptions::train_rows (bench/qa_rows.h: SQuAD-like
+// padded rows, what `qa train` feeds Train()) — outputs in a temporary directory, `--warmup` steps
+// then `--steps` timed steps; the medians of the timed steps' StepRecords give tokens/s (B*T /
+// median step time; an encoder's rows also in sequences/s, B / step time), and the step's split
+// into forward, backward, communication (gradient buckets reduced or waited for, the norm's
+// allreduce, the parameter allgather), optimizer and "other" (the rest: loading the batch, joining
+// the groups). Achieved GFLOP/s = model::TrainFlopsPerToken x tokens/s (the same formula for
+// PyTorch); MFU = that over the measured FMA peak of the cores the run occupies (bench/peak.h:
+// per-core peak, measured with all cores busy, times the cores used).
 //
 // PyTorch (bench/pytorch/train_gpt2.py), by default PyTorch 2.x from PyPI in the peers' venv
 // (the python `bash scripts/peers-env.sh` prints, asked at run time; --python overrides; without
@@ -66,6 +69,7 @@
 #include "bench/bench.h"
 #include "bench/models.h"
 #include "bench/peak.h"
+#include "bench/qa_rows.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -222,16 +226,19 @@ uint64_t OursBytes(const model::Shape& s, int B, int T, const topo::Plan& plan, 
 // foreach kernels there) makes two temporaries of each tensor in turn, the largest (the
 // embedding, Vp x C) counting; what the allocator keeps of the smaller ones, ~3 B/param; the
 // activations autograd keeps, roughly B T (L (12 C + 4 F + 2 NH T) + 3 V) floats (attention,
-// MLP, logits with their softmax and gradient); under autocast the bf16 copies of the weights
-// that backward holds (2 B/param); under DDP its reducer's gradient buckets, a copy of the
-// gradients (4 B/param); 0.75 GiB for torch, transformers and their libraries (1 GiB
-// more under torch.compile: inductor and its compiler workers). Measured (VmHWM, 1 thread, B=1,
+// MLP, logits with their softmax and gradient; a span head's 2 outputs instead of V); under
+// autocast the bf16 copies of the weights that backward holds (2 B/param); under DDP its
+// reducer's gradient buckets, a copy of the gradients (4 B/param); 0.75 GiB for torch,
+// transformers and their libraries (1 GiB more under torch.compile: inductor and its compiler
+// workers). Measured (VmHWM, 1 thread, B=1,
 // T=32, eager fp32, transformers' Llama): smollm2-135m 3.49 GB (estimate 3.60), the same with one
 // layer 1.45 GB (1.61), a 2-layer C=64 model 0.69 GB (import and runtime alone).
 uint64_t TorchBytes(const model::Shape& s, int B, int T, bool bf16, bool compile, bool ddp) {
   const double P = static_cast<double>(s.ParamCount());
   const double L = s.L, C = s.C, F = s.ffn(), NH = s.NH, V = s.Vp;
-  const double acts = static_cast<double>(B) * T * (L * (12 * C + 4 * F + 2 * NH * T) + 3 * V);
+  // The head's outputs per position: V logits for a language model, 2 for a span head.
+  const double out = s.head == model::Head::kLm ? V : s.head_width();
+  const double acts = static_cast<double>(B) * T * (L * (12 * C + 4 * F + 2 * NH * T) + 3 * out);
   const double gib = 1024.0 * 1024 * 1024;
   return static_cast<uint64_t>(P * (19 + (bf16 ? 2 : 0) + (ddp ? 4 : 0)) + 2 * 4 * V * C +
                                4 * acts + (compile ? 1.75 : 0.75) * gib);
@@ -338,7 +345,7 @@ std::string Verdict(double ratio, double target) {
 }
 
 // The target for ours / PyTorch's best in fp32: >= 1 for GPT-2 (its history in
-// docs/benchmarks.md), >= 1.5 for the Llama family.
+// docs/benchmarks.md), >= 1.5 for the Llama family and the question-answering encoders.
 double SpeedTarget(const ModelPreset& m) { return m.shape.arch == model::Arch::kGpt2 ? 1 : 1.5; }
 
 std::string RssText(double bytes) {
@@ -356,6 +363,7 @@ std::string RssRatioText(double ours, double torch) {
 struct Row {
   std::string label, note;
   double tokens_per_s = 0, step_ms = 0, fwd = 0, bwd = 0, comm = 0, opt = 0, other = 0;
+  double sequences_per_s = 0;  // B (x k) / step time: padded rows count, as HF's Trainer counts
   double gflops = 0, mfu = 0;
   double others_pct = 0;          // CPU share other processes took meanwhile (OthersMeter)
   double slowest_core_pct = 100;  // slowest core's FMA speed before/after, % of its peak
@@ -459,6 +467,7 @@ class TrainSuite : public Suite {
   std::string script_;
   std::vector<std::string> torch_setups_;  // --pytorch-setup; empty = all
   int batch_ = 0, seq_len_ = 0;            // 0 = the preset's
+  uint64_t qa_seed_ = 0;                   // a span head's random features (RandomQaRows)
   std::string row_result_;                 // --row-process
   // Run state.
   int steps_run_ = 0, warmup_run_ = 0;
@@ -482,7 +491,9 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   std::vector<std::string> sets = spec.sets;
   Config cfg = ParseConfig(ConfigToYaml(ctx.config), "bench train (" + spec.label + ")", sets);
   m.ApplyTo(&cfg);
-  cfg.data.train = {tokens};
+  // A span head trains on the row process's random QA features (RowProcess), not on tokens.
+  cfg.data.train.clear();
+  if (m.shape.head == model::Head::kLm) cfg.data.train = {tokens};
   cfg.data.val.clear();
   cfg.train.steps = warmup_run_ + steps_run_;
   cfg.train.eval_every = 0;
@@ -585,8 +596,8 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   row.label = spec.label;
   row.note = spec.note;
   row.step_ms = Median(ms);
-  row.tokens_per_s =
-      static_cast<double>(m.B) * m.T * cfg.train.grad_accum_steps / (row.step_ms / 1e3);
+  row.sequences_per_s = static_cast<double>(m.B) * cfg.train.grad_accum_steps / (row.step_ms / 1e3);
+  row.tokens_per_s = row.sequences_per_s * m.T;
   row.fwd = Median(fwd);
   row.bwd = Median(bwd);
   row.comm = Median(comm);
@@ -612,6 +623,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
                 {"comm_ms", comm},
                 {"optimizer_ms", opt}}},
               {"tokens_per_s", row.tokens_per_s},
+              {"sequences_per_s", row.sequences_per_s},
               {"forward_ms", row.fwd},
               {"backward_ms", row.bwd},
               {"comm_ms", row.comm},
@@ -632,6 +644,14 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
 void TrainSuite::RowProcess(const BenchContext& ctx) const {
   train::TrainOptions opts;
   opts.progress = train::Progress::kQuiet;
+  // A span-head encoder trains on random question-answering features, as `qa train` trains on
+  // its SQuAD features (the rows, not the ids, decide the work: bench/qa_rows.h).
+  if (train::ShapeFromConfig(ctx.config.model).head == model::Head::kSpan) {
+    const uint64_t seed = ctx.config.data.Seed(ctx.config.model.seed);
+    opts.train_rows = [seed](const model::Shape& shape, int B, int T) {
+      return std::make_unique<RandomQaRows>(shape, B, T, seed);
+    };
+  }
   const train::TrainResult res = train::Train(ctx.config, opts);
   nlohmann::json steps = nlohmann::json::array();
   for (const train::StepRecord& s : res.steps) {
@@ -847,6 +867,16 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                   {"--hf-config", nlohmann::json::parse(model::HfConfigJson(m.shape)).dump(),
                    "--attn", "sdpa"});
     }
+    // A span head (transformers' *ForQuestionAnswering): the same rows' lengths as ours, so both
+    // sides pad the same share of every batch.
+    if (m.shape.head == model::Head::kSpan) {
+      const RandomQaRows qa(m.shape, m.B, m.T, qa_seed_);
+      std::string lengths;
+      for (std::size_t f = 0; f < qa.windows() * static_cast<std::size_t>(m.B); ++f) {
+        lengths += (f ? "," : "") + std::to_string(qa.length(f));
+      }
+      argv.insert(argv.end(), {"--qa-lengths", lengths});
+    }
     argv.insert(argv.end(), s.args.begin(), s.args.end());
     // The memory guard: DDP runs P whole copies, each on B/P sequences.
     const int procs = s.mode == "ddp" ? N : 1;
@@ -900,6 +930,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
     if (s.config == "compile") row.note += fmt::format("; warm-up {:.0f} s untimed", warm_s);
     row.tokens_per_s = out["tokens_per_s"].get<double>();
     row.step_ms = static_cast<double>(m.B) * m.T / row.tokens_per_s * 1e3;
+    row.sequences_per_s = row.tokens_per_s / m.T;
     row.fwd = out.value("forward_ms", 0.0);
     row.bwd = out.value("backward_ms", 0.0);
     row.opt = out.value("optimizer_ms", 0.0);
@@ -918,6 +949,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                 {"step_ms", row.step_ms},
                 {"step_ms_all", out.value("step_ms", nlohmann::json::array())},
                 {"tokens_per_s", row.tokens_per_s},
+                {"sequences_per_s", row.sequences_per_s},
                 {"forward_ms", row.fwd},
                 {"backward_ms", row.bwd},
                 {"comm_ms", 0.0},
@@ -930,7 +962,7 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                 {"others_cpu_pct", others_pct},
                 {"slowest_core_pct", slowest},
                 {"peak_rss_bytes", row.peak_rss}});
-    for (const char* k : {"model_type", "attn_implementation", "params"}) {
+    for (const char* k : {"model_type", "architecture", "attn_implementation", "params"}) {
       if (out.contains(k)) rec[k] = out[k];
     }
     if (out.contains("torch")) rec["torch"] = out["torch"];
@@ -996,6 +1028,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     return;
   }
   steps_run_ = steps_ > 0 ? steps_ : (ctx.quick ? 3 : 6);
+  qa_seed_ = ctx.config.data.Seed(ctx.config.model.seed);  // as RowProcess seeds them
   warmup_run_ = warmup_ >= 0 ? warmup_ : (ctx.quick ? 1 : 2);
   const std::vector<std::string> names =
       !models_.empty() ? models_
@@ -1102,9 +1135,11 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
         "PyPI)\n");
   }
   for (const ModelPreset& m : models) {
-    // Random token ids below V: four windows of B*T (+1) tokens.
+    // Random token ids below V: four windows of B*T (+1) tokens (a span head: random QA
+    // features instead, made in each row's process, bench/qa_rows.h).
+    const bool span = m.shape.head == model::Head::kSpan;
     const std::string tokens = fmt::format("{}/{}.bin", scratch.path(), m.name);
-    {
+    if (!span) {
       data::TokenFileWriter w(tokens);
       std::mt19937 rng(1234);
       std::uniform_int_distribution<int> id(0, m.shape.V - 1);
@@ -1120,9 +1155,17 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
         "core's FMA speed just before and after it, %% of peak (a shared VM's core can "
         "run at half speed for a while): a few %% / below ~90%% mean a disturbed row\n",
         m.name.c_str(), m.Describe().c_str(), fpt / 1e6);
-    std::printf("  %-38s %9s %8s %6s %9s | %8s %8s %8s %8s %8s | %9s | %6s %5s | %s\n", "placement",
-                "tokens/s", "GFLOP/s", "MFU", "step ms", "forward", "backward", "comm", "optim",
-                "other", "peak RSS", "others", "core", "how");
+    if (span) {
+      const RandomQaRows qa(m.shape, m.B, m.T, qa_seed_);
+      std::printf(
+          "  rows: %s; tokens/s counts every position, padding included (HF's Trainer's count), "
+          "seq/s the sequences\n",
+          qa.Describe().c_str());
+    }
+    std::printf("  %-38s %s%9s %8s %6s %9s | %8s %8s %8s %8s %8s | %9s | %6s %5s | %s\n",
+                "placement", span ? "    seq/s " : "", "tokens/s", "GFLOP/s", "MFU", "step ms",
+                "forward", "backward", "comm", "optim", "other", "peak RSS", "others", "core",
+                "how");
     std::vector<Row> rows;
     std::vector<std::pair<std::string, std::string>> skipped;  // (label, why), ours and PyTorch's
     for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -1136,11 +1179,11 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::printf(
-          "  %-38s %9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %9s | %5.0f%% "
+          "  %-38s %s%9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %9s | %5.0f%% "
           "%4.0f%% | %s\n",
-          r.label.c_str(), r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm,
-          r.opt, r.other, RssText(r.peak_rss).c_str(), r.others_pct, r.slowest_core_pct,
-          r.note.c_str());
+          r.label.c_str(), span ? fmt::format("{:9.3f} ", r.sequences_per_s).c_str() : "",
+          r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm, r.opt, r.other,
+          RssText(r.peak_rss).c_str(), r.others_pct, r.slowest_core_pct, r.note.c_str());
       if (i + 1 == ours && ours < rows.size()) std::printf("  %s\n", std::string(60, '-').c_str());
     }
     if (ours == rows.size() && !skipped.empty()) {
@@ -1185,10 +1228,12 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     const Row* torch_best = best_of(ours, rows.size());
     nlohmann::json summary = {{"kind", "summary"}, {"model", m.name}};
     if (our_best) {
-      std::printf("  ours, best: %s, %.1f tokens/s\n", our_best->label.c_str(),
-                  our_best->tokens_per_s);
+      std::printf(
+          "  ours, best: %s, %.1f tokens/s%s\n", our_best->label.c_str(), our_best->tokens_per_s,
+          span ? fmt::format(" ({:.3f} sequences/s)", our_best->sequences_per_s).c_str() : "");
       summary["best_placement"] = our_best->label;
       summary["best_tokens_per_s"] = our_best->tokens_per_s;
+      summary["best_sequences_per_s"] = our_best->sequences_per_s;
     }
     if (our_best && torch_best) {
       const double ratio = our_best->tokens_per_s / torch_best->tokens_per_s;
@@ -1201,6 +1246,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
           RssRatioText(our_best->peak_rss, torch_best->peak_rss).c_str());
       summary["pytorch_best_placement"] = torch_best->label;
       summary["pytorch_best_tokens_per_s"] = torch_best->tokens_per_s;
+      summary["pytorch_best_sequences_per_s"] = torch_best->sequences_per_s;
       summary["ratio_vs_pytorch_best"] = ratio;
       summary["target"] = target;
       if (our_best->peak_rss > 0 && torch_best->peak_rss > 0) {

@@ -265,12 +265,18 @@ TEST(Llama, HfConfigKeysAndRefusals) {
 
 TEST(Llama, PresetsAreValidAndHaveTheirParameterCounts) {
   for (const Preset& p : Presets()) EXPECT_EQ(p.shape.Problem(), "") << p.name;
-  // Counted without the vocabulary padding: SmolLM2-135M and Llama 3.2 1B as published.
+  // Counted without the vocabulary padding (the embedding's rows, and an untied LM head's):
+  // SmolLM2-135M and Llama 3.2 1B as published; the encoders as transformers 4.55.4 counts
+  // BertForQuestionAnswering(BertConfig()) and DistilBertForQuestionAnswering(DistilBertConfig())
+  // (sum of p.numel() over parameters(): no pooler, qa_outputs Linear(768, 2)).
   auto real = [](const Shape& s) {
-    return s.ParamCount() - static_cast<std::uint64_t>(s.Vp - s.V) * s.C * (s.tied ? 1 : 2);
+    const int padded = s.tied || s.encoder() ? 1 : 2;
+    return s.ParamCount() - static_cast<std::uint64_t>(s.Vp - s.V) * s.C * padded;
   };
   EXPECT_EQ(real(FindPreset("smollm2-135m")->shape), 134'515'008u);
   EXPECT_EQ(real(FindPreset("llama-1b")->shape), 1'235'814'400u);
+  EXPECT_EQ(real(FindPreset("bert-base-qa")->shape), 108'893'186u);
+  EXPECT_EQ(real(FindPreset("distilbert-qa")->shape), 66'364'418u);
 }
 
 }  // namespace

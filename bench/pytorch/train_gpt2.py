@@ -24,6 +24,20 @@ coincide), and never counts torch.compile's compiler worker processes), plus, wi
 "model_type", "attn_implementation" (the one that ran) and "params" (parameter count), or, when
 the configuration cannot run here (torch.compile fails, IPEX does not import), {"skipped": "why"}
 and exit status 3.
+Question answering: an --hf-config whose model_type is "bert" or "distilbert" builds
+AutoModelForQuestionAnswering.from_config (BertForQuestionAnswering, DistilBertForQuestionAnswering)
+and trains it as Hugging Face's Trainer does run_qa.py's job, one step being forward, backward,
+clip_grad_norm_(1.0), the optimizer's step and zero_grad (the Trainer's own loop, without its
+data loader and callbacks): in training mode (dropout on, as the config says), the loss the
+model computes from start_positions / end_positions, and the Trainer's default optimizer with
+torch 2.8 (transformers 4.55's "adamw_torch_fused": torch.optim.AdamW(fused=True), lr 3e-5,
+betas (0.9, 0.999), eps 1e-8, weight decay 0 in its two groups). Each step's batch is B rows of
+T positions padded as run_qa.py pads them (pad_to_max_length): --qa-lengths gives the real
+tokens of W*B rows (micro-batch p takes rows [(p mod W) B, (p mod W + 1) B), and under DDP
+rank r its B/P share of them); random ids in [0, V) there, pad id 0 after, attention_mask 1 on
+the real tokens, token types 0 for the first third and the padding, 1 after (BERT only), an
+answer span inside the context. With IPEX: ipex.optimize(model, optimizer=opt, dtype=...,
+level="O1"), as the Trainer calls it under --use_ipex.
 `train_gpt2.py --probe` alone prints {"torch": version, "blas": ...} and exits (the bench's first
 look at a Python).
 
@@ -56,6 +70,10 @@ import time
 # --hf-config's keys that --layers/--channels/--heads/--vocab name, where both are given.
 SHAPE_KEYS = {"layers": "num_hidden_layers", "channels": "hidden_size",
               "heads": "num_attention_heads", "vocab": "vocab_size"}
+# DistilBERT names them its own way.
+DISTILBERT_KEYS = {"layers": "n_layers", "channels": "dim", "heads": "n_heads", "vocab": "vocab_size"}
+# The model types trained for question answering (the rest: causal LMs).
+QA_TYPES = ("bert", "distilbert")
 
 
 def parse():
@@ -71,6 +89,9 @@ def parse():
     p.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa",
                    help="with --hf-config: transformers' attn_implementation (sdpa falls back to "
                         "eager where the model refuses it)")
+    p.add_argument("--qa-lengths", metavar="N,N,...",
+                   help="question answering (model_type bert/distilbert): the real tokens of each "
+                        "row of the batches, W*B of them (default: 60-100%% of T at random)")
     p.add_argument("--seq-len", type=int, required=True)
     p.add_argument("--batch", type=int, required=True, help="global batch (sequences per step)")
     p.add_argument("--steps", type=int, default=5, help="timed steps")
@@ -98,13 +119,24 @@ def parse():
             p.error(f"--hf-config is not JSON: {e}")
         if not isinstance(args.hf_config, dict) or "model_type" not in args.hf_config:
             p.error("--hf-config needs a JSON object with a \"model_type\" (e.g. \"llama\")")
-        for k, key in SHAPE_KEYS.items():
+        keys = DISTILBERT_KEYS if args.hf_config["model_type"] == "distilbert" else SHAPE_KEYS
+        for k, key in keys.items():
             given, want = getattr(args, k), args.hf_config.get(key)
             if given is not None and given != want:
                 p.error(f"--{k.replace('_', '-')} {given} disagrees with --hf-config's {key} {want}")
             setattr(args, k, want)  # --vocab is the range of the random tokens
     if args.ddp and args.config != "eager":
         p.error("--config compile/ipex runs with --threads only")
+    args.qa = bool(args.hf_config) and args.hf_config.get("model_type") in QA_TYPES
+    if args.qa_lengths is not None:
+        try:
+            args.qa_lengths = [int(x) for x in args.qa_lengths.split(",")]
+        except ValueError:
+            p.error("--qa-lengths takes integers separated by commas")
+        if not args.qa:
+            p.error("--qa-lengths needs an --hf-config of model_type bert or distilbert")
+        if len(args.qa_lengths) % args.batch or not all(8 <= n <= args.seq_len for n in args.qa_lengths):
+            p.error(f"--qa-lengths: a multiple of --batch ({args.batch}) lengths in [8, --seq-len]")
     if args.config != "eager":
         args.warmup = max(args.warmup, 1)  # compilation / first-touch repacking stays untimed
     return args
@@ -166,28 +198,34 @@ def build(args, torch):
     return GPT()
 
 
+def from_config(args, torch, auto_class):
+    """auto_class.from_config(args.hf_config) at its random init, fp32, with attention args.attn
+    (sdpa falls back to eager where the model, or this transformers, refuses it). Returns the
+    config, the model and the attention implementation that ran."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the config is given
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import transformers
+    keys = dict(args.hf_config)
+    config = transformers.AutoConfig.for_model(keys.pop("model_type"), **keys)
+    for attn in dict.fromkeys([args.attn, "eager"]):
+        try:
+            return config, auto_class.from_config(config, attn_implementation=attn,
+                                                  torch_dtype=torch.float32), attn
+        except (ValueError, ImportError):
+            if attn == "eager":
+                raise
+    raise AssertionError("unreachable")
+
+
 def build_hf(args, torch):
     """AutoModelForCausalLM.from_config(args.hf_config) at transformers' random init, fp32, with
     attention args.attn (sdpa falls back to eager where the model refuses it), wrapped so that
     forward(idx, targets) is the loss as build()'s GPT computes it: the logits of every position,
     then F.cross_entropy. Returns the module and what the JSON reports about it."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the config is given
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import transformers
     F = torch.nn.functional
-    keys = dict(args.hf_config)
-    config = transformers.AutoConfig.for_model(keys.pop("model_type"), **keys)
+    config, lm, attn = from_config(args, torch, transformers.AutoModelForCausalLM)
     V = config.vocab_size
-    attn = args.attn
-    try:
-        lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn,
-                                                           torch_dtype=torch.float32)
-    except (ValueError, ImportError):
-        if attn == "eager":
-            raise
-        attn = "eager"  # this model (or this transformers) has no sdpa attention
-        lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn,
-                                                           torch_dtype=torch.float32)
 
     class CausalLMLoss(torch.nn.Module):
         def __init__(self):
@@ -201,6 +239,56 @@ def build_hf(args, torch):
     info = {"model_type": config.model_type, "attn_implementation": attn,
             "params": sum(p.numel() for p in lm.parameters())}
     return CausalLMLoss(), info
+
+
+def build_qa(args, torch):
+    """AutoModelForQuestionAnswering.from_config(args.hf_config) at its random init, fp32, with
+    attention args.attn (sdpa falls back to eager where refused), in training mode, wrapped so
+    that forward(input_ids, token_type_ids, attention_mask, starts, ends) is the loss the model
+    computes (the mean of the start and end cross-entropies). Returns the module and what the JSON
+    reports about it."""
+    import transformers
+    config, qa, attn = from_config(args, torch, transformers.AutoModelForQuestionAnswering)
+    types = config.model_type == "bert"  # DistilBERT takes no token_type_ids
+
+    class SpanLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qa = qa
+
+        def forward(self, ids, token_types, mask, starts, ends):
+            extra = {"token_type_ids": token_types} if types else {}
+            return self.qa(input_ids=ids, attention_mask=mask, start_positions=starts,
+                           end_positions=ends, **extra).loss
+
+    info = {"model_type": config.model_type, "attn_implementation": attn,
+            "architecture": type(qa).__name__, "params": sum(p.numel() for p in qa.parameters())}
+    return SpanLoss(), info
+
+
+def qa_batches(args, torch, rank, world):
+    """The W micro-batches of this rank: rows padded as run_qa.py pads them (see the module
+    docstring), from --qa-lengths (else W=4 batches of lengths drawn from 60-100% of T)."""
+    B, T, P = args.batch, args.seq_len, world
+    g = torch.Generator().manual_seed(1234)
+    lengths = args.qa_lengths or torch.randint((6 * T + 9) // 10, T + 1, (4 * B,), generator=g).tolist()
+    out = []
+    for w in range(len(lengths) // B):
+        rows = lengths[w * B + rank * (B // P): w * B + (rank + 1) * (B // P)]
+        ids = torch.zeros(len(rows), T, dtype=torch.long)
+        types = torch.zeros(len(rows), T, dtype=torch.long)
+        mask = torch.zeros(len(rows), T, dtype=torch.long)
+        starts = torch.zeros(len(rows), dtype=torch.long)
+        ends = torch.zeros(len(rows), dtype=torch.long)
+        for r, n in enumerate(rows):
+            ids[r, :n] = torch.randint(0, args.vocab, (n,), generator=g)
+            context = max(1, n // 3)
+            types[r, context:n] = 1
+            mask[r, :n] = 1
+            starts[r] = torch.randint(context, n, (1,), generator=g)
+            ends[r] = torch.randint(int(starts[r]), min(int(starts[r]) + 30, n), (1,), generator=g)
+        out.append((ids, types, mask, starts, ends))
+    return out
 
 
 def peak_rss_bytes():
@@ -226,15 +314,32 @@ def run(args, rank=0, world=1, init_file=None):
 
     torch.set_num_threads(threads)
     torch.manual_seed(1234 + rank)
-    model, info = build_hf(args, torch) if args.hf_config else (build(args, torch), {})
+    if args.qa:
+        model, info = build_qa(args, torch)
+    else:
+        model, info = build_hf(args, torch) if args.hf_config else (build(args, torch), {})
+    model.train()  # dropout on where the model has it (the encoders' configs)
     if world > 1:
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
         model = torch.nn.parallel.DistributedDataParallel(model)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
-                            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    if args.qa:
+        # The Trainer's: weight decay (0 by default) on all but biases and LayerNorm weights,
+        # torch.optim.AdamW(fused=True) ("adamw_torch_fused", transformers 4.55's default on
+        # torch >= 2.8), run_qa.py's README's learning rate.
+        named = list(model.named_parameters())
+        nodecay = [p for n, p in named if n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n]
+        ids = {id(p) for p in nodecay}
+        decay = [p for n, p in named if id(p) not in ids]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0},
+                                 {"params": nodecay, "weight_decay": 0.0}],
+                                lr=3e-5, betas=(0.9, 0.999), eps=1e-8, fused=True)
+        batches = qa_batches(args, torch, rank, world)
+    else:
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        rest = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                                lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     bf16 = args.autocast == "bf16"
     if args.config == "ipex":
         try:
@@ -243,7 +348,8 @@ def run(args, rank=0, world=1, init_file=None):
             raise Skip(f"intel_extension_for_pytorch does not import: {why(e)}") from e
         try:
             model.train()
-            model, opt = ipex.optimize(model, optimizer=opt, dtype=torch.bfloat16 if bf16 else torch.float32)
+            model, opt = ipex.optimize(model, optimizer=opt, dtype=torch.bfloat16 if bf16 else torch.float32,
+                                       level="O1")
         except Exception as e:  # noqa: BLE001
             raise Skip(f"ipex.optimize failed: {why(e)}") from e
     elif args.config == "compile":
@@ -252,13 +358,17 @@ def run(args, rank=0, world=1, init_file=None):
     g = torch.Generator().manual_seed(rank)
     times, parts, warm = [], [], []
     for step in range(args.warmup + args.steps):
-        idx = torch.randint(0, args.vocab, (B, args.seq_len + 1), generator=g)
+        if args.qa:
+            batch = batches[step % len(batches)]
+        else:
+            idx = torch.randint(0, args.vocab, (B, args.seq_len + 1), generator=g)
+            batch = (idx[:, :-1], idx[:, 1:])
         if world > 1:
             torch.distributed.barrier()
         t0 = time.perf_counter()
         try:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = model(idx[:, :-1], idx[:, 1:])
+                loss = model(*batch)
             t1 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -20,6 +20,25 @@ Preset Llama(const char* name, int L, int C, int NH, int NKV, int F, int V, floa
   return {name, s, B, T};
 }
 
+// A BERT-shaped encoder with a span head (question answering), as transformers' config defaults
+// make it: every bias, untied, maxT 512 positions, LayerNorm eps 1e-12, pad token 0, dropout
+// 0.1 on the hidden states and the attention probabilities; B and T are run_qa.py's recipe
+// (--per_device_train_batch_size 12 --max_seq_length 384).
+Preset Encoder(const char* name, Arch arch, int L, int B, int T) {
+  Shape s{512, 30522, Shape::PadVocab(30522), L, 12, 768};
+  s.arch = arch;
+  s.F = 3072;
+  s.norm_eps = 1e-12f;
+  s.tied = false;
+  s.head = Head::kSpan;
+  s.types = arch == Arch::kBert ? 2 : 0;  // BertConfig.type_vocab_size; DistilBERT has none
+  s.pad_token = 0;
+  s.hidden_dropout = s.attn_dropout = 0.1f;
+  // BertForQuestionAnswering has no dropout before qa_outputs; DistilBERT's qa_dropout is 0.1.
+  s.head_dropout = arch == Arch::kDistilBert ? 0.1f : 0.f;
+  return {name, s, B, T};
+}
+
 }  // namespace
 
 const std::vector<Preset>& Presets() {
@@ -35,6 +54,8 @@ const std::vector<Preset>& Presets() {
     r.low_freq_factor = 1;
     r.high_freq_factor = 4;
     r.original_max_position = 8192;
+    p.push_back(Encoder("bert-base-qa", Arch::kBert, 12, 12, 384));
+    p.push_back(Encoder("distilbert-qa", Arch::kDistilBert, 6, 12, 384));
     return p;
   }();
   return all;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `bench train` on the question-answering presets, both sides (smoke; no number is asserted):
+# bert-base-qa and distilbert-qa at their real widths but 2 rows of 32 positions (--batch 2
+# --seq-len 32), one timed step, ours on 1x1 and 2x1 (random QA features through
+# TrainOptions::train_rows, split over the groups), transformers' BertForQuestionAnswering /
+# DistilBertForQuestionAnswering eager and gloo DDP 2x1 (compile would take minutes).
+# Checks what the full run reports: the seq/s column and the summary's ratio line in the table;
+# in the JSON records, sequences/s = tokens/s / T on every row, each row's peak RSS, the PyTorch
+# side's model (architecture, sdpa attention, transformers' parameter count: 108,893,186 and
+# 66,364,418, the counts tests/llama_test.cc pins for our presets), the same FLOPs per token on
+# both sides, and the summary's ratio against the target 1.5.
+#   bash tests/cli/bench_train_qa_test.sh BUILD_DIR PEERS_PYTHON
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
+python=${2:?usage: bench_train_qa_test.sh BUILD_DIR PEERS_PYTHON}
+
+"$bin" bench --help | grep -q "^  train " || { echo "skipped: benchmarks not built"; exit 77; }
+"$python" -c "import torch, transformers" 2>/dev/null ||
+  { echo "skipped: $python has no torch and transformers (bash scripts/install-deps.sh --peers)"; exit 77; }
+"$bin" bench train --quick --model bert-base-qa --model distilbert-qa --batch 2 --seq-len 32 \
+  --placement 1x1 --placement 2x1 --accum 0 --steps 1 --warmup 1 --pytorch --python "$python" \
+  --pytorch-setup eager --pytorch-setup ddp --json "$tmp/train.json" \
+  >"$tmp/out.txt" 2>"$tmp/err.txt" || { cat "$tmp/out.txt" "$tmp/err.txt"; fail "bench train"; }
+cat "$tmp/out.txt"
+grep -q "seq/s .*tokens/s" "$tmp/out.txt" || fail "no seq/s column"
+grep -q "random QA features of T=32" "$tmp/out.txt" || fail "no rows line"
+[ "$(grep -c "ours / PyTorch's best = .*x (target >= 1.5" "$tmp/out.txt")" = 2 ] ||
+  fail "no ratio line for each model"
+/usr/bin/python3 - "$tmp/train.json" <<'PY' || fail "records"
+import json, sys
+recs = json.load(open(sys.argv[1]))
+want = {"bert-base-qa": ("BertForQuestionAnswering", "bert", 108893186),
+        "distilbert-qa": ("DistilBertForQuestionAnswering", "distilbert", 66364418)}
+for model, (arch, model_type, params) in want.items():
+    rows = [r for r in recs if r.get("model") == model and "impl" in r]
+    ours = [r for r in rows if r["impl"] == "cputrain"]
+    torch = [r for r in rows if r["impl"] == "pytorch"]
+    assert len(ours) == 2 and len(torch) == 2, rows
+    for r in rows:
+        assert r["T"] == 32 and r["B"] == 2, r
+        assert abs(r["sequences_per_s"] * 32 - r["tokens_per_s"]) < 1e-6 * r["tokens_per_s"], r
+        assert r["peak_rss_bytes"] > 0 and r["flops_per_token"] == ours[0]["flops_per_token"], r
+    for t in torch:
+        assert (t["architecture"], t["model_type"], t["params"]) == (arch, model_type, params), t
+        assert t["attn_implementation"] == "sdpa", t
+    s = [r for r in recs if r.get("kind") == "summary" and r["model"] == model][0]
+    assert s["target"] == 1.5 and s["ratio_vs_pytorch_best"] > 0, s
+    assert s["best_sequences_per_s"] > 0 and s["pytorch_best_sequences_per_s"] > 0, s
+PY
+echo "ok"
