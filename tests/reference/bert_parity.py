@@ -345,7 +345,11 @@ def main(argv=None):
                                      "train-bert", "train-distilbert", "train-bert-bf16"])
     ap.add_argument("--engine-logits")
     ap.add_argument("--cli")
+    ap.add_argument("--grads-tol", type=float, default=GRADS_TOL,
+                    help="per-tensor gradient bound (a sanitizer build's code rounds differently)")
     args = ap.parse_args(argv)
+    global GRADS_TOL
+    GRADS_TOL = args.grads_tol
     checks = tp.Checks()
     with tempfile.TemporaryDirectory() as tmp:
         if args.mode.startswith("train-"):
