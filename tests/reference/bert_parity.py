@@ -340,6 +340,7 @@ def train_check(cli, kind, tmp, checks, steps=20, batch=8, lr=3e-4, wd=0.01, war
 
 
 def main(argv=None):
+    global GRADS_TOL
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["bert", "bert-no-ignore", "bert-old-names", "distilbert",
                                      "train-bert", "train-distilbert", "train-bert-bf16"])
@@ -348,7 +349,6 @@ def main(argv=None):
     ap.add_argument("--grads-tol", type=float, default=GRADS_TOL,
                     help="per-tensor gradient bound (a sanitizer build's code rounds differently)")
     args = ap.parse_args(argv)
-    global GRADS_TOL
     GRADS_TOL = args.grads_tol
     checks = tp.Checks()
     with tempfile.TemporaryDirectory() as tmp:
