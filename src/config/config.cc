@@ -77,6 +77,16 @@ bool AsBool(const YAML::Node& n, const Origin& o, const std::string& name) {
 std::string AsString(const YAML::Node& n, const Origin& o, const std::string& name) {
   if (n.IsNull()) return "";
   if (!n.IsScalar()) Bad(o, name, "a string", n);
+  // Paths, names and topology specs hold no control characters; one (a stray carriage return
+  // of a file saved with CRLF line ends) would not survive the config's YAML dump either: the
+  // emitter writes it plain and the reader takes it for a line break (found by fuzz_config).
+  for (const char ch : n.Scalar()) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f) {
+      throw InputError(fmt::format("{}: {} holds the control character 0x{:02x}", o.where, name, u),
+                       "remove it (a file saved with CRLF line ends: convert it to LF)");
+    }
+  }
   return n.Scalar();
 }
 
