@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -20,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "cli/train_job.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
@@ -331,13 +331,6 @@ void PrintScores(const task::SquadScores& s) {
   }
 }
 
-train::Progress ProgressOf(const std::string& p) {
-  return p == "bar"     ? train::Progress::kBar
-         : p == "lines" ? train::Progress::kLines
-         : p == "quiet" ? train::Progress::kQuiet
-                        : train::Progress::kAuto;
-}
-
 void RunTrain(const QaArgs& a, const std::string& command_line) {
   StopToken stop;
   StopOnSignals on_signals(stop);
@@ -408,33 +401,15 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
       f.size(), data.examples.size(), B, args.train_batch, G, R, steps, args.epochs, windows);
 
   train::TrainOptions to;
-  to.progress = ProgressOf(args.progress);
+  to.progress = ProgressFromFlag(args.progress);
   to.stop = &stop;
-  to.dist = bridge.get();
   to.train_rows = [&](const model::Shape&, int batch, int) {
     return std::make_unique<task::QaRows>(f, batch, /*shuffle=*/true, args.seed, args.train_file);
   };
-  train::TrainResult r;
-  try {
-    r = train::Train(cfg, to);
-  } catch (const Error& e) {
-    if (bridge && bridge->size() > 1) {
-      bridge->Abort(e.exit_code(), fmt::format("error: {}{}", e.what(),
-                                               e.hint().empty() ? "" : "\nhint: " + e.hint()));
-    }
-    if (bridge) bridge->Finish();
-    throw;
-  }
   const bool rank0 = !bridge || bridge->rank() == 0;
-  if (bridge) bridge->Finish();
-  if (r.stopped) {
-    const int signo = r.stop_reason > 0 ? r.stop_reason : SIGTERM;
-    throw StopExit(
-        128 + signo,
-        fmt::format("stopped by {} after step {}; checkpoint {}; resume: {}",
-                    r.stop_reason > 0 ? SignalName(r.stop_reason) : "another rank", r.last_step,
-                    r.checkpoint.empty() ? "saved by rank 0" : r.checkpoint, command_line));
-  }
+  const train::TrainResult r = TrainAsJob(
+      cfg, to, bridge.get(),
+      cfg.train.resume == "auto" ? command_line : command_line + " --set train.resume=auto");
   if (!rank0) return;
   // The trained model as run_qa.py's output_dir holds it: an HF directory with the tokenizer.
   // The run's newest checkpoint (not the HF files an earlier finish exported beside it).

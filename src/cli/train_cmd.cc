@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/signals.h"
+#include "cli/train_job.h"
 #include "common/error.h"
 #include "common/stop.h"
 #include "mpi/bridge.h"
@@ -43,45 +44,15 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
     if (opts->resume_fallback) opts->common.sets.push_back("train.resume_fallback=true");
     Config cfg = opts->common.Load();
     train::TrainOptions o;
-    o.progress = opts->progress == "bar"     ? train::Progress::kBar
-                 : opts->progress == "lines" ? train::Progress::kLines
-                 : opts->progress == "quiet" ? train::Progress::kQuiet
-                                             : train::Progress::kAuto;
+    o.progress = ProgressFromFlag(opts->progress);
     o.stop = &stop;
     // Under mpirun (or with mpi.enabled: on) the bridge joins this process to the others.
     std::unique_ptr<mpi::Bridge> bridge =
         mpi::Bridge::Start(cfg.mpi, [](int exit_code) { std::_Exit(exit_code); });
-    o.dist = bridge.get();
-    train::TrainResult r;
-    try {
-      r = train::Train(cfg, o);
-    } catch (const Error& e) {
-      // The other ranks wait for this one: end the whole job with this error's exit code.
-      if (bridge && bridge->size() > 1) {
-        bridge->Abort(e.exit_code(), fmt::format("error: {}{}", e.what(),
-                                                 e.hint().empty() ? "" : "\nhint: " + e.hint()));
-      }
-      if (bridge) bridge->Finish();
-      throw;
-    } catch (const std::exception& e) {
-      if (bridge && bridge->size() > 1) bridge->Abort(1, fmt::format("error: {}", e.what()));
-      if (bridge) bridge->Finish();
-      throw;
-    }
-    if (bridge) bridge->Finish();
-    if (r.stopped) {
-      const int signo = r.stop_reason > 0 ? r.stop_reason : SIGTERM;
-      // train.resume: auto (the default) makes the same command line continue the run.
-      std::string resume =
-          cfg.train.resume == "auto" ? command_line : command_line + " --set train.resume=auto";
-      if (bridge && bridge->size() > 1) resume = "the same mpirun command (train.resume: auto)";
-      throw StopExit(
-          128 + signo,
-          fmt::format("stopped by {} after step {}; checkpoint {}; resume: {}",
-                      r.stop_reason > 0 ? SignalName(r.stop_reason) : "a signal on another rank",
-                      r.last_step, r.checkpoint.empty() ? "saved by rank 0" : r.checkpoint,
-                      resume));
-    }
+    // train.resume: auto (the default) makes the same command line continue the run.
+    TrainAsJob(
+        cfg, o, bridge.get(),
+        cfg.train.resume == "auto" ? command_line : command_line + " --set train.resume=auto");
   });
 }
 

@@ -59,10 +59,6 @@ struct Pass {
   }
 };
 
-void Zero(WorkerPool& pool, float* x, std::size_t n) {
-  pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) { std::fill(x + b, x + e, 0.f); });
-}
-
 }  // namespace
 
 double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
@@ -75,12 +71,7 @@ double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const flo
   const std::size_t N = n.N;
   auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
   auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC) {
-    if (bf16) {
-      k::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l), P(b, l),
-                           N, IC, OC, OC);
-    } else {
-      k::MatmulForward(pool, out, inp, P(w, l), P(b, l), N, IC, OC, OC);
-    }
+    n.Linear(pool, params, bf16, out, inp, w, b, l, IC, OC, OC);
   };
   auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
                   int l) {
@@ -144,17 +135,12 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
   auto G = [&](Tensor t, int l = 0) { return n.At(grads, t, l); };
   auto linear_back = [&](float* dinp, Tensor w, Tensor b, int l, const float* dout,
                          const float* inp, int IC, int OC) {
-    if (bf16) {
-      k::MatmulBackwardBf16(pool, dinp, G(w, l), G(b, l), dout, bf16->dout, inp, bf16->in,
-                            bf16->weights + layout.offset(w, l), N, IC, OC, OC, acc);
-    } else {
-      k::MatmulBackward(pool, dinp, G(w, l), G(b, l), dout, inp, P(w, l), N, IC, OC, OC, acc);
-    }
+    n.LinearBack(pool, params, grads, bf16, dinp, w, b, l, dout, inp, IC, OC, OC, acc);
   };
   // d inp of a LayerNorm, written into a.dln (the kernel adds: zeroed first), and its weights'.
   auto norm_back = [&](const float* dout, const float* inp, const float* mean, const float* rstd,
                        Tensor w, Tensor b, int l) {
-    Zero(pool, a.dln, N * C);
+    ZeroFill(pool, a.dln, N * C);
     k::LayerNormBackward(pool, a.dln, G(w, l), G(b, l), dout, inp, P(w, l), mean, rstd, N, C, acc);
   };
   const float hidden_p = pass.P(s.hidden_dropout);
@@ -201,7 +187,7 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
   pass.DropBack(pool, a.dresidual, a.dresidual, hidden_p, -1, kEmbOrHead);
   norm_back(a.dresidual, a.emb, a.emb_mean, a.emb_rstd, kLnEw, kLnEb, 0);
   float* dwte = G(kWte);
-  if (!acc) Zero(pool, dwte, layout.info(kWte).numel);
+  if (!acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
   k::EncoderBackward(pool, dwte, G(kWpe), a.dln, a.inputs, B, T, C, acc,
                      layout.has(kWtt) ? a.types : nullptr, G(kWtt), s.types);
   if (s.pad_token >= 0) {  // nn.Embedding(padding_idx): the padding row learns nothing

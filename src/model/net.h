@@ -30,12 +30,24 @@ struct Net {
   P* At(P* flat, Tensor t, int l = 0) const {
     return t < kNumTensors && layout.has(t) ? flat + layout.offset(t, l) : nullptr;
   }
+  // out (N,OC) = inp (N,IC) @ w^T + bias of layer l (b may be absent), in fp32 or with bf16
+  // operands (null: fp32); out's row stride ldo.
+  void Linear(WorkerPool& pool, const float* params, const Bf16Operands* bf16, float* out,
+              const float* inp, Tensor w, Tensor b, int l, int IC, int OC, int ldo) const;
+  // Its backward from dout (N,OC), row stride ldd: dinp (N,IC) written; w's and b's gradients
+  // written, or added to with accumulate.
+  void LinearBack(WorkerPool& pool, const float* params, float* grads, const Bf16Operands* bf16,
+                  float* dinp, Tensor w, Tensor b, int l, const float* dout, const float* inp,
+                  int IC, int OC, int ldd, bool accumulate) const;
   const ParamLayout& layout;
   const Shape& s;
   const BlockKind& kind;
   const int C, NH, KV, hs, Q, F, Fin;
   const std::size_t N;
 };
+
+// x[0, n) = 0, split over the pool's workers.
+void ZeroFill(WorkerPool& pool, float* x, std::size_t n);
 
 // Forward and Backward (transformer.h) for an encoder family (BlockKind::encoder).
 double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,

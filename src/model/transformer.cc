@@ -159,16 +159,8 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   const std::size_t N = n.N;
   const int pos0 = cache ? cache->positions : 0;
   auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
-  // out (N,OC) = inp (N,IC) @ w^T + bias, in fp32 or with bf16 operands.
   auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC,
-                    int ldo) {
-    if (bf16) {
-      k::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l), P(b, l),
-                           N, IC, OC, ldo);
-    } else {
-      k::MatmulForward(pool, out, inp, P(w, l), P(b, l), N, IC, OC, ldo);
-    }
-  };
+                    int ldo) { n.Linear(pool, params, bf16, out, inp, w, b, l, IC, OC, ldo); };
   auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
                   int l) {
     if (n.kind.rms_norm) {
@@ -266,12 +258,7 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   // Backward of linear(out, inp, w, b): dinp (N,IC), G(w) and dbias from dout (N,OC), stride ldd.
   auto linear_back = [&](float* dinp, Tensor w, Tensor b, int l, const float* dout,
                          const float* inp, int IC, int OC, int ldd) {
-    if (bf16) {
-      k::MatmulBackwardBf16(pool, dinp, G(w, l), G(b, l), dout, bf16->dout, inp, bf16->in,
-                            bf16->weights + layout.offset(w, l), N, IC, OC, ldd, acc);
-    } else {
-      k::MatmulBackward(pool, dinp, G(w, l), G(b, l), dout, inp, P(w, l), N, IC, OC, ldd, acc);
-    }
+    n.LinearBack(pool, params, grads, bf16, dinp, w, b, l, dout, inp, IC, OC, ldd, acc);
   };
   // dinp += d norm(inp)/d inp applied to dout; the norm's weight (and bias) gradients.
   auto norm_back = [&](float* dinp, const float* dout, const float* inp, const float* mean,
@@ -287,9 +274,7 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   k::CrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.targets, dloss, N, s.V, s.Vp);
   linear_back(a.dln, layout.head(), kNumTensors, 0, a.logits, a.lnf, C, s.V, s.Vp);
   // The residual stream's gradient starts at zero; the norms' backward adds into it.
-  pool.ParallelFor(N * C, [&](std::size_t b, std::size_t e, int) {
-    std::fill(a.dresidual + b, a.dresidual + e, 0.f);
-  });
+  ZeroFill(pool, a.dresidual, N * C);
   const float* x_last = s.L > 0 ? a.layers[s.L - 1].residual3 : a.encoded;
   norm_back(a.dresidual, a.dln, x_last, a.lnf_mean, a.lnf_rstd, kLnfw, kLnfb, 0);
   on_ready(layout.output_begin());
@@ -323,13 +308,36 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   // The embedding's gradient: added to the LM head's share when tied (written above); an untied
   // model's starts at zero here (each row the batch does not use stays zero).
   float* dwte = G(kWte);
-  if (layout.head() != kWte && !acc) {
-    const std::size_t n_wte = layout.info(kWte).numel;
-    pool.ParallelFor(
-        n_wte, [&](std::size_t b, std::size_t e, int) { std::fill(dwte + b, dwte + e, 0.f); });
-  }
+  if (layout.head() != kWte && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
   k::EncoderBackward(pool, dwte, G(kWpe), a.dresidual, a.inputs, B, T, C, acc);
   on_ready(0);
+}
+
+void Net::Linear(WorkerPool& pool, const float* params, const Bf16Operands* bf16, float* out,
+                 const float* inp, Tensor w, Tensor b, int l, int IC, int OC, int ldo) const {
+  if (bf16) {
+    kernels::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l),
+                               At(params, b, l), N, IC, OC, ldo);
+  } else {
+    kernels::MatmulForward(pool, out, inp, At(params, w, l), At(params, b, l), N, IC, OC, ldo);
+  }
+}
+
+void Net::LinearBack(WorkerPool& pool, const float* params, float* grads, const Bf16Operands* bf16,
+                     float* dinp, Tensor w, Tensor b, int l, const float* dout, const float* inp,
+                     int IC, int OC, int ldd, bool accumulate) const {
+  if (bf16) {
+    kernels::MatmulBackwardBf16(pool, dinp, At(grads, w, l), At(grads, b, l), dout, bf16->dout, inp,
+                                bf16->in, bf16->weights + layout.offset(w, l), N, IC, OC, ldd,
+                                accumulate);
+  } else {
+    kernels::MatmulBackward(pool, dinp, At(grads, w, l), At(grads, b, l), dout, inp,
+                            At(params, w, l), N, IC, OC, ldd, accumulate);
+  }
+}
+
+void ZeroFill(WorkerPool& pool, float* x, std::size_t n) {
+  pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) { std::fill(x + b, x + e, 0.f); });
 }
 
 double TrainFlopsPerToken(const Shape& s, int T) {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "train/rows.h"
 
@@ -61,11 +60,7 @@ void QaRows::LoadRows(std::size_t j, int row0, int rows, model::Activations& a) 
 }
 
 std::vector<train::ShardRecord> QaRows::Identity() const {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p = fs::absolute(source_);
-  const fs::path c = fs::weakly_canonical(p, ec);
-  return {{ec ? p.lexically_normal().string() : c.string(), f_.size()}};
+  return {train::RecordOf(source_, f_.size())};
 }
 
 std::string QaRows::Describe() const {

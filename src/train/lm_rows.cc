@@ -18,15 +18,18 @@ void LmRows::LoadRows(std::size_t j, int row0, int rows, model::Activations& a) 
   windows_.LoadRows(planned_.at(j), row0, rows, a.inputs, a.targets);
 }
 
-std::vector<ShardRecord> LmRows::Identity() const {
+ShardRecord RecordOf(const std::string& path, uint64_t size) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p = fs::absolute(path);
+  const fs::path c = fs::weakly_canonical(p, ec);
+  return {ec ? p.lexically_normal().string() : c.string(), size};
+}
+
+std::vector<ShardRecord> LmRows::Identity() const {
   std::vector<ShardRecord> v;
-  for (std::size_t i = 0; i < windows_.shard_count(); ++i) {
-    std::error_code ec;
-    const fs::path p = fs::absolute(windows_.shard(i).path());
-    const fs::path c = fs::weakly_canonical(p, ec);
-    v.push_back({ec ? p.lexically_normal().string() : c.string(), windows_.shard(i).size()});
-  }
+  for (std::size_t i = 0; i < windows_.shard_count(); ++i)
+    v.push_back(RecordOf(windows_.shard(i).path(), windows_.shard(i).size()));
   return v;
 }
 

@@ -24,6 +24,9 @@ struct ShardRecord {
   uint64_t tokens = 0;
   bool operator==(const ShardRecord&) const = default;
 };
+// The record of `path` holding `size` units: its absolute path, symlinks resolved where they
+// exist (a run resumed from another directory names the same file the same way).
+ShardRecord RecordOf(const std::string& path, uint64_t size);
 
 // A permutation of [0, n) into out, a pure function of (n, seed, e): SplitMix64 Fisher-Yates
 // (batches.h, WindowOrder: a new order of the data each epoch e, the same on every process).
