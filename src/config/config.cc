@@ -190,6 +190,43 @@ Key PathListKey(std::string section, std::string key, std::string desc,
   return k;
 }
 
+// A list of names (train.lora.target_modules): a YAML list, or one string of names separated by
+// commas ("q_proj,v_proj", handy in --set); "" or [] = none. Dumped as a flow list.
+Key StringListKey(std::string section, std::string key, std::string desc,
+                  std::function<std::vector<std::string>&(Config&)> field) {
+  Key k{section, key, "a list of names", std::move(desc), nullptr, nullptr};
+  std::string name = k.full();
+  k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+    std::vector<std::string> v;
+    auto add = [&](const std::string& s) {
+      std::size_t b = 0;
+      while (b <= s.size()) {
+        std::size_t e = s.find(',', b);
+        if (e == std::string::npos) e = s.size();
+        std::string item = s.substr(b, e - b);
+        item.erase(0, item.find_first_not_of(' '));
+        item.erase(item.find_last_not_of(' ') + 1);
+        if (!item.empty()) v.push_back(item);
+        b = e + 1;
+      }
+    };
+    if (n.IsSequence()) {
+      for (std::size_t i = 0; i < n.size(); ++i)
+        add(AsString(n[i], o, fmt::format("{}[{}]", name, i)));
+    } else if (!n.IsNull()) {
+      add(AsString(n, o, name));
+    }
+    field(c) = std::move(v);
+  };
+  k.dump = [=](const Config& c) {
+    YAML::Node l(YAML::NodeType::Sequence);
+    for (const std::string& p : field(const_cast<Config&>(c))) l.push_back(p);
+    l.SetStyle(YAML::EmitterStyle::Flow);
+    return l;
+  };
+  return k;
+}
+
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 const std::vector<Key>& Keys() {
@@ -513,6 +550,63 @@ const std::vector<Key>& Keys() {
       k.dump = [](const Config& c) { return YAML::Node(c.train.bf16 ? "bf16" : "fp32"); };
       v.push_back(k);
     }
+    // ---- train.lora (nested under train; "lora.r" is the key, so --set train.lora.r=16)
+    v.push_back(IntKey(
+        "train", "lora.r",
+        "LoRA rank: train low-rank adapters over a frozen base instead of every "
+        "weight (docs/lora.md); 0 = off (full fine-tuning)",
+        0, [](Config& c) -> int& { return c.train.lora.r; }, 4096));
+    v.push_back(NumberKey("train", "lora.alpha",
+                          "LoRA scale numerator: the update is (alpha / r) B A x (PEFT's "
+                          "lora_alpha)",
+                          1e-6, 1e6, [](Config& c) -> double& { return c.train.lora.alpha; }));
+    v.push_back(NumberKey("train", "lora.dropout",
+                          "dropout of the adapters' input while training (PEFT's lora_dropout)", 0,
+                          0.999, [](Config& c) -> double& { return c.train.lora.dropout; }));
+    v.push_back(StringListKey(
+        "train", "lora.target_modules",
+        "modules to adapt, named as PEFT names them (q_proj, v_proj, ...; "
+        "all-linear: every linear layer of the blocks); empty = the "
+        "family's PEFT default",
+        [](Config& c) -> std::vector<std::string>& { return c.train.lora.target_modules; }));
+    v.push_back(StringListKey(
+        "train", "lora.modules_to_save",
+        "base modules that train fully beside the adapters (e.g. lm_head; a "
+        "QA model's qa_outputs always does)",
+        [](Config& c) -> std::vector<std::string>& { return c.train.lora.modules_to_save; }));
+    {
+      Key k{"train",
+            "lora.init",
+            "one of default, gaussian, false",
+            "adapter init as PEFT's init_lora_weights: default (A Kaiming-uniform, B zero), "
+            "gaussian (A normal(0, 1/r), B zero), false (B random too)",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.train.lora.init = AsChoice(n, o, "train.lora.init", {"default", "gaussian", "false"});
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.train.lora.init); };
+      v.push_back(k);
+    }
+    {
+      Key k{"train",
+            "lora.base_dtype",
+            "one of fp32, bf16",
+            "storage of the frozen base weights, once per NUMA node: fp32, or bf16 (half the "
+            "memory; needs train.precision: bf16)",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.train.lora.base_dtype = AsChoice(n, o, "train.lora.base_dtype", {"fp32", "bf16"});
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.train.lora.base_dtype); };
+      v.push_back(k);
+    }
+    v.push_back(StringKey("train", "lora.adapter",
+                          "a PEFT adapter directory to continue training (its "
+                          "adapter_config.json sets r, alpha, dropout and the modules); also "
+                          "train --adapter",
+                          [](Config& c) -> std::string& { return c.train.lora.adapter; }));
     // ---- comm
     v.push_back(NumberKey("comm", "bucket_mb",
                           "gradient bucket size in MB (10^6 bytes) synced while backward runs",
@@ -622,6 +716,35 @@ void CheckNoDuplicateKeys(const YAML::Node& map, const std::string& name,
   }
 }
 
+// Applies the keys of a section's mapping; a key that is a group of keys ("lora" of train's
+// "lora.r", ...) holds a nested mapping of them (or they are written out flat, "lora.r: 16").
+void ApplySection(const YAML::Node& map, const std::string& name, const std::string& sec,
+                  const std::string& group, Config& c) {
+  CheckNoDuplicateKeys(map, name, group.empty() ? sec : sec + "." + group);
+  for (const auto& kv2 : map) {
+    const std::string key = group + KeyName(kv2.first, name);
+    const Key* k = FindKey(sec, key);
+    if (!k) {
+      const bool is_group = std::any_of(Keys().begin(), Keys().end(), [&](const Key& x) {
+        return x.section == sec && x.key.rfind(key + ".", 0) == 0;
+      });
+      if (is_group && kv2.second.IsMap()) {
+        ApplySection(kv2.second, name, sec, key + ".", c);
+        continue;
+      }
+      if (is_group && !kv2.second.IsNull()) {
+        throw InputError(fmt::format("{}: '{}.{}' must be a mapping of keys, not {}",
+                                     At(name, kv2.second.Mark()), sec, key, Show(kv2.second)),
+                         fmt::format("indent its keys under it, e.g. '{}:\\n  r: 16'", key));
+      }
+      if (is_group) continue;
+      UnknownKey(At(name, kv2.first.Mark()), sec, key);
+    }
+    k->parse(kv2.second, Origin{At(name, kv2.second.Mark())}, c);
+    c.explicit_keys[sec + "." + key] = At(name, kv2.first.Mark());
+  }
+}
+
 // Applies one YAML document (a mapping of sections) to `c`.
 void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
   if (root.IsNull()) return;  // an empty file: all defaults
@@ -649,14 +772,7 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
                                    At(name, val.Mark()), sec, Show(val)),
                        "indent its keys under it, e.g. '" + sec + ":\\n  key: value'");
     }
-    CheckNoDuplicateKeys(val, name, sec);
-    for (const auto& kv2 : val) {
-      const std::string key = KeyName(kv2.first, name);
-      const Key* k = FindKey(sec, key);
-      if (!k) UnknownKey(At(name, kv2.first.Mark()), sec, key);
-      k->parse(kv2.second, Origin{At(name, kv2.second.Mark())}, c);
-      c.explicit_keys[sec + "." + key] = At(name, kv2.first.Mark());
-    }
+    ApplySection(val, name, sec, "", c);
   }
 }
 

@@ -53,6 +53,20 @@ struct DataConfig {
   uint64_t Seed(uint64_t model_seed) const { return seed ? *seed : model_seed; }
 };
 
+// train.lora: low-rank adapters over a frozen base (model/lora.h, docs/lora.md); r = 0: off.
+struct LoraTrainConfig {
+  int r = 0;
+  double alpha = 8, dropout = 0;
+  std::vector<std::string> target_modules;   // PEFT names; empty = the family's default
+  std::vector<std::string> modules_to_save;  // base modules that train fully
+  std::string init = "default";     // default | gaussian | false (PEFT's init_lora_weights)
+  std::string base_dtype = "fp32";  // fp32 | bf16: the frozen base's storage
+  // A PEFT adapter directory to start from (its adapter_config.json sets r, alpha, dropout,
+  // targets and modules to save, its weights the start); "" = a fresh adapter from init.
+  std::string adapter;
+  bool on() const { return r > 0 || !adapter.empty(); }
+};
+
 struct TrainConfig {
   int steps = 200;  // optimizer updates
   // k micro-batches of data.batch_size x data.seq_len per update (gradient accumulation).
@@ -70,6 +84,7 @@ struct TrainConfig {
   int keep_checkpoints = 3;     // newest step directories kept; 0 = all
   bool skip_nonfinite = false;  // on_nonfinite: skip_step (true) or stop (false)
   bool bf16 = false;            // precision: bf16 (true) or fp32 (false)
+  LoraTrainConfig lora;
 };
 
 struct CommConfig {

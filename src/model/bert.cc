@@ -272,6 +272,7 @@ extern const Family kBertFamily = {
     .hf_dropped_prefixes = {"cls.", "bert.pooler.", "pooler.", "qa_outputs.", "classifier."},
     .hf_span_architecture = "BertForQuestionAnswering",
     .hf_classify_architecture = "BertForSequenceClassification",
+    .lora_default_targets = {"query", "value"},
 };
 
 extern const Family kDistilBertFamily = {
@@ -311,6 +312,7 @@ extern const Family kDistilBertFamily = {
                             "qa_outputs.", "pre_classifier.", "classifier."},
     .hf_span_architecture = "DistilBertForQuestionAnswering",
     .hf_classify_architecture = "",
+    .lora_default_targets = {"q_lin", "v_lin"},
 };
 
 }  // namespace cputrain::model

@@ -53,6 +53,11 @@ struct HfTensor {
   int head = -1;
 };
 
+// Rows [*begin, *begin + *rows) of our tensor (info, of a model of shape s) that an HF tensor
+// of part `part` covers.
+void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
+            std::size_t* rows);
+
 struct Family {
   const char* name;  // "gpt2": model.arch in configs, the name in checkpoints
   Arch arch;
@@ -82,6 +87,9 @@ struct Family {
   // The task head's model class per head (BertForQuestionAnswering, ...), "" if none.
   const char* hf_span_architecture = "";
   const char* hf_classify_architecture = "";
+  // LoRA (model/lora.h): the modules PEFT adapts when target_modules is not given (PEFT's own
+  // default for the model type).
+  std::vector<const char*> lora_default_targets = {};
 };
 
 const Family& FamilyOf(Arch arch);

@@ -21,26 +21,8 @@
 #include "model/safetensors.h"
 
 namespace cputrain::model {
-namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-constexpr const char* kTiedHeadName = "lm_head.weight";
-
-// One Hugging Face tensor of a layout, resolved: its name, HF shape and where it lives in ours.
-struct Placed {
-  std::string name;
-  std::vector<std::uint64_t> shape;  // HF's
-  Tensor t;
-  int layer;
-  std::size_t row_begin, rows, cols;  // rows [row_begin, +rows) of our (rows x cols) tensor copy
-  bool transpose;
-  bool head;  // a task head's: never under the family's optional prefix
-};
-
-// Rows of our tensor that an HF tensor covers.
-void RowsOf(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
+void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
             std::size_t* rows) {
   const std::size_t hs = s.head_size(), q = s.NH * hs, kv = s.kv_heads() * hs, f = s.ffn();
   switch (part) {
@@ -65,6 +47,24 @@ void RowsOf(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::si
   }
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kTiedHeadName = "lm_head.weight";
+
+// One Hugging Face tensor of a layout, resolved: its name, HF shape and where it lives in ours.
+struct Placed {
+  std::string name;
+  std::vector<std::uint64_t> shape;  // HF's
+  Tensor t;
+  int layer;
+  std::size_t row_begin, rows, cols;  // rows [row_begin, +rows) of our (rows x cols) tensor copy
+  bool transpose;
+  bool head;  // a task head's: never under the family's optional prefix
+};
+
 std::vector<Placed> Placements(const ParamLayout& layout) {
   const Shape& s = layout.shape();
   std::vector<Placed> out;
@@ -73,7 +73,7 @@ std::vector<Placed> Placements(const ParamLayout& layout) {
     if (h.head >= 0 && h.head != static_cast<int>(s.head)) continue;  // another head's
     const TensorInfo& info = layout.info(h.t);
     std::size_t begin = 0, rows = 0;
-    RowsOf(h.rows, s, info, &begin, &rows);
+    HfRows(h.rows, s, info, &begin, &rows);
     const std::size_t cols = info.shape.size() > 1 ? info.shape[1] : 1;
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
       Placed p{info.per_layer ? fmt::format(fmt::runtime(h.name), l) : h.name,

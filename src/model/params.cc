@@ -20,7 +20,9 @@ TensorInfo MakeTensor(Tensor t, const char* name, bool per_layer, bool decay, In
   return info;
 }
 
-ParamLayout::ParamLayout(const Shape& shape) : shape_(shape) {
+ParamLayout::ParamLayout(const Shape& shape) : ParamLayout(shape, {}) {}
+
+ParamLayout::ParamLayout(const Shape& shape, std::vector<TensorInfo> table) : shape_(shape) {
   // Checkpoint headers are checked before this; a config's dimensions are each bounded, but
   // their product (the parameter count) is first judged here.
   const std::string problem = shape_.Problem();
@@ -29,7 +31,7 @@ ParamLayout::ParamLayout(const Shape& shape) : shape_(shape) {
                      "use a smaller model (model.layers, model.channels; docs/config.md gives "
                      "the limits)");
   }
-  table_ = FamilyOf(shape_.arch).tensors(shape_);
+  table_ = table.empty() ? FamilyOf(shape_.arch).tensors(shape_) : std::move(table);
   index_.fill(-1);
   // Input tensors, then the per-layer ones (one block), then the output tensors.
   std::size_t off = 0;
@@ -138,6 +140,11 @@ double Normal(uint64_t seed, uint64_t stream, uint64_t index) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
+// Uniform in [0, 1), keyed as Normal (53 bits).
+double Uniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  return static_cast<double>(Mix(seed ^ Mix(stream * 0x100000001b3ULL + index)) >> 11) * 0x1.0p-53;
+}
+
 }  // namespace
 
 namespace {
@@ -165,6 +172,12 @@ void InitRange(const ParamLayout& layout, std::size_t row, int l, uint64_t seed,
         break;
       case Init::kOnes:
         v = 1;
+        break;
+      case Init::kKaimingUniform:  // (2u - 1) / sqrt(in), u uniform in [0, 1)
+        v = (2.0 * Uniform(seed, stream, i) - 1.0) / std::sqrt(static_cast<double>(info.shape[1]));
+        break;
+      case Init::kNormalInvRows:
+        v = Normal(seed, stream, i) / static_cast<double>(info.shape[0]);
         break;
     }
     p[i] = static_cast<float>(v);

@@ -40,6 +40,9 @@ namespace cputrain::model {
 //   kWtt      token-type embedding (types, C)    kLnEw/b   the norm of the embeddings' sum
 //   kPoolw/b  BERT's pooler over [CLS] (C, C)    kHeadw/b  the task head: (2, C) start|end for
 //                                                          question answering, (labels, C)
+// and, in a LoRA layout only (model/lora.h), the adapters of each kind of adapted module
+// (kLoraSiteKinds of them): A (r, in) at kLoraFirst + 2k, B (out rows, r) at kLoraFirst + 2k + 1.
+inline constexpr int kLoraSiteKinds = 9;
 enum Tensor : int {
   kWte,
   kWpe,
@@ -65,12 +68,15 @@ enum Tensor : int {
   kPoolb,
   kHeadw,
   kHeadb,
-  kNumTensors
+  kLoraFirst,
+  kNumTensors = kLoraFirst + 2 * kLoraSiteKinds
 };
 
 // Random init: normal(0, 0.02) (GPT-2's and transformers' initializer_range), the residual
-// projections of GPT-2 0.02/sqrt(2L), zeros, ones.
-enum class Init { kNormal, kResidualNormal, kZeros, kOnes };
+// projections of GPT-2 0.02/sqrt(2L), zeros, ones; LoRA's (model/lora.h): uniform(-1/sqrt(in),
+// 1/sqrt(in)) for an (out, in) tensor (torch's kaiming_uniform_ with a = sqrt(5), PEFT's A) and
+// normal(0, 1/out) (PEFT's "gaussian" A, out = r).
+enum class Init { kNormal, kResidualNormal, kZeros, kOnes, kKaimingUniform, kNormalInvRows };
 
 struct TensorInfo {
   Tensor t;
@@ -96,6 +102,8 @@ class ParamLayout {
   // Throws InputError if shape.Problem() is not "" (callers reading a file check it first, to
   // name the file).
   explicit ParamLayout(const Shape& shape);
+  // The layout of another table over the same shape (a LoRA layout: model/lora.h).
+  ParamLayout(const Shape& shape, std::vector<TensorInfo> table);
   const Shape& shape() const { return shape_; }
   // The family's table, in its order.
   const std::vector<TensorInfo>& tensors() const { return table_; }

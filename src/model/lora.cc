@@ -1,0 +1,391 @@
+#include "model/lora.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "common/error.h"
+#include "common/spelling.h"
+
+namespace cputrain::model {
+namespace {
+
+// The (base tensor, part) pairs a site can be, in kind order (Tensor kLoraFirst + 2 kind: A).
+struct SiteKind {
+  Tensor base;
+  HfTensor::Rows part;
+  const char* name;  // ours, for the LoRA layout's table and messages
+};
+constexpr SiteKind kKinds[kLoraSiteKinds] = {{kQkvw, HfTensor::kAll, "qkv"},
+                                             {kQkvw, HfTensor::kQ, "q"},
+                                             {kQkvw, HfTensor::kK, "k"},
+                                             {kQkvw, HfTensor::kV, "v"},
+                                             {kAttprojw, HfTensor::kAll, "attproj"},
+                                             {kFcw, HfTensor::kAll, "fc"},
+                                             {kFcw, HfTensor::kGate, "gate"},
+                                             {kFcw, HfTensor::kUp, "up"},
+                                             {kFcprojw, HfTensor::kAll, "fcproj"}};
+// Names of the adapters' tensors ("lora_q_a"), stable for the table's lifetime.
+const char* const kAdapterNames[2 * kLoraSiteKinds] = {
+    "lora_qkv_a", "lora_qkv_b",    "lora_q_a",     "lora_q_b",       "lora_k_a",
+    "lora_k_b",   "lora_v_a",      "lora_v_b",     "lora_attproj_a", "lora_attproj_b",
+    "lora_fc_a",  "lora_fc_b",     "lora_gate_a",  "lora_gate_b",    "lora_up_a",
+    "lora_up_b",  "lora_fcproj_a", "lora_fcproj_b"};
+
+int KindOf(Tensor base, HfTensor::Rows part) {
+  for (int k = 0; k < kLoraSiteKinds; ++k)
+    if (kKinds[k].base == base && kKinds[k].part == part) return k;
+  return -1;
+}
+
+// PEFT's rule (peft.tuners.tuners_utils.check_target_module_exists for a list): the module's
+// path is the name, or ends with "." + the name.
+bool Matches(const std::string& path, const std::string& name) {
+  return path == name || (path.size() > name.size() &&
+                          path.compare(path.size() - name.size(), name.size(), name) == 0 &&
+                          path[path.size() - name.size() - 1] == '.');
+}
+
+std::string StripWeight(const std::string& name) {
+  const std::string suffix = ".weight";
+  if (name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return name.substr(0, name.size() - suffix.size());
+  return "";
+}
+
+// One module of the base model as PEFT sees it: its path with {} for the layer, its tensors.
+struct Module {
+  std::string path;  // "model.layers.{}.self_attn.q_proj", "qa_outputs"
+  std::vector<const HfTensor*> tensors;
+  bool per_layer = false;
+};
+
+// Every module of the model (its HF tensors grouped by module path), in table order. The body's
+// paths carry the task model's prefix (GPT2LMHeadModel's "transformer.", BertForQuestionAnswering's
+// "bert."), as PEFT names them inside the model it wraps.
+std::vector<Module> Modules(const ParamLayout& base) {
+  const Shape& s = base.shape();
+  const Family& f = FamilyOf(s.arch);
+  std::vector<Module> out;
+  for (const HfTensor& h : f.hf_tensors) {
+    if (!base.has(h.t)) continue;
+    if (h.head >= 0 && h.head != static_cast<int>(s.head)) continue;
+    std::string name = h.name;
+    const std::size_t dot = name.rfind('.');
+    std::string path = (h.head >= 0 ? "" : std::string(f.hf_optional_prefix)) + name.substr(0, dot);
+    auto it = std::find_if(out.begin(), out.end(), [&](const Module& m) { return m.path == path; });
+    if (it == out.end()) {
+      out.push_back({path, {}, base.info(h.t).per_layer});
+      it = out.end() - 1;
+    }
+    it->tensors.push_back(&h);
+  }
+  return out;
+}
+
+std::string Layer0(const std::string& path) {
+  std::string p = path;
+  if (const std::size_t at = p.find("{}"); at != std::string::npos) p.replace(at, 2, "0");
+  return p;
+}
+
+bool Matches(const Module& m, const std::string& name, int L) {
+  if (!m.per_layer) return Matches(m.path, name);
+  // A name that picks some layers only ("layers.3.self_attn.q_proj") is refused by the caller.
+  for (int l = 0; l < L; ++l)
+    if (Matches(fmt::format(fmt::runtime(m.path), l), name)) return true;
+  return false;
+}
+
+bool MatchesEveryLayer(const Module& m, const std::string& name, int L) {
+  if (!m.per_layer) return Matches(m.path, name);
+  for (int l = 0; l < L; ++l)
+    if (!Matches(fmt::format(fmt::runtime(m.path), l), name)) return false;
+  return true;
+}
+
+std::string Leaf(const std::string& path) { return path.substr(path.rfind('.') + 1); }
+
+std::string ModuleList(const std::vector<Module>& modules) {
+  std::vector<std::string> names;
+  for (const Module& m : modules)
+    if (std::find(names.begin(), names.end(), Leaf(m.path)) == names.end())
+      names.push_back(Leaf(m.path));
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+}  // namespace
+
+const char* LoraInitName(LoraConfig::Init init) {
+  switch (init) {
+    case LoraConfig::Init::kDefault:
+      return "default";
+    case LoraConfig::Init::kGaussian:
+      return "gaussian";
+    case LoraConfig::Init::kRandom:
+      return "false";
+  }
+  return "?";
+}
+
+LoraConfig::Init LoraInitFromName(const std::string& name) {
+  if (name == "default" || name == "true") return LoraConfig::Init::kDefault;
+  if (name == "gaussian") return LoraConfig::Init::kGaussian;
+  if (name == "false") return LoraConfig::Init::kRandom;
+  throw InputError(fmt::format("unknown LoRA init '{}'", name),
+                   "use default (PEFT's init_lora_weights=True: A Kaiming-uniform, B zero), "
+                   "gaussian, or false (B random too; tests)");
+}
+
+Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
+    : base_(base), cfg_(cfg), layout_(base.shape()) {
+  const Shape& s = base.shape();
+  const Family& f = FamilyOf(s.arch);
+  if (cfg.r < 1 || cfg.r > 4096) {
+    throw InputError(fmt::format("LoRA rank r = {} is out of range", cfg.r),
+                     "set train.lora.r between 1 and 4096 (8 to 64 is usual)");
+  }
+  if (!(cfg.alpha > 0) || cfg.alpha > 1e6f) {
+    throw InputError(fmt::format("LoRA alpha = {} is out of range", cfg.alpha),
+                     "set train.lora.alpha to a positive number (PEFT's default 8; often 2r)");
+  }
+  if (!(cfg.dropout >= 0 && cfg.dropout < 1)) {
+    throw InputError(fmt::format("LoRA dropout = {} is out of range", cfg.dropout),
+                     "set train.lora.dropout in [0, 1)");
+  }
+  const std::vector<Module> modules = Modules(base);
+  std::vector<std::string> targets = cfg.target_modules;
+  if (targets.empty()) targets.assign(f.lora_default_targets.begin(), f.lora_default_targets.end());
+  const bool all_linear = targets.size() == 1 && targets[0] == "all-linear";
+  std::vector<bool> used(targets.size(), false);
+  std::vector<const Module*> targeted;
+  for (const Module& m : modules) {
+    bool hit = false;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (!(all_linear ? false : Matches(m, targets[i], s.L))) continue;
+      if (!MatchesEveryLayer(m, targets[i], s.L)) {
+        throw InputError(fmt::format("LoRA target '{}' names module {} in some layers only",
+                                     targets[i], Layer0(m.path)),
+                         "name the module without its layer index (e.g. q_proj): every layer "
+                         "gets the same adapters");
+      }
+      used[i] = hit = true;
+    }
+    const HfTensor* w = nullptr;
+    for (const HfTensor* h : m.tensors)
+      if (!StripWeight(h->name).empty()) w = h;
+    const bool linear = w != nullptr && KindOf(w->t, w->rows) >= 0;
+    if (all_linear && linear) hit = true;
+    if (!hit) continue;
+    if (!linear) {
+      throw InputError(
+          fmt::format("LoRA target module {} is not a linear layer of the blocks", Layer0(m.path)),
+          fmt::format("adapt the blocks' linear layers ({}); train a head or an embedding fully "
+                      "with train.lora.modules_to_save",
+                      ModuleList([&] {
+                        std::vector<Module> lin;
+                        for (const Module& x : modules)
+                          for (const HfTensor* h : x.tensors)
+                            if (!StripWeight(h->name).empty() && KindOf(h->t, h->rows) >= 0)
+                              lin.push_back(x);
+                        return lin;
+                      }())));
+    }
+    targeted.push_back(&m);
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (used[i] || all_linear) continue;
+    throw InputError(fmt::format("LoRA target module '{}' is not in this {} model", targets[i],
+                                 ArchName(s.arch)),
+                     fmt::format("its modules are: {}", ModuleList(modules)));
+  }
+  // Sites in kind order (the order of the table; a product's sites then run in row order).
+  for (int k = 0; k < kLoraSiteKinds; ++k) {
+    for (const Module* m : targeted) {
+      const HfTensor* w = nullptr;
+      for (const HfTensor* h : m->tensors)
+        if (!StripWeight(h->name).empty()) w = h;
+      if (KindOf(w->t, w->rows) != k) continue;
+      const TensorInfo& info = base.info(w->t);
+      std::size_t row0 = 0, rows = 0;
+      HfRows(w->rows, s, info, &row0, &rows);
+      LoraSite site;
+      site.base = w->t;
+      site.part = w->rows;
+      site.row0 = static_cast<int>(row0);
+      site.rows = static_cast<int>(rows);
+      site.in = static_cast<int>(info.shape[1]);
+      site.kind = k;
+      site.a = static_cast<Tensor>(kLoraFirst + 2 * k);
+      site.b = static_cast<Tensor>(kLoraFirst + 2 * k + 1);
+      site.module = m->path;
+      sites_.push_back(site);
+    }
+  }
+  // modules_to_save; a task head trains fully as PEFT's QUESTION_ANS / SEQ_CLS task types make
+  // it (their head is a modules_to_save without being named).
+  std::vector<std::string> save = cfg.modules_to_save;
+  if (s.head != Head::kLm) {
+    for (const Module& m : modules) {
+      const bool head = std::any_of(m.tensors.begin(), m.tensors.end(),
+                                    [](const HfTensor* h) { return h->head >= 0; });
+      if (head && std::none_of(save.begin(), save.end(),
+                               [&](const std::string& n) { return Matches(m.path, n); }))
+        save.push_back(Leaf(m.path));
+    }
+  }
+  std::set<Tensor> saved_set;
+  for (const std::string& name : save) {
+    bool found = false;
+    for (const Module& m : modules) {
+      if (!Matches(m, name, s.L)) continue;
+      found = true;
+      for (const HfTensor* h : m.tensors) {
+        if (h->rows != HfTensor::kAll) {
+          throw InputError(fmt::format("module to save '{}' is part of a fused tensor ({} in "
+                                       "cputrain-numa)",
+                                       name, base.info(h->t).name),
+                           "adapt it with train.lora.target_modules instead");
+        }
+        if (std::any_of(sites_.begin(), sites_.end(),
+                        [&](const LoraSite& x) { return x.base == h->t; })) {
+          throw InputError(
+              fmt::format("module '{}' is both a LoRA target and a module to save", name),
+              "name it in one of train.lora.target_modules and modules_to_save");
+        }
+        if (saved_set.insert(h->t).second) {
+          const std::string prefix = h->head >= 0 ? "" : f.hf_optional_prefix;
+          saved_.push_back({h->t, prefix + h->name});
+        }
+      }
+    }
+    if (!found) {
+      const bool tied = name == "lm_head" && !base.has(kLmHead) && s.head == Head::kLm;
+      throw InputError(
+          tied ? fmt::format("module to save 'lm_head' is tied to the token embedding in this {} "
+                             "model",
+                             ArchName(s.arch))
+               : fmt::format("module to save '{}' is not in this {} model", name, ArchName(s.arch)),
+          tied ? std::string("save the embedding instead (its module name)")
+               : fmt::format("its modules are: {}", ModuleList(modules)));
+    }
+  }
+  for (const LoraSite& site : sites_) by_base_[site.base].push_back(&site);
+  // The trainable table: saved input tensors, per layer the adapters (and saved per-layer
+  // tensors), saved output tensors — the base table's order.
+  std::vector<TensorInfo> table;
+  auto saved_in = [&](bool per_layer, bool before_blocks) {
+    bool blocks_seen = false;
+    for (const TensorInfo& info : base.tensors()) {
+      blocks_seen = blocks_seen || info.per_layer;
+      if (info.per_layer != per_layer || !saved_set.count(info.t)) continue;
+      if (!per_layer && blocks_seen == before_blocks) continue;
+      table.push_back(info);
+    }
+  };
+  saved_in(false, true);
+  for (const LoraSite& site : sites_) {
+    const Init a_init =
+        cfg.init == LoraConfig::Init::kGaussian ? Init::kNormalInvRows : Init::kKaimingUniform;
+    const Init b_init =
+        cfg.init == LoraConfig::Init::kRandom ? Init::kKaimingUniform : Init::kZeros;
+    table.push_back(
+        MakeTensor(site.a, kAdapterNames[2 * site.kind], true, true, a_init,
+                   {static_cast<std::size_t>(cfg.r), static_cast<std::size_t>(site.in)}));
+    table.push_back(
+        MakeTensor(site.b, kAdapterNames[2 * site.kind + 1], true, true, b_init,
+                   {static_cast<std::size_t>(site.rows), static_cast<std::size_t>(cfg.r)}));
+  }
+  saved_in(true, false);
+  saved_in(false, false);
+  if (table.empty()) {
+    throw InputError("LoRA trains nothing: no target module and no module to save",
+                     "set train.lora.target_modules");
+  }
+  layout_ = ParamLayout(s, std::move(table));
+}
+
+const std::vector<const LoraSite*>& Lora::SitesOf(Tensor t) const { return by_base_[t]; }
+
+std::vector<std::string> Lora::TargetNames() const {
+  std::vector<std::string> out;
+  for (const LoraSite& site : sites_) out.push_back(Leaf(site.module));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::string> Lora::SavedNames() const {
+  std::vector<std::string> out;
+  for (const LoraSaved& x : saved_) {
+    std::string m = x.hf_name.substr(0, x.hf_name.rfind('.'));
+    m = Leaf(m);
+    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  }
+  return out;
+}
+
+std::string Lora::Describe() const {
+  const double trainable = static_cast<double>(layout_.total());
+  const double all = static_cast<double>(base_.total());
+  std::string what = fmt::format("{}", fmt::join(TargetNames(), ", "));
+  if (!saved_.empty()) what += fmt::format("; training fully {}", fmt::join(SavedNames(), ", "));
+  return fmt::format("LoRA r={} alpha={:g} dropout={:g} on {}: {} trainable of {} ({:.2f}%)",
+                     cfg_.r, cfg_.alpha, cfg_.dropout, what, layout_.total(), base_.total(),
+                     100.0 * trainable / all);
+}
+
+std::size_t Lora::ActFloats(int B, int T) const {
+  const std::size_t N = static_cast<std::size_t>(B) * T, r = cfg_.r;
+  std::size_t in = 0;
+  for (const LoraSite& site : sites_) in = std::max<std::size_t>(in, site.in);
+  // Per layer and site its h = x A^T (N, r); then dh (N, r) and the dropped input (N, in).
+  return base_.shape().L * sites_.size() * N * r + N * r + (cfg_.dropout > 0 ? N * in : 0);
+}
+
+void LoraInit(WorkerPool& pool, const Lora& lora, uint64_t seed, const float* base, float* params) {
+  RandomInit(pool, lora.layout(), seed, params);
+  const ParamLayout& L = lora.layout();
+  for (const LoraSaved& x : lora.saved()) {
+    const TensorInfo& info = L.info(x.t);
+    for (int l = 0; l < (info.per_layer ? L.shape().L : 1); ++l)
+      std::copy_n(base + lora.base().offset(x.t, l), info.numel, params + L.offset(x.t, l));
+  }
+}
+
+void LoraMerge(WorkerPool& pool, const Lora& lora, const float* params, float* base) {
+  const ParamLayout& L = lora.layout();
+  const ParamLayout& B = lora.base();
+  const int r = lora.config().r;
+  const float scale = lora.scale();
+  for (const LoraSite& site : lora.sites()) {
+    for (int l = 0; l < L.shape().L; ++l) {
+      const float* a = params + L.offset(site.a, l);  // (r, in)
+      const float* b = params + L.offset(site.b, l);  // (rows, r)
+      float* w = base + B.offset(site.base, l) + static_cast<std::size_t>(site.row0) * site.in;
+      pool.ParallelFor(site.rows, [&](std::size_t i0, std::size_t i1, int) {
+        std::vector<float> acc(site.in);
+        for (std::size_t i = i0; i < i1; ++i) {
+          std::fill(acc.begin(), acc.end(), 0.f);
+          for (int k = 0; k < r; ++k) {
+            const float bik = b[i * r + k];
+            const float* ak = a + static_cast<std::size_t>(k) * site.in;
+            for (int j = 0; j < site.in; ++j) acc[j] += bik * ak[j];
+          }
+          float* wi = w + i * site.in;
+          for (int j = 0; j < site.in; ++j) wi[j] += scale * acc[j];
+        }
+      });
+    }
+  }
+  for (const LoraSaved& x : lora.saved()) {
+    const TensorInfo& info = L.info(x.t);
+    for (int l = 0; l < (info.per_layer ? L.shape().L : 1); ++l)
+      std::copy_n(params + L.offset(x.t, l), info.numel, base + B.offset(x.t, l));
+  }
+}
+
+}  // namespace cputrain::model
