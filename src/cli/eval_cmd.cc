@@ -20,6 +20,7 @@ void AddEvalCommand(CLI::App& app) {
     std::vector<std::string> data;
     int batches = 0;
     bool json = false;
+    std::string adapter;
   };
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -37,10 +38,17 @@ void AddEvalCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 30))
       ->default_str("");
   cmd->add_flag("--json", opts->json, "print one JSON object instead of text");
+  cmd->add_option("--adapter", opts->adapter,
+                  "a PEFT LoRA adapter directory over the checkpoint (the base): evaluates the "
+                  "adapted model");
   opts->common.AddTo(cmd);
   cmd->callback([opts] {
     Config cfg = opts->common.Load();
     cfg.model.init_from = opts->checkpoint;
+    // Adapters only from --adapter: a training config's train.lora keys describe a run, not
+    // this evaluation.
+    cfg.train.lora = {};
+    cfg.train.lora.adapter = opts->adapter;
     const train::EvalResult r =
         train::EvaluateCheckpoint(cfg, opts->data, opts->batches, /*dist=*/nullptr);
     const double ppl = std::exp(r.loss);

@@ -59,6 +59,10 @@ struct QaArgs {
   int n_best = 20, max_answer = 30;
   double null_threshold = 0;
   uint64_t seed = 42;
+  // LoRA (docs/lora.md): a PEFT adapter to predict with or to continue training, or a new one.
+  std::string adapter, lora_targets;
+  int lora_r = 0;
+  double lora_alpha = 8, lora_dropout = 0;
 };
 
 // Both spellings of each flag: run_qa.py's --max_seq_length and the CLI's --max-seq-length.
@@ -107,6 +111,9 @@ void AddModelOptions(CLI::App* cmd, QaArgs& a) {
   cmd->add_option(Flag("progress"), a.progress,
                   "auto (a bar on a terminal, else lines), bar, lines or quiet")
       ->check(CLI::IsMember({"auto", "bar", "lines", "quiet"}));
+  cmd->add_option(Flag("adapter"), a.adapter,
+                  "a PEFT LoRA adapter directory over --model_name_or_path (the base): predict "
+                  "with the adapted model, or continue training the adapter (docs/lora.md)");
 }
 
 std::string TokenizerPath(const QaArgs& a) {
@@ -219,6 +226,18 @@ int PlannedGroups(const Config& cfg) {
       topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS")).groups.size());
 }
 
+// "query,value" -> {"query", "value"}.
+std::vector<std::string> SplitNames(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t b = 0;
+  while (b <= list.size()) {
+    const std::size_t e = std::min(list.find(',', b), list.size());
+    if (e > b) out.push_back(list.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
 // The config for the model, the data shape and the precision, shared by train and predict.
 Config BaseConfig(const QaArgs& a, const std::string& init_from, int batch) {
   Config cfg = a.common.Load();
@@ -231,6 +250,13 @@ Config BaseConfig(const QaArgs& a, const std::string& init_from, int batch) {
   cfg.data.batch_size = batch;
   cfg.train.bf16 = a.bf16;
   cfg.train.out_dir = a.output_dir;
+  if (a.lora_r > 0) {
+    cfg.train.lora.r = a.lora_r;
+    cfg.train.lora.alpha = a.lora_alpha;
+    cfg.train.lora.dropout = a.lora_dropout;
+    if (!a.lora_targets.empty()) cfg.train.lora.target_modules = SplitNames(a.lora_targets);
+  }
+  if (!a.adapter.empty()) cfg.train.lora.adapter = a.adapter;
   return cfg;
 }
 
@@ -413,6 +439,26 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
   if (!rank0) return;
   // The trained model as run_qa.py's output_dir holds it: an HF directory with the tokenizer.
   // The run's newest checkpoint (not the HF files an earlier finish exported beside it).
+  if (cfg.train.lora.on()) {
+    // A LoRA run's output_dir holds the adapter as PEFT's Trainer saves it (adapter_config.json
+    // + adapter_model.safetensors), with the tokenizer; predictions use the base + adapter.
+    const std::string step = model::ResolveCheckpointDir(args.output_dir);
+    for (const char* name : {model::kAdapterConfigFile, model::kAdapterFile}) {
+      WriteFileAtomic((fs::path(args.output_dir) / name).string(),
+                      ReadFile((fs::path(step) / name).string(),
+                               InputKind{"adapter file", "an adapter file", 1ull << 40,
+                                         "rerun qa train"}));
+    }
+    CopyTokenizer(tok_path, args.output_dir);
+    log::Info("saved the trained LoRA adapter (PEFT format) in {}", args.output_dir);
+    if (args.do_eval && !args.validation_file.empty()) {
+      QaArgs pa = args;
+      pa.adapter = step;
+      const double epoch = static_cast<double>(r.last_step) * B * args.accum / f.size();
+      PrintScores(Predict(pa, args.model, epoch));
+    }
+    return;
+  }
   const std::string trained = model::ResolveModelFile(model::ResolveCheckpointDir(args.output_dir));
   const model::ParamLayout layout(model::ReadCheckpointShape(trained));
   std::vector<float> params(layout.total());
@@ -480,6 +526,17 @@ void AddQaTrainCommand(CLI::App& qa, const std::string& command_line) {
                   "accepted for run_qa.py's command lines (a no-op: the engine's collectives)");
   cmd->add_flag("--resume-fallback", a->resume_fallback,
                 "resume from the newest good checkpoint if the newest is damaged (as train's)");
+  cmd->add_option(Flag("lora_r"), a->lora_r,
+                  "train a LoRA adapter of this rank over the frozen model instead of every "
+                  "weight (train.lora.r; the QA head trains fully, as PEFT's QUESTION_ANS)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option(Flag("lora_alpha"), a->lora_alpha, "LoRA alpha (scale alpha / r)")
+      ->check(FiniteRange(1e-6, 1e6));
+  cmd->add_option(Flag("lora_dropout"), a->lora_dropout, "dropout of the adapters' input")
+      ->check(FiniteRange(0, 0.999));
+  cmd->add_option(Flag("lora_target_modules"), a->lora_targets,
+                  "modules to adapt, comma-separated PEFT names (default query,value; "
+                  "DistilBERT q_lin,v_lin; all-linear)");
   cmd->callback([a, command_line] {
     if (a->do_eval && a->validation_file.empty()) {
       throw InputError("--do_eval needs --validation_file", "pass the SQuAD dev file");

@@ -19,6 +19,7 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
     CommonOptions common;
     std::string progress = "auto";
     bool resume_fallback = false;
+    std::string adapter;
   };
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
@@ -35,6 +36,9 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
                 "if the newest checkpoint is damaged or incomplete (checksum mismatch, state.bin "
                 "missing), resume from the newest good one, saying which was skipped and why "
                 "(default: refuse, exit 2); the same as --set train.resume_fallback=true");
+  cmd->add_option("--adapter", opts->adapter,
+                  "a PEFT LoRA adapter directory to continue training over model.init_from "
+                  "(docs/lora.md); the same as --set train.lora.adapter=DIR");
   cmd->callback([opts, command_line] {
     // SIGINT, SIGTERM, SIGHUP: finish the step, save the checkpoint, exit 128 + signal. A
     // second one ends the process at once (signals.h). Installed first, so that one arriving
@@ -42,6 +46,7 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
     StopToken stop;
     StopOnSignals on_signals(stop);
     if (opts->resume_fallback) opts->common.sets.push_back("train.resume_fallback=true");
+    if (!opts->adapter.empty()) opts->common.sets.push_back("train.lora.adapter=" + opts->adapter);
     Config cfg = opts->common.Load();
     train::TrainOptions o;
     o.progress = ProgressFromFlag(opts->progress);

@@ -26,10 +26,24 @@ int ParseStepDir(const std::string& name) {
 
 bool IsStepDir(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / kModelFile, ec) && fs::is_regular_file(dir / kStateFile, ec);
+  return fs::is_regular_file(StepModelFile(dir.string()), ec) &&
+         fs::is_regular_file(dir / kStateFile, ec);
 }
 
 }  // namespace
+
+std::string StepModelFile(const std::string& dir) {
+  std::error_code ec;
+  const fs::path d(dir);
+  if (!fs::is_regular_file(d / kModelFile, ec) && fs::is_regular_file(d / kAdapterFile, ec))
+    return (d / kAdapterFile).string();
+  return (d / kModelFile).string();
+}
+
+bool IsAdapterDir(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(dir) / kAdapterConfigFile, ec);
+}
 
 std::string StepDirName(int step) { return fmt::format("{}/step_{:08d}", kCheckpointsDir, step); }
 
@@ -98,6 +112,7 @@ std::optional<std::string> LatestCheckpoint(const std::string& out_dir) {
 
 std::string ResolveCheckpointDir(const std::string& path) {
   std::error_code ec;
+  if (IsStepDir(fs::path(path))) return path;
   if (fs::is_regular_file(fs::path(path) / kModelFile, ec)) return path;
   if (auto latest = LatestCheckpoint(path)) return *latest;
   throw InputError(
@@ -111,13 +126,26 @@ std::string ResolveModelFile(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return path;  // a file: model/checkpoint.h checks it
   if (IsHfDir(path)) return path;                // config.json + model.safetensors
+  if (IsAdapterDir(path)) {
+    throw InputError(fmt::format("'{}' is a LoRA adapter, not a whole model", path),
+                     "give the base model as the model and this directory as --adapter, or "
+                     "merge them: cputrain-numa export --model BASE --adapter DIR --merge");
+  }
+  std::string dir;
   try {
-    return (fs::path(ResolveCheckpointDir(path)) / kModelFile).string();
+    dir = ResolveCheckpointDir(path);
   } catch (const InputError& e) {  // weights (not a resume) may also come from Hugging Face
     throw InputError(e.what(), e.hint() +
                                    ", or a Hugging Face GPT-2 directory (config.json + "
                                    "model.safetensors)");
   }
+  if (IsAdapterDir(dir)) {
+    throw InputError(fmt::format("'{}' holds a LoRA adapter ({}), not a whole model", path, dir),
+                     fmt::format("give the base model as the model and {} as --adapter, or merge "
+                                 "them: cputrain-numa export --model BASE --adapter {} --merge",
+                                 dir, dir));
+  }
+  return (fs::path(dir) / kModelFile).string();
 }
 
 }  // namespace cputrain::model

@@ -4,6 +4,10 @@
 //   out_dir/checkpoints/step_00000120/state.bin   AdamW moments, step, data position (train/)
 //   out_dir/latest                                "checkpoints/step_00000120\n", written last
 //
+// A LoRA run's step directory holds the adapters in PEFT's format in model.bin's place
+// (adapter_model.safetensors + adapter_config.json, whose base_model_name_or_path names the
+// base; model/peft.h): it is itself an adapter directory that peft loads.
+//
 // A step directory is built under a temporary name and renamed into place once both files are
 // fsynced, so a directory named step_N is always complete. Every consumer of weights (generate,
 // model.init_from, train.resume) accepts a model.bin file, a step directory or an out_dir;
@@ -23,6 +27,14 @@ inline constexpr const char* kCheckpointsDir = "checkpoints";
 inline constexpr const char* kLatestFile = "latest";
 inline constexpr const char* kModelFile = "model.bin";
 inline constexpr const char* kStateFile = "state.bin";
+inline constexpr const char* kAdapterFile = "adapter_model.safetensors";
+inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
+
+// The weights file of step directory `dir`: its model.bin, or a LoRA run's adapter file when it
+// has one and no model.bin (dir/model.bin if neither exists, for messages).
+std::string StepModelFile(const std::string& dir);
+// `dir` holds a PEFT adapter (adapter_config.json).
+bool IsAdapterDir(const std::string& dir);
 
 // state.bin's magic and version (train/train_state.h has its layout). Version 3 ends with a
 // trailer holding the step directory's checksums (docs/formats.md, "Checksums"), kept in
@@ -58,14 +70,14 @@ std::optional<int> LatestStep(const std::string& out_dir);
 // highest step directory; nullopt if there is none.
 std::optional<std::string> LatestCheckpoint(const std::string& out_dir);
 
-// A step directory for `path`: a step directory itself (it holds model.bin), or an out_dir's
-// newest. Throws InputError naming `path` if it is neither.
+// A step directory for `path`: a step directory itself (it holds model.bin or an adapter), or an
+// out_dir's newest. Throws InputError naming `path` if it is neither.
 std::string ResolveCheckpointDir(const std::string& path);
 
 // The weights for `path`: a model.bin-style file as given, a Hugging Face GPT-2 directory
 // (model/hf.h) as given, else the model.bin of
 // ResolveCheckpointDir(path) when `path` is a directory. Throws InputError naming `path` if a
-// directory holds none.
+// directory holds none, or holds a LoRA adapter (the base and the adapter are given apart).
 std::string ResolveModelFile(const std::string& path);
 
 }  // namespace cputrain::model

@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
+#include "model/peft.h"
 
 namespace cputrain::train {
 namespace fs = std::filesystem;
@@ -48,8 +49,15 @@ std::string SaveCheckpointDir(const std::string& out_dir, const CheckpointConten
   RemoveAll(tmp_dir);
   MakeDirs(tmp_dir.string());
   try {
-    const FileDigest model =
-        model::SaveCheckpoint((tmp_dir / model::kModelFile).string(), *c.layout, c.params);
+    FileDigest model;
+    if (c.lora) {
+      model::WriteAdapter(tmp_dir.string(), *c.lora, c.params, c.base_model);
+      static const InputKind kAdapter{"adapter", "an adapter_model.safetensors file",
+                                      kMaxCheckpointBytes, "check train.out_dir"};
+      model = DigestFile((tmp_dir / model::kAdapterFile).string(), kAdapter);
+    } else {
+      model = model::SaveCheckpoint((tmp_dir / model::kModelFile).string(), *c.layout, c.params);
+    }
     WriteTrainState((tmp_dir / model::kStateFile).string(), c.state, c.m, c.v, model);
   } catch (...) {
     RemoveAll(tmp_dir);  // the previous checkpoint and `latest` were never touched

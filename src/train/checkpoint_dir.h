@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/lora.h"
 #include "model/transformer.h"
 #include "train/train_state.h"
 
@@ -23,6 +24,10 @@ struct CheckpointContents {
   const float* params = nullptr;  // layout->total() floats
   TrainState state;
   std::vector<std::span<const float>> m, v;  // the groups' shards, in order
+  // LoRA: params are the adapters (layout = lora->layout()), written in PEFT's format in
+  // model.bin's place (model/checkpoint_path.h), with base_model as base_model_name_or_path.
+  const model::Lora* lora = nullptr;
+  std::string base_model;
 };
 
 // Writes out_dir/checkpoints/step_<state.step> (replacing one of that step from an earlier run)

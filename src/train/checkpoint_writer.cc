@@ -90,7 +90,7 @@ std::string CheckpointWriter::SaveInBackground(const CheckpointContents& c) {
     at += len;
     return std::span<const float>(d, len);
   };
-  snapshot_ = {c.layout, copy(c.params, n).data(), c.state, {}, {}};
+  snapshot_ = {c.layout, copy(c.params, n).data(), c.state, {}, {}, c.lora, c.base_model};
   for (auto part : c.m) snapshot_.m.push_back(copy(part.data(), part.size()));
   for (auto part : c.v) snapshot_.v.push_back(copy(part.data(), part.size()));
   snap_used_ = floats;

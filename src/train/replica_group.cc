@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <exception>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/error.h"
 #include "kernels/bf16.h"
 
 namespace cputrain::train {
@@ -25,12 +29,15 @@ bool ShareReplica(const topo::Plan& plan) {
 }
 
 ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& plan,
-                             const model::Shape& shape, int rows, int T, bool comm_pools, bool bf16)
-    : layout_(shape),
+                             const model::Shape& shape, int rows, int T, bool comm_pools, bool bf16,
+                             const model::LoraConfig* lora)
+    : model_layout_(shape),
+      lora_(lora && lora->on() ? std::make_unique<model::Lora>(model_layout_, *lora) : nullptr),
       binder_(topo::MakeBinder(topology)),
       groups_(plan.groups.size()),
       shared_(ShareReplica(plan)) {
   const int G = size();
+  const model::ParamLayout& trained = layout();
   for (int g = 0; g < G; ++g) {
     const topo::Group& pg = plan.groups[g];
     ReplicaGroup& grp = groups_[g];
@@ -42,20 +49,39 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
       grp.comm_pool =
           std::make_unique<WorkerPool>(pg.comm_cpus, binder_.get(), fmt::format("c{}", g));
     }
-    grp.owned = comm::ShardBounds(layout_.total(), G, g);  // all of it when G = 1
+    grp.owned = comm::ShardBounds(trained.total(), G, g);  // all of it when G = 1
     grp.act = std::make_unique<model::Activations>(shape, rows, T, grp.pool->size());
     grp.replica = shared_ ? 0 : g;
-    if (grp.replica == g) grp.params = alloc::NodeBuffer<float>(grp.node, layout_.total());
-    grp.grads = alloc::NodeBuffer<float>(grp.node, layout_.total());
+    if (grp.replica == g) grp.params = alloc::NodeBuffer<float>(grp.node, trained.total());
+    grp.grads = alloc::NodeBuffer<float>(grp.node, trained.total());
     grp.m = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
     grp.v = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
     grp.acts = alloc::NodeBuffer<float>(grp.node, grp.act->floats());
     grp.tokens = alloc::NodeBuffer<int>(grp.node, model::Activations::TokenInts(shape, rows, T));
     grp.scalars = alloc::NodeBuffer<float>(grp.node, 16);
     grp.act->Bind(grp.acts.data(), grp.tokens.data());
+    if (lora_) {
+      auto it = std::find_if(bases_.begin(), bases_.end(),
+                             [&](const NodeBase& b) { return b.node == grp.node; });
+      if (it == bases_.end()) {
+        NodeBase nb;
+        nb.node = grp.node;
+        nb.first_group = g;
+        nb.params = alloc::NodeBuffer<float>(grp.node, model_layout_.total());
+        if (bf16) nb.bf16 = alloc::NodeBuffer<uint16_t>(grp.node, model_layout_.total());
+        bases_.push_back(std::move(nb));
+        it = bases_.end() - 1;
+      }
+      it->groups.push_back(g);
+      grp.lora_acts = alloc::NodeBuffer<float>(grp.node, lora_->ActFloats(rows, T));
+      grp.lora_pass.lora = lora_.get();
+      grp.lora_pass.acts = grp.lora_acts.data();
+    }
     if (bf16) {
-      if (grp.replica == g)
-        grp.params_bf16 = alloc::NodeBuffer<uint16_t>(grp.node, layout_.total());
+      // The trainable buffer of a LoRA run has no bf16 copy: the adapters and saved modules run
+      // in fp32 (model/lora.h); the base's bf16 copy is its node's.
+      if (grp.replica == g && !lora_)
+        grp.params_bf16 = alloc::NodeBuffer<uint16_t>(grp.node, trained.total());
       const std::size_t in = model::Bf16Operands::InElems(shape, rows, T),
                         dout = model::Bf16Operands::DoutElems(shape, rows, T);
       grp.scratch_bf16 = alloc::NodeBuffer<uint16_t>(
@@ -68,6 +94,16 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
   for (ReplicaGroup& grp : groups_) {
     grp.weights = groups_[grp.replica].params.data();
     if (bf16) grp.bf16ops.weights = grp.weights_bf16 = groups_[grp.replica].params_bf16.data();
+    grp.lora_pass.params = grp.weights;
+  }
+  for (const NodeBase& nb : bases_) {
+    for (int g : nb.groups) {
+      groups_[g].base = nb.params.data();
+      if (bf16) {
+        groups_[g].weights_bf16 = nullptr;
+        groups_[g].bf16ops.weights = nb.bf16.data();
+      }
+    }
   }
   FirstTouch();
 }
@@ -76,7 +112,7 @@ void ReplicaGroups::FirstTouch() {
   OnAll(
       [&](ReplicaGroup& grp) {
         for (alloc::NodeBuffer<float>* b :
-             {&grp.params, &grp.grads, &grp.m, &grp.v, &grp.acts, &grp.scalars}) {
+             {&grp.params, &grp.grads, &grp.m, &grp.v, &grp.acts, &grp.scalars, &grp.lora_acts}) {
           // The other groups' own replicas are first touched by the copy of group 0's in
           // InitParams (the same workers, the same split); a group without one has none.
           if (b == &grp.params && grp.index != 0) continue;
@@ -89,6 +125,14 @@ void ReplicaGroups::FirstTouch() {
         for (alloc::NodeBuffer<uint16_t>* b : {&grp.params_bf16, &grp.scratch_bf16}) {
           uint16_t* p = b->data();
           grp.pool->ParallelFor(b->size(), [&](std::size_t lo, std::size_t hi, int) {
+            std::fill(p + lo, p + hi, uint16_t{0});
+          });
+        }
+        // A node's base: its bf16 copy here (the fp32 one by InitBase's fill or copy).
+        for (NodeBase& nb : bases_) {
+          if (nb.first_group != grp.index) continue;
+          uint16_t* p = nb.bf16.data();
+          grp.pool->ParallelFor(nb.bf16.size(), [&](std::size_t lo, std::size_t hi, int) {
             std::fill(p + lo, p + hi, uint16_t{0});
           });
         }
@@ -113,7 +157,56 @@ void ReplicaGroups::OnAll(FunctionRef<void(ReplicaGroup&)> fn,
   if (first) std::rethrow_exception(first);
 }
 
+void ReplicaGroups::InitBase(FunctionRef<void(WorkerPool&, float*)> init) {
+  CPUTRAIN_CHECK(lora_ != nullptr, "InitBase without LoRA");
+  const NodeBase& b0 = bases_[0];
+  ReplicaGroup& g0 = groups_[b0.first_group];
+  g0.pool->Run([&] { init(*g0.pool, bases_[0].params.data()); });
+  OnAll(
+      [&](ReplicaGroup& grp) {
+        for (NodeBase& nb : bases_) {
+          if (nb.first_group != grp.index) continue;
+          const float* src = bases_[0].params.data();
+          float* dst = nb.params.data();
+          if (dst != src) {
+            grp.pool->ParallelFor(model_layout_.total(), [&](std::size_t lo, std::size_t hi, int) {
+              std::copy(src + lo, src + hi, dst + lo);
+            });
+          }
+          if (nb.bf16.size() > 0)
+            kernels::ConvertToBf16(*grp.pool, nb.bf16.data(), dst, model_layout_.total());
+        }
+      },
+      [](const std::string&) {});
+  if (lora_->config().base_bf16) ReleaseFp32Matrices();
+}
+
+// train.lora.base_dtype: bf16. The block products read the bf16 copy alone (the bf16 path of
+// Net::Linear / LinearBack; a frozen weight has no gradient), so the fp32 pages of those weights
+// are given back to the kernel (MADV_DONTNEED: unmapped from the process, zero if ever read
+// again). The norms, biases and embeddings stay fp32, as do modules the adapters train fully.
+void ReplicaGroups::ReleaseFp32Matrices() {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  released_bytes_ = 0;
+  for (NodeBase& nb : bases_) {
+    for (model::Tensor t : {model::kQkvw, model::kAttprojw, model::kFcw, model::kFcprojw,
+                            model::kLmHead}) {
+      if (!model_layout_.has(t) || lora_->Saves(t)) continue;
+      const model::TensorInfo& info = model_layout_.info(t);
+      for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l) {
+        const auto b = reinterpret_cast<std::uintptr_t>(nb.params.data() + model_layout_.offset(t, l));
+        const std::uintptr_t e = b + info.numel * sizeof(float);
+        const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;
+        if (hi <= lo) continue;
+        if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
+          released_bytes_ += hi - lo;
+      }
+    }
+  }
+}
+
 void ReplicaGroups::InitParams(FunctionRef<void(WorkerPool&, float*)> init) {
+  const model::ParamLayout& trained = layout();
   ReplicaGroup& g0 = groups_[0];
   g0.pool->Run([&] { init(*g0.pool, g0.params.data()); });
   OnAll(
@@ -121,7 +214,7 @@ void ReplicaGroups::InitParams(FunctionRef<void(WorkerPool&, float*)> init) {
         if (grp.index == 0 || grp.replica != grp.index) return;
         const float* src = g0.params.data();
         float* dst = grp.params.data();
-        grp.pool->ParallelFor(layout_.total(), [&](std::size_t lo, std::size_t hi, int) {
+        grp.pool->ParallelFor(trained.total(), [&](std::size_t lo, std::size_t hi, int) {
           std::copy(src + lo, src + hi, dst + lo);
         });
       },
@@ -129,6 +222,7 @@ void ReplicaGroups::InitParams(FunctionRef<void(WorkerPool&, float*)> init) {
 }
 
 nlohmann::json ReplicaGroups::PlacementJson(const topo::Plan& plan) const {
+  const model::ParamLayout& trained = layout();
   auto nodes = [](const void* p, std::size_t bytes) {
     return nlohmann::json(alloc::NodesBacking(p, bytes).nodes());
   };
@@ -141,20 +235,48 @@ nlohmann::json ReplicaGroups::PlacementJson(const topo::Plan& plan) const {
                       {"worker_cpus_seen", grp.pool->CpusSeenAtStart()},
                       {"param_replica", grp.replica},
                       {"memory_nodes",
-                       {{"params", nodes(grp.weights, layout_.total() * sizeof(float))},
+                       {{"params", nodes(grp.weights, trained.total() * sizeof(float))},
                         {"grads", nodes(grp.grads.data(), grp.grads.bytes())},
                         {"optimizer", nodes(grp.m.data(), grp.m.bytes())},
                         {"activations", nodes(grp.acts.data(), grp.acts.bytes())}}}});
+    if (lora_) {
+      nlohmann::json& mem = groups.back()["memory_nodes"];
+      mem["base"] = nodes(grp.base, model_layout_.total() * sizeof(float));
+      mem["lora_activations"] = nodes(grp.lora_acts.data(), grp.lora_acts.bytes());
+      const auto at = std::find_if(bases_.begin(), bases_.end(),
+                                   [&](const NodeBase& b) { return b.params.data() == grp.base; });
+      groups.back()["base_copy"] = at - bases_.begin();
+    }
   }
   return groups;
 }
 
+nlohmann::json ReplicaGroups::LoraJson() const {
+  nlohmann::json copies = nlohmann::json::array();
+  for (const NodeBase& nb : bases_) {
+    copies.push_back({{"numa_node", nb.node},
+                      {"groups", nb.groups},
+                      {"fp32_bytes", nb.params.bytes() - released_bytes_ / bases_.size()},
+                      {"bf16_bytes", nb.bf16.bytes()},
+                      {"memory_nodes", alloc::NodesBacking(nb.params.data(), nb.params.bytes()).nodes()}});
+  }
+  return {{"describe", lora_->Describe()},
+          {"rank", lora_->config().r},
+          {"alpha", lora_->config().alpha},
+          {"target_modules", lora_->TargetNames()},
+          {"modules_to_save", lora_->SavedNames()},
+          {"trainable_floats", lora_->layout().total()},
+          {"base_floats", model_layout_.total()},
+          {"base_copies", copies}};
+}
+
 void ReplicaGroups::RefreshBf16Weights() {
+  const model::ParamLayout& trained = layout();
   OnAll(
       [&](ReplicaGroup& grp) {
         if (grp.params_bf16.size() == 0) return;  // fp32, or another group's replica
         kernels::ConvertToBf16(*grp.pool, grp.params_bf16.data(), grp.params.data(),
-                               layout_.total());
+                               trained.total());
       },
       [](const std::string&) {});
 }

@@ -9,6 +9,12 @@
 // on group 0's replica: each group's AdamW updates its shard in place. Gradients stay one buffer
 // per group (backward writes them concurrently).
 //
+// LoRA (model/lora.h): the base model is frozen, so it is read-only and needs no copy per group:
+// one copy per NUMA node (its fp32 weights and, in bf16, its bf16 copy), first touched by that
+// node's first group and read by every group on the node. Everything above — the replicas, the
+// gradients, the moments, the shards, the sync — then covers the trainable buffer alone
+// (layout() is the LoRA layout; model_layout() the base's).
+//
 // Thread safety: built and destroyed on the main thread. OnAll runs a function on every group's
 // driver at once; while it runs, a group's fields belong to its own driver (and its workers),
 // except what the collectives between groups share explicitly. The main thread reads a group's
@@ -23,6 +29,7 @@
 #include "alloc/numa_alloc.h"
 #include "comm/comm.h"
 #include "common/function_ref.h"
+#include "model/lora.h"
 #include "model/transformer.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
@@ -61,6 +68,14 @@ struct ReplicaGroup {
   // The operands Forward and Backward take: null in fp32.
   const model::Bf16Operands* bf16() const { return bf16ops.weights ? &bf16ops : nullptr; }
   comm::Range owned;  // its ZeRO-1 shard of the flat buffer
+  // LoRA: the frozen base on this group's node (its NodeBase's), the adapters' activation memory
+  // and the pass Forward/Backward take (null without LoRA).
+  const float* base = nullptr;
+  alloc::NodeBuffer<float> lora_acts;
+  model::LoraPass lora_pass;
+  const model::LoraPass* lora() const { return lora_pass.lora ? &lora_pass : nullptr; }
+  // What the passes read: the base (LoRA) or the replica's weights.
+  const float* model_weights() const { return base ? base : weights; }
   // Results of the group's last step or evaluation, read by the main thread after OnAll.
   double loss_sum = 0;
   double grad_norm = 0;
@@ -86,8 +101,10 @@ class ReplicaGroups {
   // zero-filled by its own workers (first touch on its node). comm_pools: also start the plan's
   // comm CPUs as a pool per group (only useful when gradients are synced). bf16: also the bf16
   // weight copy and scratch of train.precision: bf16.
+  // lora: train adapters over a frozen base (one copy per node) instead of every weight.
   ReplicaGroups(const topo::Topology& topology, const topo::Plan& plan, const model::Shape& shape,
-                int rows, int T, bool comm_pools, bool bf16 = false);
+                int rows, int T, bool comm_pools, bool bf16 = false,
+                const model::LoraConfig* lora = nullptr);
   ReplicaGroups(const ReplicaGroups&) = delete;
   ReplicaGroups& operator=(const ReplicaGroups&) = delete;
 
@@ -96,7 +113,28 @@ class ReplicaGroups {
   const ReplicaGroup& operator[](int g) const { return groups_[g]; }
   std::vector<ReplicaGroup>& all() { return groups_; }
   bool shared_replica() const { return shared_; }
-  const model::ParamLayout& layout() const { return layout_; }
+  // What trains (the replicas, gradients, moments, shards): the model's layout, or with LoRA
+  // the adapters' (lora()->layout()).
+  const model::ParamLayout& layout() const { return lora_ ? lora_->layout() : model_layout_; }
+  // The whole model's layout: what Forward and Backward run.
+  const model::ParamLayout& model_layout() const { return model_layout_; }
+  const model::Lora* lora() const { return lora_.get(); }
+
+  // LoRA: one frozen base per NUMA node the groups use.
+  struct NodeBase {
+    int node = 0;
+    int first_group = 0;  // the group that first-touches and fills it
+    std::vector<int> groups;
+    // model_layout().total(); with base_dtype bf16 the block products' fp32 pages are released
+    // once the bf16 copy holds them (InitBase): their bytes are not resident.
+    alloc::NodeBuffer<float> params;
+    alloc::NodeBuffer<uint16_t> bf16;    // bf16 runs: its bf16 copy
+  };
+  const std::vector<NodeBase>& bases() const { return bases_; }
+  // LoRA: fills node 0's base with init(pool, base) on its first group's workers, then every
+  // other node's copies it with its own first group's workers (their first touch), and the bf16
+  // copies are converted.
+  void InitBase(FunctionRef<void(WorkerPool&, float*)> init);
 
   // Runs fn(g) on every group's driver at once and waits for all; if one fails, `abort` wakes
   // the others (so nobody waits forever on a dead peer) and the first error is rethrown.
@@ -104,7 +142,8 @@ class ReplicaGroups {
   void OnAll(FunctionRef<void(ReplicaGroup&)> fn, FunctionRef<void(const std::string&)> abort);
 
   // Fills group 0's replica with init(pool, params) on group 0's workers, then every other
-  // replica copies it with its own workers (its first touch).
+  // replica copies it with its own workers (its first touch). With LoRA: the trainable buffer
+  // (after InitBase: init may read group 0's base).
   void InitParams(FunctionRef<void(WorkerPool&, float*)> init);
 
   // bf16 only: every replica's bf16 copy from its fp32 parameters, converted by the replica's
@@ -114,13 +153,21 @@ class ReplicaGroups {
   // This process's placement: per group its CPUs, the bindings its workers read back, and the
   // NUMA nodes its memory actually sits on (placement.json's "groups").
   nlohmann::json PlacementJson(const topo::Plan& plan) const;
+  // LoRA: what trains and where the frozen base's copies are — one per NUMA node: its node, the
+  // groups reading it, its bytes (fp32 and bf16) and the nodes its memory actually sits on
+  // (placement.json's "lora").
+  nlohmann::json LoraJson() const;
 
  private:
   void FirstTouch();
+  void ReleaseFp32Matrices();
 
-  model::ParamLayout layout_;
+  model::ParamLayout model_layout_;
+  std::unique_ptr<model::Lora> lora_;
   std::unique_ptr<topo::Binder> binder_;  // the pools bind through it
   std::vector<ReplicaGroup> groups_;
+  std::vector<NodeBase> bases_;
+  std::size_t released_bytes_ = 0;  // base_dtype bf16: fp32 pages given back, all bases together
   bool shared_ = false;
 };
 

@@ -63,8 +63,7 @@ std::vector<std::string> Candidates(const std::string& out_dir) {
 // and model.bin's checksums (a state.bin before version 3 records none). Throws InputError
 // naming the file and what is wrong.
 ResumePoint Verified(const std::string& dir) {
-  const fs::path model = fs::path(dir) / model::kModelFile,
-                 state = fs::path(dir) / model::kStateFile;
+  const fs::path model = model::StepModelFile(dir), state = fs::path(dir) / model::kStateFile;
   std::error_code ec;
   for (const fs::path& f : {model, state}) {
     if (!fs::is_regular_file(f, ec)) {
@@ -133,7 +132,7 @@ std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer) {
     return FirstGood(dirs, out, fallback);
   }
   std::error_code ec;
-  if (fs::exists(fs::path(mode) / model::kModelFile, ec)) return FirstGood({mode}, mode, false);
+  if (fs::exists(model::StepModelFile(mode), ec)) return FirstGood({mode}, mode, false);
   const std::vector<std::string> dirs = Candidates(mode);
   if (dirs.empty()) model::ResolveCheckpointDir(mode);  // throws: not a checkpoint
   return FirstGood(dirs, mode, fallback);

@@ -70,7 +70,7 @@ StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> lo
 void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
                                   FunctionRef<void(ReplicaGroup&, int)> load, double* comm_ms) {
   const int g = grp.index;
-  const model::ParamLayout& layout = groups_.layout();
+  const model::ParamLayout& layout = groups_.model_layout();
   WorkerPool& pool = *grp.pool;
   // d(mean loss)/d(position loss); with k = 1 the same float as before accumulation existed.
   const float dloss = 1.0f / (static_cast<float>(B_) * LossUnitsPerRow() * accum_);
@@ -80,22 +80,22 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
     const bool last = j == accum_ - 1;
     load(grp, j);
     auto t = Clock::now();
-    grp.loss_sum +=
-        model::Forward(pool, layout, grp.weights, *grp.act, grp.rows, T_, true, grp.bf16());
+    grp.loss_sum += model::Forward(pool, layout, grp.model_weights(), *grp.act, grp.rows, T_, true,
+                                   grp.bf16(), nullptr, grp.lora());
     grp.timings.forward_ms += MsSince(t);
     // backward; inline bucket reductions happen inside the last one and count as communication
     double sync_ms = 0;
     t = Clock::now();
     if (last && sync_) sync_->BeginStep(g, step);
     model::Backward(
-        pool, layout, grp.weights, grp.grads.data(), *grp.act, grp.rows, T_, dloss,
+        pool, layout, grp.model_weights(), grp.grads.data(), *grp.act, grp.rows, T_, dloss,
         [&](std::size_t from) {
           if (!last || !sync_) return;  // no_sync on every micro-batch but the last
           const auto c = Clock::now();
           sync_->OnBackwardReady(g, step, from);
           sync_ms += MsSince(c);
         },
-        /*accumulate=*/j > 0, grp.bf16());
+        /*accumulate=*/j > 0, grp.bf16(), grp.lora());
     grp.timings.backward_ms += MsSince(t) - sync_ms;
     *comm_ms += sync_ms;
   }
@@ -147,7 +147,7 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
       comm_->Allgather(g, th, grp.weights + grp.owned.lo, grp.weights, layout.total());
     });
     comm_ms += MsSince(t);
-    if (grp.bf16()) {  // the shards the other groups updated
+    if (grp.weights_bf16) {  // the shards the other groups updated (no copy with LoRA)
       t = Clock::now();
       kernels::ConvertToBf16(pool, grp.weights_bf16, grp.weights, grp.owned.lo);
       kernels::ConvertToBf16(pool, grp.weights_bf16 + grp.owned.hi, grp.weights + grp.owned.hi,
@@ -163,8 +163,8 @@ void Stepper::AddForwardLoss(FunctionRef<void(ReplicaGroup&)> load, double* sum)
   groups_.OnAll(
       [&](ReplicaGroup& grp) {
         load(grp);
-        grp.loss_sum = model::Forward(*grp.pool, groups_.layout(), grp.weights, *grp.act, grp.rows,
-                                      T_, true, grp.bf16());
+        grp.loss_sum = model::Forward(*grp.pool, groups_.model_layout(), grp.model_weights(),
+                                      *grp.act, grp.rows, T_, true, grp.bf16(), nullptr, grp.lora());
       },
       [&](const std::string& why) { Abort(why); });
   for (const ReplicaGroup& grp : groups_.all()) *sum += grp.loss_sum;

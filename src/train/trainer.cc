@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -15,6 +16,8 @@
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
+#include "model/lora.h"
+#include "model/peft.h"
 #include "model/transformer.h"
 #include "optim/optim.h"
 #include "topology/placement.h"
@@ -66,6 +69,36 @@ model::Shape ModelShape(const Config& cfg) {
   return ShapeFromConfig(m);
 }
 
+// train.lora as the model's LoRA config: the keys, or the adapter directory's config when training
+// continues from one (its r, alpha, dropout and modules decide; keys set beside it must agree).
+std::optional<model::LoraConfig> LoraOf(const Config& cfg) {
+  const LoraTrainConfig& l = cfg.train.lora;
+  if (!l.on()) return std::nullopt;
+  model::LoraConfig c;
+  if (!l.adapter.empty()) {
+    c = model::ReadAdapterConfig(l.adapter).cfg;
+    if (cfg.explicit_keys.count("train.lora.r") && l.r != c.r) {
+      throw InputError(fmt::format("train.lora.r is {} but the adapter '{}' has r = {}", l.r,
+                                   l.adapter, c.r),
+                       "drop train.lora.r: the adapter sets its rank");
+    }
+  } else {
+    c.r = l.r;
+    c.alpha = static_cast<float>(l.alpha);
+    c.dropout = static_cast<float>(l.dropout);
+    c.target_modules = l.target_modules;
+    c.modules_to_save = l.modules_to_save;
+    c.init = model::LoraInitFromName(l.init);
+  }
+  c.base_bf16 = l.base_dtype == "bf16";
+  if (c.base_bf16 && !cfg.train.bf16) {
+    throw InputError("train.lora.base_dtype is bf16 but train.precision is fp32",
+                     "set train.precision: bf16 (the products then read the bf16 base), or "
+                     "train.lora.base_dtype: fp32");
+  }
+  return c;
+}
+
 // The batch must split evenly over R processes x G groups, and a row must fit the model.
 void CheckBatch(const DataConfig& d, const model::Shape& shape, int R, int G) {
   if (d.seq_len > shape.maxT) {
@@ -114,6 +147,7 @@ nlohmann::json Placement(const ReplicaGroups& groups, const topo::Plan& plan,
                        {"allowed_cpus", topology.AllowedCpus()},
                        {"cpuset_cpus", topology.CpusetCpus()},
                        {"allocator", alloc::BackendName()}};
+  if (groups.lora()) pj["lora"] = groups.LoraJson();
   if (!dist) return pj;
   pj = GatherPlacement(*dist, std::move(pj));
   CheckNoSharedCpus(pj["ranks"]);
@@ -135,6 +169,12 @@ void LogStart(const model::Shape& shape, const ReplicaGroups& groups, const topo
   log::Info("training {} on {}{} group(s) [{}], B={} T={}{}, {} parameters, {}{}", shape.ToString(),
             procs, groups.size(), plan.threads_source, d.batch_size, d.seq_len, accum,
             groups.layout().total(), train.Describe(), d.shuffle ? ", shuffled" : "");
+  if (const model::Lora* lora = groups.lora()) {
+    log::Info("{}; the frozen base stored once per NUMA node ({} cop{}, {:.1f} MB each{})",
+              lora->Describe(), groups.bases().size(), groups.bases().size() == 1 ? "y" : "ies",
+              groups.model_layout().total() * sizeof(float) / 1e6,
+              cfg.train.bf16 ? " + its bf16 copy" : "");
+  }
 }
 
 // Any process asked to stop: every process stops after the same step (a signal reaches each at
@@ -204,16 +244,41 @@ void InitState(Run& run) {
   const ModelConfig& m = run.cfg.model;
   const model::ParamLayout& layout = run.groups->layout();
   std::string source;
-  if (run.resume) source = run.resume->dir + "/" + model::kModelFile;
+  if (run.resume) source = model::StepModelFile(run.resume->dir);
   if (!run.resume && !m.init_from.empty()) source = model::ResolveModelFile(m.init_from);
-  run.groups->InitParams([&](WorkerPool& pool, float* params) {
-    if (source.empty()) {
-      model::RandomInit(pool, layout, m.seed, params);
-    } else {
-      // checksum and finite weights checked; a new task head initialized from the seed
-      model::LoadCheckpoint(source, layout, params, m.seed);
-    }
-  });
+  if (const model::Lora* lora = run.groups->lora()) {
+    // The base: always model.init_from's (or the seed's), resumed or not — a LoRA checkpoint
+    // holds the adapters only. Then the adapters: the checkpoint's, the adapter to continue, or
+    // a fresh init (saved modules copied from the base).
+    const std::string base =
+        m.init_from.empty() ? "" : model::ResolveModelFile(m.init_from);
+    run.groups->InitBase([&](WorkerPool& pool, float* params) {
+      if (base.empty()) {
+        model::RandomInit(pool, run.groups->model_layout(), m.seed, params);
+      } else {
+        model::LoadCheckpoint(base, run.groups->model_layout(), params, m.seed);
+      }
+    });
+    std::string adapter = run.cfg.train.lora.adapter;
+    if (run.resume) adapter = run.resume->dir;
+    const float* base_params = run.groups->bases()[0].params.data();
+    run.groups->InitParams([&](WorkerPool& pool, float* params) {
+      if (adapter.empty()) {
+        model::LoraInit(pool, *lora, m.seed, base_params, params);
+      } else {
+        model::LoadAdapter(adapter, *lora, params);
+      }
+    });
+  } else {
+    run.groups->InitParams([&](WorkerPool& pool, float* params) {
+      if (source.empty()) {
+        model::RandomInit(pool, layout, m.seed, params);
+      } else {
+        // checksum and finite weights checked; a new task head initialized from the seed
+        model::LoadCheckpoint(source, layout, params, m.seed);
+      }
+    });
+  }
   if (!run.resume) return;
   TrainStateReader state(run.resume->dir + "/" + model::kStateFile);
   if (state.floats() != layout.total()) {
@@ -267,9 +332,10 @@ void BuildGroups(Run& run) {
   const Config& cfg = run.cfg;
   const int G = static_cast<int>(run.plan.groups.size());
   alloc::Configure(alloc::OptionsFor(run.topology));
-  run.groups =
-      std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape, run.B / (run.R * G), run.T,
-                                      G > 1 || run.dist, cfg.train.bf16);
+  const std::optional<model::LoraConfig> lora = LoraOf(cfg);
+  run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
+                                               run.B / (run.R * G), run.T, G > 1 || run.dist,
+                                               cfg.train.bf16, lora ? &*lora : nullptr);
   InitState(run);
   run.stepper = std::make_unique<Stepper>(
       *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
@@ -381,6 +447,15 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
 
 bool Every(int n, int step) { return n > 0 && step % n == 0; }
 
+// adapter_config.json's base_model_name_or_path: model.init_from as an absolute path (peft and
+// `--adapter` users find the base from it), or "" for a random init.
+std::string BaseModelName(const Config& cfg) {
+  if (cfg.model.init_from.empty()) return "";
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(cfg.model.init_from, ec);
+  return ec ? cfg.model.init_from : p.lexically_normal().string();
+}
+
 // The checkpoint after `step` steps (background: written from a snapshot while training goes on):
 // every group's shard of the moments, in order (under MPI rank 0's groups hold every shard, the
 // same on every rank). Returns the step directory.
@@ -388,6 +463,8 @@ std::string Save(Run& run, int step, double lr, bool background) {
   CheckpointContents c;
   c.layout = &run.groups->layout();
   c.params = (*run.groups)[0].weights;
+  c.lora = run.groups->lora();
+  if (c.lora) c.base_model = BaseModelName(run.cfg);
   c.state = StateAt(run.cfg, run.shape, step, run.skipped, *run.train, run.pos, lr);
   for (const ReplicaGroup& grp : run.groups->all()) {
     c.m.emplace_back(grp.m.data(), grp.m.size());
@@ -510,7 +587,7 @@ void Infer(const Config& cfg, RowSource& rows,
   PlanAndShape(run);
   BuildGroups(run);
   if (cfg.train.bf16) run.groups->RefreshBf16Weights();
-  const model::ParamLayout& layout = run.groups->layout();
+  const model::ParamLayout& layout = run.groups->model_layout();
   const std::size_t per_row = static_cast<std::size_t>(run.T) * run.shape.head_width();
   for (std::size_t j = 0; j < rows.windows(); ++j) {
     rows.Plan(j, 1);
@@ -518,7 +595,8 @@ void Infer(const Config& cfg, RowSource& rows,
         [&](ReplicaGroup& g) {
           rows.LoadRows(0, g.index * g.rows, g.rows, *g.act);
           g.act->dropout.on = false;
-          model::Forward(*g.pool, layout, g.weights, *g.act, g.rows, run.T, false, g.bf16());
+          model::Forward(*g.pool, layout, g.model_weights(), *g.act, g.rows, run.T, false,
+                         g.bf16(), nullptr, g.lora());
         },
         [](const std::string&) {});
     for (const ReplicaGroup& g : run.groups->all())

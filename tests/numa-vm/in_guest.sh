@@ -19,6 +19,19 @@ fixture=$src/tests/reference/fixtures/odd
 /usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$out/metrics.jsonl" "$fixture/losses.json"
 rm -rf "$out"
 
+# LoRA: the frozen base is stored once per NUMA node (not per group), on that node, and every
+# group reads its own node's copy; the adapters train (the loss falls) and save as a PEFT adapter.
+out=$(mktemp -d)
+"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+  --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
+  --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" \
+  --set "placement.group_by=$group_by" --set train.lora.r=4 --set train.lora.alpha=8 \
+  --set train.lora.target_modules=c_attn,c_proj,c_fc --set optim.weight_decay=0
+/usr/bin/python3 "$src/tests/numa-vm/check_placement.py" "$out" "$groups"
+/usr/bin/python3 "$src/tests/numa-vm/check_lora.py" "$out"
+test -f "$out/latest" && test -f "$out/$(cat "$out/latest")/adapter_model.safetensors"
+rm -rf "$out"
+
 # One process per socket (the seeds' `mpirun -ppn 2`): mpirun binds each rank to its socket, each
 # plans only its cpuset, so rank r's one group runs on socket r with its memory on its node.
 if [ "$group_by" = socket ]; then
@@ -44,5 +57,14 @@ for r in p["ranks"]:
 print("one process per socket: each rank planned its socket and kept its memory on its node")
 PY
   /usr/bin/python3 "$src/tests/numa-vm/check_parity.py" "$out/metrics.jsonl" "$fixture/losses.json"
+  rm -rf "$out"
+  # LoRA under mpirun: each rank (node) holds its own base copy, on its node.
+  out=$(mktemp -d)
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun -n 2 --map-by socket --bind-to socket --mca btl self,vader \
+    "$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+    --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
+    --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" --set train.lora.r=4
+  /usr/bin/python3 "$src/tests/numa-vm/check_lora.py" "$out"
   rm -rf "$out"
 fi
