@@ -186,7 +186,8 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
   }
   // Embeddings: back through their dropout and norm, then into the three tables. The token
   // embedding starts at zero (rows the batch does not use stay zero); the kernel adds into it.
-  // Under LoRA only what trains of them (a saved module): none, nothing to do.
+  // Under LoRA only the tables and norm that train (saved modules) get gradients: with none of
+  // them, nothing below the blocks runs.
   float* dwte = G(kWte);
   float* dwpe = G(kWpe);
   float* dwtt = G(kWtt);
