@@ -84,7 +84,8 @@ void MatmulForwardBf16(WorkerPool& pool, float* out, const float* inp, uint16_t*
                        const uint16_t* weight, const float* bias, std::size_t N, int C, int OC,
                        int ldo);
 // dinp (N,C) = bf16(dout) @ weight (null: skipped); dweight (OC,C) = bf16(dout)^T @ bf16(inp)
-// (added with accumulate); dbias = column sums of the fp32 dout. dout (row stride ldd) is
+// (added with accumulate; null: skipped, and inp is not converted); dbias = column sums of the
+// fp32 dout (null: skipped). dout (row stride ldd) is
 // converted into dout_bf16 (N*ldd bf16), inp into inp_bf16 (N*C bf16).
 void MatmulBackwardBf16(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
                         const float* dout, uint16_t* dout_bf16, const float* inp,

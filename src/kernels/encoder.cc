@@ -46,10 +46,12 @@ void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* do
     for (int y = 0; typed && !accumulate && y < NTT; ++y)
       std::fill(dwtt + static_cast<std::size_t>(y) * C + c0,
                 dwtt + static_cast<std::size_t>(y) * C + c1, 0.f);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(B) * T; ++i) {
-      float* w = dwte + static_cast<std::size_t>(inp[i]) * C;
+    for (std::size_t i = 0; (dwte || typed) && i < static_cast<std::size_t>(B) * T; ++i) {
       const float* d = dout + i * C;
-      for (std::size_t c = c0; c < c1; ++c) w[c] += d[c];
+      if (dwte) {  // null: a frozen embedding
+        float* w = dwte + static_cast<std::size_t>(inp[i]) * C;
+        for (std::size_t c = c0; c < c1; ++c) w[c] += d[c];
+      }
       if (!typed) continue;
       float* y = dwtt + static_cast<std::size_t>(types[i]) * C;
       for (std::size_t c = c0; c < c1; ++c) y[c] += d[c];

@@ -40,8 +40,9 @@ void InitBlas();
 void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* wte,
                     const float* wpe, int B, int T, int C, const int* types = nullptr,
                     const float* wtt = nullptr);
-// dwte rows of the tokens in inp += dout rows (adds); dwpe rows [0,T) = sum over b of dout
-// (writes; adds with accumulate). dwpe == nullptr (no positions): only dwte. With types and dwtt
+// dwte rows of the tokens in inp += dout rows (adds; null: skipped, a frozen embedding); dwpe
+// rows [0,T) = sum over b of dout (writes; adds with accumulate). dwpe == nullptr (no positions,
+// or frozen): only dwte. With types and dwtt
 // (NTT,C): dwtt rows [0,NTT) = sum of the dout rows of the positions of each type (writes, rows
 // no position uses included; adds with accumulate), NTT = BERT's type_vocab_size unless given.
 // Every sum runs over positions in order whatever the pool size.
@@ -54,7 +55,8 @@ void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* do
 void LayerNormForward(WorkerPool& pool, float* out, float* mean, float* rstd, const float* inp,
                       const float* weight, const float* bias, std::size_t N, int C,
                       float eps = 1e-5f);
-// dinp (N,C) += d/dinp; dweight, dbias (C) written (added with accumulate).
+// dinp (N,C) += d/dinp; dweight, dbias (C) written (added with accumulate); a null one is
+// skipped (a frozen norm: both null skip the column pass entirely).
 void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
                        const float* dout, const float* inp, const float* weight, const float* mean,
                        const float* rstd, std::size_t N, int C, bool accumulate = false);
@@ -63,7 +65,8 @@ void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbi
 // 1/sqrt(mean(inp^2) + eps); rstd (N) saved for backward.
 void RmsNormForward(WorkerPool& pool, float* out, float* rstd, const float* inp,
                     const float* weight, std::size_t N, int C, float eps);
-// dinp (N,C) += d/dinp; dweight (C) written (added with accumulate).
+// dinp (N,C) += d/dinp; dweight (C) written (added with accumulate; null: skipped, a frozen
+// norm).
 void RmsNormBackward(WorkerPool& pool, float* dinp, float* dweight, const float* dout,
                      const float* inp, const float* weight, const float* rstd, std::size_t N, int C,
                      bool accumulate = false);
@@ -75,10 +78,10 @@ void MatmulSlice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t*
 // out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias(OC); bias may be null; out's row stride ldo.
 void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* weight,
                    const float* bias, std::size_t N, int C, int OC, int ldo);
-// dinp (N,C) = dout @ weight (null: skipped); dweight (OC,C) = dout^T @ inp; dbias (OC) = column
-// sums of dout (null: skipped). All written; with accumulate dweight and dbias are added to
-// (sgemm beta = 1; dbias's column sums continue from its value), dinp is still written. dout's
-// row stride ldd.
+// dinp (N,C) = dout @ weight (null: skipped); dweight (OC,C) = dout^T @ inp (null: skipped, a
+// frozen weight); dbias (OC) = column sums of dout (null: skipped). All written; with accumulate
+// dweight and dbias are added to (sgemm beta = 1; dbias's column sums continue from its value),
+// dinp is still written. dout's row stride ldd.
 void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias, const float* dout,
                     const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
                     bool accumulate = false);
@@ -115,6 +118,31 @@ void DropoutForward(WorkerPool& pool, float* out, const float* inp, std::size_t 
 // dinp (n) = dout * keep / (1-p), the forward's mask; dinp may be dout.
 void DropoutBackward(WorkerPool& pool, float* dinp, const float* dout, std::size_t n, float p,
                      uint64_t seed, uint64_t offset);
+
+// LoRA (model/lora.h) on one adapted linear layer, a "site": x (N,IC) the layer's input, A (r,IC)
+// and B (rows,r) its adapters, scale = alpha / r; xd = dropout(x) as `drop` says (element i of x
+// kept iff DropoutKeep(drop.seed, drop.offset + i, drop.p); p = 0: xd is x itself, no copy).
+struct LoraDropout {
+  float p = 0.f;
+  uint64_t seed = 0, offset = 0;
+};
+// out[:, 0:rows] += scale * h B^T with h (N,r) = xd A^T, saved for backward; out's row stride ldo
+// (the caller offsets out to the site's first output column: Llama's q rows of the fused qkv).
+// xd: (N,IC) scratch when drop.p > 0 (else unused; may be null). Rows split over the workers:
+// each row's result is the same whatever the pool size.
+void LoraForward(WorkerPool& pool, float* out, float* h, float* xd, const float* x, const float* A,
+                 const float* B, std::size_t N, int IC, int r, int rows, int ldo, float scale,
+                 const LoraDropout& drop);
+// Its backward from dout (N,rows), row stride ldd, with the forward's h and drop: dB (rows,r) =
+// scale dout^T h; dh (N,r) = scale dout B (scratch, written); dA (r,IC) = dh^T xd (xd recomputed
+// into the scratch when drop.p > 0); dA and dB written (added to with accumulate), each element's
+// sum over the N rows one sgemm (split over dB's rows and dA's columns, as MatmulBackward splits
+// dweight). dinp (N,IC) += dropout'(dh A): ADDS (the base product's backward wrote dinp first;
+// null: skipped).
+void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh, float* xd,
+                  const float* dout, const float* x, const float* h, const float* A, const float* B,
+                  std::size_t N, int IC, int r, int rows, int ldd, float scale,
+                  const LoraDropout& drop, bool accumulate = false);
 
 // How attention masks and drops. kv_len null: causal (GPT-2, Llama; as before, bit-identical).
 // kv_len (B): bidirectional (BERT): every query position of row b, padded ones included, attends to

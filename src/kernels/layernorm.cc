@@ -75,7 +75,9 @@ void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbi
         di[k] += (dn - mean_dn - norm * mean_dnn) * s;
       }
     }
-    // Columns: dweight = sum_n dout*norm, dbias = sum_n dout, over rows in order.
+    // Columns: dweight = sum_n dout*norm, dbias = sum_n dout, over rows in order (a frozen
+    // norm's skipped).
+    if (dweight == nullptr && dbias == nullptr) return;
     std::size_t c0, c1;
     WorkerPool::Split(static_cast<std::size_t>(C), nt, tid, &c0, &c1);
     for (std::size_t cb = c0; cb < c1; cb += kColChunk) {
@@ -91,8 +93,8 @@ void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbi
         }
       }
       for (std::size_t c = cb; c < ce; ++c) {
-        dweight[c] = accumulate ? dweight[c] + dw[c - cb] : dw[c - cb];
-        dbias[c] = accumulate ? dbias[c] + db[c - cb] : db[c - cb];
+        if (dweight) dweight[c] = accumulate ? dweight[c] + dw[c - cb] : dw[c - cb];
+        if (dbias) dbias[c] = accumulate ? dbias[c] + db[c - cb] : db[c - cb];
       }
     }
   });

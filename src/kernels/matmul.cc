@@ -65,7 +65,7 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
                     const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
                     bool accumulate) {
   internal::BackwardBlocks(
-      pool, dinp != nullptr, dbias, dout, N, C, OC, ldd, accumulate,
+      pool, dinp != nullptr, dweight != nullptr, dbias, dout, N, C, OC, ldd, accumulate,
       [&](bool split_rows, std::size_t b, std::size_t e) {
         // dinp[N,C] = dout[N,OC] @ weight[OC,C], rows or columns [b,e)
         if (split_rows) {

@@ -33,9 +33,9 @@ void MatmulBackwardBf16(WorkerPool& pool, float* dinp, float* dweight, float* db
   // Row n of dout holds OC values at stride ldd; converting the whole N*ldd keeps the stride
   // (the LM head's padding columns, never written by forward, are zero and unused).
   ConvertToBf16(pool, dout_bf16, dout, N * ldd);
-  ConvertToBf16(pool, inp_bf16, inp, N * C);
+  if (dweight) ConvertToBf16(pool, inp_bf16, inp, N * C);  // dweight's operand only
   internal::BackwardBlocks(
-      pool, dinp != nullptr, dbias, dout, N, C, OC, ldd, accumulate,
+      pool, dinp != nullptr, dweight != nullptr, dbias, dout, N, C, OC, ldd, accumulate,
       [&](bool split_rows, std::size_t b, std::size_t e) {
         // dinp[N,C] = dout[N,OC] @ weight[OC,C], rows or columns [b,e)
         if (split_rows) {

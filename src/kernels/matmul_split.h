@@ -35,12 +35,13 @@ void ForwardBlocks(WorkerPool& pool, float* out, const float* bias, std::size_t 
 
 // Backward of the product above, on every worker: if with_dinp, dinp_gemm(split_rows, b, e) for
 // dinp (N,C) = dout @ weight over rows [b,e) (split_rows, when N >= C) or columns [b,e); then
-// dweight_gemm(o0, o1) for dweight rows [o0,o1) = dout[:, o0:o1]^T @ inp, and dbias[o0:o1] =
-// column sums of dout (row stride ldd), written, or added to with accumulate.
+// if with_dweight (not a frozen weight), dweight_gemm(o0, o1) for dweight rows [o0,o1) =
+// dout[:, o0:o1]^T @ inp, and dbias[o0:o1] = column sums of dout (row stride ldd), written, or
+// added to with accumulate.
 template <class DinpGemm, class DweightGemm>
-void BackwardBlocks(WorkerPool& pool, bool with_dinp, float* dbias, const float* dout,
-                    std::size_t N, int C, int OC, int ldd, bool accumulate, DinpGemm&& dinp_gemm,
-                    DweightGemm&& dweight_gemm) {
+void BackwardBlocks(WorkerPool& pool, bool with_dinp, bool with_dweight, float* dbias,
+                    const float* dout, std::size_t N, int C, int OC, int ldd, bool accumulate,
+                    DinpGemm&& dinp_gemm, DweightGemm&& dweight_gemm) {
   pool.ForEachThread([&](int tid) {
     const int nt = pool.size();
     if (with_dinp) {
@@ -52,7 +53,7 @@ void BackwardBlocks(WorkerPool& pool, bool with_dinp, float* dbias, const float*
     std::size_t o0, o1;
     MatmulSlice(static_cast<std::size_t>(OC), nt, tid, &o0, &o1);
     if (o0 >= o1) return;
-    dweight_gemm(o0, o1);
+    if (with_dweight) dweight_gemm(o0, o1);
     if (dbias) {
       if (!accumulate) std::fill(dbias + o0, dbias + o1, 0.f);
       for (std::size_t n = 0; n < N; ++n) {

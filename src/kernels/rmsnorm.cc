@@ -58,7 +58,8 @@ void RmsNormBackward(WorkerPool& pool, float* dinp, float* dweight, const float*
       float* di = dinp + n * C;
       for (int k = 0; k < C; ++k) di[k] += (weight[k] * d[k] - x[k] * s * mean_dnn) * s;
     }
-    // Columns: dweight = sum_n dout * norm, over rows in order.
+    // Columns: dweight = sum_n dout * norm, over rows in order (a frozen norm's skipped).
+    if (dweight == nullptr) return;
     std::size_t c0, c1;
     WorkerPool::Split(static_cast<std::size_t>(C), nt, tid, &c0, &c1);
     for (std::size_t cb = c0; cb < c1; cb += kColChunk) {

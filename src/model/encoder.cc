@@ -28,8 +28,9 @@ uint64_t SiteSeed(uint64_t seed, int layer, Site site) {
 
 // What both passes need: the net, the activations and the dropout of this batch.
 struct Pass {
-  Pass(const ParamLayout& layout, Activations& a, int B, int T)
-      : n(layout, B, T), a(a), B(B), T(T) {}
+  Pass(const ParamLayout& layout, const float* params, float* grads, const LoraPass* lora,
+       Activations& a, int B, int T)
+      : n(layout, B, T, params, grads, lora, a.dropout), a(a), B(B), T(T) {}
   Net n;
   Activations& a;
   const int B, T;
@@ -62,16 +63,17 @@ struct Pass {
 }  // namespace
 
 double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
-                          Activations& a, int B, int T, bool with_loss, const Bf16Operands* bf16) {
+                          Activations& a, int B, int T, bool with_loss, const Bf16Operands* bf16,
+                          const LoraPass* lora) {
   namespace k = kernels;
-  const Pass pass(layout, a, B, T);
+  const Pass pass(layout, params, nullptr, lora, a, B, T);
   const Net& n = pass.n;
   const Shape& s = n.s;
   const int C = n.C;
   const std::size_t N = n.N;
-  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
+  auto P = [&](Tensor t, int l = 0) { return n.P(t, l); };
   auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC) {
-    n.Linear(pool, params, bf16, out, inp, w, b, l, IC, OC, OC);
+    n.Linear(pool, bf16, out, inp, w, b, l, IC, OC, OC);
   };
   auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
                   int l) {
@@ -124,18 +126,18 @@ double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const flo
 void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
                          float* grads, Activations& a, int B, int T, float dloss,
                          FunctionRef<void(std::size_t)> on_ready, bool acc,
-                         const Bf16Operands* bf16) {
+                         const Bf16Operands* bf16, const LoraPass* lora) {
   namespace k = kernels;
-  const Pass pass(layout, a, B, T);
+  const Pass pass(layout, params, grads, lora, a, B, T);
   const Net& n = pass.n;
   const Shape& s = n.s;
   const int C = n.C;
   const std::size_t N = n.N;
-  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
-  auto G = [&](Tensor t, int l = 0) { return n.At(grads, t, l); };
+  auto P = [&](Tensor t, int l = 0) { return n.P(t, l); };
+  auto G = [&](Tensor t, int l = 0) { return n.G(t, l); };  // null: frozen (LoRA)
   auto linear_back = [&](float* dinp, Tensor w, Tensor b, int l, const float* dout,
                          const float* inp, int IC, int OC) {
-    n.LinearBack(pool, params, grads, bf16, dinp, w, b, l, dout, inp, IC, OC, OC, acc);
+    n.LinearBack(pool, bf16, dinp, w, b, l, dout, inp, IC, OC, OC, acc);
   };
   // d inp of a LayerNorm, written into a.dln (the kernel adds: zeroed first), and its weights'.
   auto norm_back = [&](const float* dout, const float* inp, const float* mean, const float* rstd,
@@ -151,7 +153,7 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
                               0.5f * dloss, B, T);
   linear_back(a.dresidual, kHeadw, kHeadb, 0, a.logits, a.lnf, C, 2);
   pass.DropBack(pool, a.dresidual, a.dresidual, pass.P(s.head_dropout), s.L, kEmbOrHead);
-  on_ready(layout.output_begin());
+  on_ready(n.trained().output_begin());
 
   for (int l = s.L - 1; l >= 0; --l) {
     Activations::Layer& A = a.layers[l];
@@ -180,17 +182,26 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
     }
     linear_back(a.dresidual, kQkvw, kQkvb, l, a.dqkv, x, C, n.Q);
     k::ResidualForward(pool, a.dresidual, a.dresidual, a.dln, N * C);  // d x
-    on_ready(layout.block_begin(l));
+    on_ready(n.trained().block_begin(l));
   }
   // Embeddings: back through their dropout and norm, then into the three tables. The token
   // embedding starts at zero (rows the batch does not use stay zero); the kernel adds into it.
-  pass.DropBack(pool, a.dresidual, a.dresidual, hidden_p, -1, kEmbOrHead);
-  norm_back(a.dresidual, a.emb, a.emb_mean, a.emb_rstd, kLnEw, kLnEb, 0);
+  // Under LoRA only the tables and norm that train (saved modules) get gradients: with none of
+  // them, nothing below the blocks runs.
   float* dwte = G(kWte);
-  if (!acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
-  k::EncoderBackward(pool, dwte, G(kWpe), a.dln, a.inputs, B, T, C, acc,
-                     layout.has(kWtt) ? a.types : nullptr, G(kWtt), s.types);
-  if (s.pad_token >= 0) {  // nn.Embedding(padding_idx): the padding row learns nothing
+  float* dwpe = G(kWpe);
+  float* dwtt = G(kWtt);
+  const bool tables = dwte || dwpe || dwtt;
+  if (tables || G(kLnEw) || G(kLnEb)) {
+    pass.DropBack(pool, a.dresidual, a.dresidual, hidden_p, -1, kEmbOrHead);
+    norm_back(a.dresidual, a.emb, a.emb_mean, a.emb_rstd, kLnEw, kLnEb, 0);
+  }
+  if (dwte && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
+  if (tables) {
+    k::EncoderBackward(pool, dwte, dwpe, a.dln, a.inputs, B, T, C, acc,
+                       layout.has(kWtt) ? a.types : nullptr, dwtt, s.types);
+  }
+  if (dwte && s.pad_token >= 0) {  // nn.Embedding(padding_idx): the padding row learns nothing
     std::fill_n(dwte + static_cast<std::size_t>(s.pad_token) * C, C, 0.f);
   }
   on_ready(0);

@@ -103,8 +103,11 @@ class Lora {
   // 1,100,048,384 (0.10%)".
   std::string Describe() const;
 
-  // Floats of the activation memory the sites need for B rows of T positions (each site's
-  // x A^T (N, r) per layer, saved for backward; the dropped input and dA's scratch).
+  // Floats of the activation memory the sites need for B rows of T positions, N = B*T (a pass
+  // over fewer rows or positions lays the same views out for its own N, which fits):
+  //   h   (L, sites, N, r)  each site's xd A^T per layer (sites() order), saved for backward
+  //   dh  (N, r)            backward's scratch, one site at a time
+  //   xd  (N, max in)       the dropped input, recomputed in backward (only if cfg.dropout > 0)
   std::size_t ActFloats(int B, int T) const;
 
  private:
@@ -126,7 +129,9 @@ void LoraMerge(WorkerPool& pool, const Lora& lora, const float* params, float* b
 
 // What Forward and Backward (transformer.h) take to train adapters: the trainable buffer, and
 // the activation memory (Lora::ActFloats) of the group running the pass. Dropout of the adapters'
-// input (cfg.dropout) follows the Activations' dropout (on, seed, row0), keyed per site.
+// input (cfg.dropout) runs when the Activations' dropout is on (the trainer sets on, seed, row0
+// for decoders too), one mask per (seed, layer, site kind) over the input's global element index
+// (row0 * T * in + i), so any placement drops the same elements (model/net.cc).
 struct LoraPass {
   const Lora* lora = nullptr;
   const float* params = nullptr;  // lora->layout().total()

@@ -1,49 +1,67 @@
 // model/ internal: what the forward and backward passes share (transformer.cc runs the decoder
-// families, encoder.cc the encoder families): the shape, the family's kind of block, the widths,
-// and the tensors of one flat buffer.
+// families, encoder.cc the encoder families; net.cc): the shape, the family's kind of block, the
+// widths, and the buffers a pass reads and writes, with or without LoRA.
 #pragma once
 
 #include <cstddef>
 
 #include "common/function_ref.h"
+#include "kernels/kernels.h"
 #include "model/family.h"
+#include "model/lora.h"
 #include "model/params.h"
 #include "model/transformer.h"
 
 namespace cputrain::model {
 
-struct Net {
-  Net(const ParamLayout& layout, int B, int T)
-      : layout(layout),
-        s(layout.shape()),
-        kind(FamilyOf(s.arch).kind),
-        C(s.C),
-        NH(s.NH),
-        KV(s.kv_heads()),
-        hs(s.head_size()),
-        Q(s.qkv_width()),
-        F(s.ffn()),
-        Fin(s.mlp_in_width()),
-        N(static_cast<std::size_t>(B) * T) {}
-  // Tensor t's copy for layer l in `flat`, or null if the family has no such tensor (a bias).
-  template <class P>
-  P* At(P* flat, Tensor t, int l = 0) const {
-    return t < kNumTensors && layout.has(t) ? flat + layout.offset(t, l) : nullptr;
-  }
+// A pass over one batch, and the buffers it reads and writes. Without LoRA, `params` holds every
+// tensor and `grads` (same layout; null in forward) gets every gradient. With LoRA
+// (model/lora.h), `params` is the frozen base and `grads` the trainable buffer (LoRA layout):
+// P() reads a module to save from the trainable buffer, G() is null for a frozen tensor (its
+// gradient is not computed), and Linear / LinearBack add the sites' adapters to the base product.
+class Net {
+ public:
+  Net(const ParamLayout& layout, int B, int T, const float* params, float* grads,
+      const LoraPass* lora, const Activations::Dropout& dropout);
+  // Tensor t's copy for layer l that the pass reads (the base's, or under LoRA a saved module's
+  // in the trainable buffer), or null if the family has no such tensor (a bias; kNumTensors).
+  const float* P(Tensor t, int l = 0) const;
+  // Where t's gradient for layer l goes, or null: no such tensor, or frozen under LoRA.
+  float* G(Tensor t, int l = 0) const;
+  // The layout of `grads`: on_ready reports ranges of it, at its ReadyPoints().
+  const ParamLayout& trained() const { return trained_; }
   // out (N,OC) = inp (N,IC) @ w^T + bias of layer l (b may be absent), in fp32 or with bf16
-  // operands (null: fp32); out's row stride ldo.
-  void Linear(WorkerPool& pool, const float* params, const Bf16Operands* bf16, float* out,
-              const float* inp, Tensor w, Tensor b, int l, int IC, int OC, int ldo) const;
-  // Its backward from dout (N,OC), row stride ldd: dinp (N,IC) written; w's and b's gradients
-  // written, or added to with accumulate.
-  void LinearBack(WorkerPool& pool, const float* params, float* grads, const Bf16Operands* bf16,
-                  float* dinp, Tensor w, Tensor b, int l, const float* dout, const float* inp,
-                  int IC, int OC, int ldd, bool accumulate) const;
-  const ParamLayout& layout;
+  // operands (null: fp32; a saved module's product runs in fp32 from the trainable buffer, the
+  // base's bf16 copy not holding it), plus each LoRA site of w in fp32 into its rows; out's row
+  // stride ldo.
+  void Linear(WorkerPool& pool, const Bf16Operands* bf16, float* out, const float* inp, Tensor w,
+              Tensor b, int l, int IC, int OC, int ldo) const;
+  // Its backward from dout (N,OC), row stride ldd: dinp (N,IC) written (the sites' shares added);
+  // w's and b's gradients (if not frozen) and the sites' dA, dB written, or added to with
+  // accumulate.
+  void LinearBack(WorkerPool& pool, const Bf16Operands* bf16, float* dinp, Tensor w, Tensor b,
+                  int l, const float* dout, const float* inp, int IC, int OC, int ldd,
+                  bool accumulate) const;
+
+  const ParamLayout& layout;  // of params (the base under LoRA)
   const Shape& s;
   const BlockKind& kind;
   const int C, NH, KV, hs, Q, F, Fin;
+  const int B, T;
   const std::size_t N;
+
+ private:
+  // LoRA's views into lora_->acts (Lora::ActFloats): site i's h of layer l, dh, the dropped input.
+  float* LoraH(int l, const LoraSite& site) const;
+  float* LoraDh() const;
+  float* LoraXd() const;
+  kernels::LoraDropout LoraDrop(int l, const LoraSite& site) const;
+
+  const float* params_;
+  float* grads_;
+  const LoraPass* lora_;  // null: no LoRA
+  const ParamLayout& trained_;
+  const Activations::Dropout dropout_;
 };
 
 // x[0, n) = 0, split over the pool's workers.
@@ -51,10 +69,11 @@ void ZeroFill(WorkerPool& pool, float* x, std::size_t n);
 
 // Forward and Backward (transformer.h) for an encoder family (BlockKind::encoder).
 double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
-                          Activations& a, int B, int T, bool with_loss, const Bf16Operands* bf16);
+                          Activations& a, int B, int T, bool with_loss, const Bf16Operands* bf16,
+                          const LoraPass* lora);
 void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
                          float* grads, Activations& a, int B, int T, float dloss,
                          FunctionRef<void(std::size_t)> on_ready, bool accumulate,
-                         const Bf16Operands* bf16);
+                         const Bf16Operands* bf16, const LoraPass* lora);
 
 }  // namespace cputrain::model

@@ -147,20 +147,23 @@ KvCache::KvCache(const Shape& s, int threads)
       scratch(static_cast<std::size_t>(threads) * s.maxT) {}  // AttentionDecode's
 
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
-               int B, int T, bool with_loss, const Bf16Operands* bf16, KvCache* cache) {
+               int B, int T, bool with_loss, const Bf16Operands* bf16, KvCache* cache,
+               const LoraPass* lora) {
   namespace k = kernels;
+  CPUTRAIN_CHECK(cache == nullptr || lora == nullptr,
+                 "generation runs the merged model (LoraMerge), not the adapters");
   if (layout.shape().encoder()) {
     CPUTRAIN_CHECK(cache == nullptr, "an encoder has no KV cache");
-    return EncoderForwardPass(pool, layout, params, a, B, T, with_loss, bf16);
+    return EncoderForwardPass(pool, layout, params, a, B, T, with_loss, bf16, lora);
   }
-  const Net n(layout, B, T);
+  const Net n(layout, B, T, params, nullptr, lora, a.dropout);
   const Shape& s = n.s;
   const int C = n.C;
   const std::size_t N = n.N;
   const int pos0 = cache ? cache->positions : 0;
-  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
+  auto P = [&](Tensor t, int l = 0) { return n.P(t, l); };
   auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC,
-                    int ldo) { n.Linear(pool, params, bf16, out, inp, w, b, l, IC, OC, ldo); };
+                    int ldo) { n.Linear(pool, bf16, out, inp, w, b, l, IC, OC, ldo); };
   auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
                   int l) {
     if (n.kind.rms_norm) {
@@ -242,23 +245,24 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
 
 void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
               Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
-              bool accumulate, const Bf16Operands* bf16) {
+              bool accumulate, const Bf16Operands* bf16, const LoraPass* lora) {
   namespace k = kernels;
   if (layout.shape().encoder()) {
-    EncoderBackwardPass(pool, layout, params, grads, a, B, T, dloss, on_ready, accumulate, bf16);
+    EncoderBackwardPass(pool, layout, params, grads, a, B, T, dloss, on_ready, accumulate, bf16,
+                        lora);
     return;
   }
   const bool acc = accumulate;
-  const Net n(layout, B, T);
+  const Net n(layout, B, T, params, grads, lora, a.dropout);
   const Shape& s = n.s;
   const int C = n.C;
   const std::size_t N = n.N;
-  auto P = [&](Tensor t, int l = 0) { return n.At(params, t, l); };
-  auto G = [&](Tensor t, int l = 0) { return n.At(grads, t, l); };
+  auto P = [&](Tensor t, int l = 0) { return n.P(t, l); };
+  auto G = [&](Tensor t, int l = 0) { return n.G(t, l); };  // null: frozen (LoRA)
   // Backward of linear(out, inp, w, b): dinp (N,IC), G(w) and dbias from dout (N,OC), stride ldd.
   auto linear_back = [&](float* dinp, Tensor w, Tensor b, int l, const float* dout,
                          const float* inp, int IC, int OC, int ldd) {
-    n.LinearBack(pool, params, grads, bf16, dinp, w, b, l, dout, inp, IC, OC, ldd, acc);
+    n.LinearBack(pool, bf16, dinp, w, b, l, dout, inp, IC, OC, ldd, acc);
   };
   // dinp += d norm(inp)/d inp applied to dout; the norm's weight (and bias) gradients.
   auto norm_back = [&](float* dinp, const float* dout, const float* inp, const float* mean,
@@ -277,7 +281,7 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   ZeroFill(pool, a.dresidual, N * C);
   const float* x_last = s.L > 0 ? a.layers[s.L - 1].residual3 : a.encoded;
   norm_back(a.dresidual, a.dln, x_last, a.lnf_mean, a.lnf_rstd, kLnfw, kLnfb, 0);
-  on_ready(layout.output_begin());
+  on_ready(n.trained().output_begin());
 
   for (int l = s.L - 1; l >= 0; --l) {
     Activations::Layer& A = a.layers[l];
@@ -303,41 +307,16 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
     if (n.kind.rope) k::RopeBackward(pool, a.dqkv, a.rope_cos, a.rope_sin, B, T, n.NH, n.KV, n.hs);
     linear_back(a.dln, kQkvw, kQkvb, l, a.dqkv, A.ln1, C, n.Q, n.Q);
     norm_back(a.dresidual, a.dln, x, A.ln1_mean, A.ln1_rstd, kLn1w, kLn1b, l);
-    on_ready(layout.block_begin(l));
+    on_ready(n.trained().block_begin(l));
   }
   // The embedding's gradient: added to the LM head's share when tied (written above); an untied
-  // model's starts at zero here (each row the batch does not use stays zero).
+  // model's starts at zero here (each row the batch does not use stays zero). Frozen (LoRA, not
+  // saved): nothing to do.
   float* dwte = G(kWte);
-  if (layout.head() != kWte && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
-  k::EncoderBackward(pool, dwte, G(kWpe), a.dresidual, a.inputs, B, T, C, acc);
+  float* dwpe = G(kWpe);
+  if (dwte && layout.head() != kWte && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
+  if (dwte || dwpe) k::EncoderBackward(pool, dwte, dwpe, a.dresidual, a.inputs, B, T, C, acc);
   on_ready(0);
-}
-
-void Net::Linear(WorkerPool& pool, const float* params, const Bf16Operands* bf16, float* out,
-                 const float* inp, Tensor w, Tensor b, int l, int IC, int OC, int ldo) const {
-  if (bf16) {
-    kernels::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l),
-                               At(params, b, l), N, IC, OC, ldo);
-  } else {
-    kernels::MatmulForward(pool, out, inp, At(params, w, l), At(params, b, l), N, IC, OC, ldo);
-  }
-}
-
-void Net::LinearBack(WorkerPool& pool, const float* params, float* grads, const Bf16Operands* bf16,
-                     float* dinp, Tensor w, Tensor b, int l, const float* dout, const float* inp,
-                     int IC, int OC, int ldd, bool accumulate) const {
-  if (bf16) {
-    kernels::MatmulBackwardBf16(pool, dinp, At(grads, w, l), At(grads, b, l), dout, bf16->dout, inp,
-                                bf16->in, bf16->weights + layout.offset(w, l), N, IC, OC, ldd,
-                                accumulate);
-  } else {
-    kernels::MatmulBackward(pool, dinp, At(grads, w, l), At(grads, b, l), dout, inp,
-                            At(params, w, l), N, IC, OC, ldd, accumulate);
-  }
-}
-
-void ZeroFill(WorkerPool& pool, float* x, std::size_t n) {
-  pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) { std::fill(x + b, x + e, 0.f); });
 }
 
 double TrainFlopsPerToken(const Shape& s, int T) {

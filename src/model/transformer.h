@@ -18,6 +18,8 @@
 
 namespace cputrain::model {
 
+struct LoraPass;  // model/lora.h
+
 // Activation memory for up to B rows of T positions, as offsets into one float buffer (placed
 // on the group's NUMA node by the caller) plus token ids. Each view starts on a 64-byte boundary.
 //
@@ -81,7 +83,8 @@ class Activations {
   float* logits;  // (B,T,Vp); a span head's (B,T,2); overwritten by dlogits in backward
   float* lse;     // (B,T) log-sum-exp of each row of logits; a span head's (B,2)
   float* losses;  // (B,T); a span head's (B,2): start, end
-  // Dropout while training (Shape's probabilities; encoders): off in evaluation. Each site's
+  // Dropout while training (Shape's probabilities, encoders; LoRA's lora_dropout on the adapters'
+  // input, any family): off in evaluation. Each site's
   // mask is a pure function of (seed, layer, site, global element index), so any placement
   // drops the same elements: row0 is this buffer's first row in the global batch. The trainer
   // sets seed per step and micro-batch.
@@ -115,7 +118,8 @@ class Activations {
 // output and gradient, stays fp32. `weights` is a bf16 copy of the whole flat parameter buffer
 // (same offsets), which the caller refreshes whenever the fp32 parameters change; `in` and `dout`
 // are scratch for the converted product inputs and output gradients, `attn` for attention's
-// per-worker bf16 copies of P and dS.
+// per-worker bf16 copies of P and dS. Under LoRA, `weights` is the frozen base's copy (the base
+// layout's offsets); the adapters' terms and the saved modules' products run in fp32.
 struct Bf16Operands {
   const uint16_t* weights = nullptr;  // layout.total()
   uint16_t* in = nullptr;             // InElems
@@ -146,9 +150,13 @@ struct KvCache {
 // run the products in bf16 (null: fp32).
 // cache (generation; B must be 1): the T tokens are positions cache->positions + [0, T), which
 // attend to every cached position before them; their keys and values are appended.
+// lora (model/lora.h; null: none): train adapters over the frozen base `params` (layout is the
+// base's): each adapted product adds its sites' terms, saved modules are read from lora->params,
+// LoRA's activations go to lora->acts. Not with a cache: generation merges the adapters
+// (LoraMerge) instead.
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& acts,
                int B, int T, bool with_loss, const Bf16Operands* bf16 = nullptr,
-               KvCache* cache = nullptr);
+               KvCache* cache = nullptr, const LoraPass* lora = nullptr);
 
 // Backward after Forward(with_loss). Writes every gradient in `grads` (same layout as params;
 // padding rows and unused wpe rows are never written: keep them zero). dloss is d(loss)/d(each
@@ -158,9 +166,14 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
 // every gradient into `grads` instead of writing it (gradient accumulation: each micro-batch after
 // the first of a step); false is exactly the writing path. bf16: as in Forward (the same operands
 // Forward ran with).
+// lora (the LoraPass Forward ran with): `grads` is the trainable buffer (lora->lora->layout()):
+// the adapters' dA, dB and the saved modules' gradients; the base gets none (its weight products,
+// norm and embedding gradients are not computed). on_ready reports ranges of that buffer, at its
+// layout's ReadyPoints().
 void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, float* grads,
               Activations& acts, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
-              bool accumulate = false, const Bf16Operands* bf16 = nullptr);
+              bool accumulate = false, const Bf16Operands* bf16 = nullptr,
+              const LoraPass* lora = nullptr);
 
 // Model FLOPs of one training step (forward + backward) per token, the usual accounting: 6 per
 // weight of the matrix products (incl. the LM head, V real rows) plus 12*L*T*C for attention
