@@ -48,6 +48,17 @@
 // Gradient accumulation (--accum K, default 8; 0 = off): the first two placements also run with
 // train.grad_accum_steps=K, each right after its k=1 row, and the summary prints the per-token
 // ratio (tokens/s counts all K micro-batches; the sync runs once per K).
+//
+// LoRA (--lora r=R[,alpha=A][,targets=...][,base=bf16], bench/lora_spec.h): every row, ours and
+// PyTorch's, fine-tunes the same adapters over a frozen base instead of training every weight:
+// ours with train.lora.*, PyTorch with transformers + peft (get_peft_model, AdamW over the
+// trainable parameters; GPT-2 too then runs transformers' model, whose module names PEFT knows),
+// in the same setups, plus with --precision bf16 a "bf16-base" setup per setup (the base loaded
+// in torch.bfloat16, adapters fp32, autocast). Each row also prints its tokens/s over PyTorch's
+// best of its precision, the trainable parameters, and the bytes its gradient sync moves per
+// step beside a full fine-tune's; GFLOP/s and MFU count the LoRA step's FLOPs (LoraRun). A
+// trainer that ignores train.lora (its checkpoint's AdamW state covers the whole model) makes
+// our rows skipped, saying so, rather than full fine-tunes under a LoRA label.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
@@ -67,6 +78,7 @@
 #include <vector>
 
 #include "bench/bench.h"
+#include "bench/lora_spec.h"
 #include "bench/models.h"
 #include "bench/peak.h"
 #include "bench/qa_rows.h"
@@ -193,31 +205,42 @@ std::string MemoryVerdict(uint64_t need) {
       FormatBytes(need), FormatBytes(avail));
 }
 
+// Groups that all sit on one known NUMA node share group 0's parameter replica (as
+// train::ShareReplica decides, train/replica_group.h): no allgather, one copy of the weights.
+bool SharedReplica(const topo::Plan& plan) {
+  return plan.groups.size() > 1 && plan.groups[0].numa_node >= 0 &&
+         std::all_of(plan.groups.begin(), plan.groups.end(),
+                     [&](const topo::Group& g) { return g.numa_node == plan.groups[0].numa_node; });
+}
+
 // Our run's memory at its peak, as train/replica_group.cc allocates it: per group gradients
-// (4 B/param), activations and (bf16) operand scratch; parameters (4 B/param, plus a 2 B/param
-// bf16 copy) once per replica (groups all on one known NUMA node share group 0's, as
-// train::ShareReplica decides); the AdamW moments (8 B/param) sharded over the groups; plus
-// 256 MiB for the program, its pools and libraries.
-uint64_t OursBytes(const model::Shape& s, int B, int T, const topo::Plan& plan, bool bf16) {
+// (4 B per trained param), activations and (bf16) operand scratch; parameters (4 B/param, plus a
+// 2 B/param bf16 copy) once per replica (groups all on one known NUMA node share group 0's);
+// the AdamW moments (8 B per trained param) sharded over the groups; plus 256 MiB for the
+// program, its pools and libraries. LoRA (lora non-null): what trains is the adapters'
+// buffer; the frozen base is kept once per replica, in fp32 (plus the bf16 copy on a bf16 row)
+// or, with a bf16 base, in bf16 alone; the adapters' activations come on top (Lora::ActFloats).
+uint64_t OursBytes(const model::Shape& s, int B, int T, const topo::Plan& plan, bool bf16,
+                   const LoraRun* lora = nullptr, bool base_bf16 = false) {
   const double P = static_cast<double>(s.ParamCount());
+  const double n = lora ? static_cast<double>(lora->trainable()) : P;  // what trains
   const std::size_t G = plan.groups.size();
-  const bool shared =
-      G > 1 && plan.groups[0].numa_node >= 0 &&
-      std::all_of(plan.groups.begin(), plan.groups.end(),
-                  [&](const topo::Group& g) { return g.numa_node == plan.groups[0].numa_node; });
-  const double replicas = shared ? 1 : static_cast<double>(G);
+  const double replicas = SharedReplica(plan) ? 1 : static_cast<double>(G);
   const int rows = std::max(1, B / static_cast<int>(G));
-  double bytes = P * (4 * replicas + 4 * static_cast<double>(G) + 8) + 256.0 * (1 << 20);
+  const double base = !lora ? 0 : base_bf16 ? 2 * P : (bf16 ? 6 : 4) * P;  // frozen weights
+  double bytes =
+      n * (4 * replicas + 4 * static_cast<double>(G) + 8) + base * replicas + 256.0 * (1 << 20);
   for (const topo::Group& g : plan.groups) {
     const int threads = std::max<int>(1, static_cast<int>(g.cpus.size()));
     bytes += 4.0 * static_cast<double>(model::Activations(s, rows, T, threads).floats());
+    if (lora) bytes += 4.0 * static_cast<double>(lora->lora().ActFloats(rows, T));
     if (bf16) {
       bytes += 2.0 * static_cast<double>(model::Bf16Operands::InElems(s, rows, T) +
                                          model::Bf16Operands::DoutElems(s, rows, T) +
                                          model::Bf16Operands::AttnElems(threads, T));
     }
   }
-  if (bf16) bytes += 2 * P * replicas;
+  if (bf16) bytes += 2 * n * replicas;
   return static_cast<uint64_t>(bytes);
 }
 
@@ -233,15 +256,44 @@ uint64_t OursBytes(const model::Shape& s, int B, int T, const topo::Plan& plan, 
 // workers). Measured (VmHWM, 1 thread, B=1,
 // T=32, eager fp32, transformers' Llama): smollm2-135m 3.49 GB (estimate 3.60), the same with one
 // layer 1.45 GB (1.61), a 2-layer C=64 model 0.69 GB (import and runtime alone).
-uint64_t TorchBytes(const model::Shape& s, int B, int T, bool bf16, bool compile, bool ddp) {
+uint64_t TorchBytes(const model::Shape& s, int B, int T, bool bf16, bool compile, bool ddp,
+                    const LoraRun* lora = nullptr, bool base_bf16 = false) {
   const double P = static_cast<double>(s.ParamCount());
   const double L = s.L, C = s.C, F = s.ffn(), NH = s.NH, V = s.Vp;
   // The head's outputs per position: V logits for a language model, 2 for a span head.
   const double out = s.head == model::Head::kLm ? V : s.head_width();
   const double acts = static_cast<double>(B) * T * (L * (12 * C + 4 * F + 2 * NH * T) + 3 * out);
   const double gib = 1024.0 * 1024 * 1024;
+  const double libs = (compile ? 1.75 : 0.75) * gib;
+  if (lora) {
+    // LoRA (PEFT): the base's weights (4 B/param, a bf16 base 2), under autocast over an fp32
+    // base the bf16 copies backward holds (2 B/param); the adapters' weights, gradients and
+    // moments (16 B each) and under DDP its buckets (4 B each); no full-size optimizer
+    // temporaries.
+    const double n = static_cast<double>(lora->trainable());
+    return static_cast<uint64_t>(P * (base_bf16 ? 2 : 4) + (bf16 && !base_bf16 ? 2 * P : 0) +
+                                 n * (16 + (ddp ? 4 : 0)) + 4 * acts + libs);
+  }
   return static_cast<uint64_t>(P * (19 + (bf16 ? 2 : 0) + (ddp ? 4 : 0)) + 2 * 4 * V * C +
-                               4 * acts + (compile ? 1.75 : 0.75) * gib);
+                               4 * acts + libs);
+}
+
+// "AMD EPYC (family 26 model 2)": the CPU a row ran on, for its record and the LoRA header.
+std::string CpuName(const Machine& m) {
+  return m.cpu_family >= 0
+             ? fmt::format("{} (family {} model {})", m.cpu_model, m.cpu_family, m.cpu_model_number)
+             : m.cpu_model;
+}
+
+// A LoRA row's "lora" record: the fine-tune as both sides configure it (PEFT's names).
+nlohmann::json LoraRecord(const LoraRun& lora, bool base_bf16) {
+  const model::LoraConfig& c = lora.lora().config();
+  return {{"r", c.r},
+          {"alpha", c.alpha},
+          {"dropout", c.dropout},
+          {"target_modules", lora.lora().TargetNames()},
+          {"modules_to_save", lora.lora().SavedNames()},
+          {"base_dtype", base_bf16 ? "bf16" : "fp32"}};
 }
 
 PlacementSpec ParseSpec(const std::string& text, const topo::Topology& topo) {
@@ -369,6 +421,9 @@ struct Row {
   double slowest_core_pct = 100;  // slowest core's FMA speed before/after, % of its peak
   bool bf16 = false;              // train.precision: bf16, or PyTorch under bf16 autocast
   double peak_rss = 0;            // the row's process's peak resident set, bytes (0: unknown)
+  // --lora: the parameters that train, and the bytes a step's gradient sync moves between the
+  // row's groups or processes (GroupSyncBytes, DdpSyncBytes), and would move in a full fine-tune.
+  double trainable = 0, sync_bytes = 0, sync_bytes_full = 0;
   bool ok = false;
 };
 
@@ -400,6 +455,10 @@ class TrainSuite : public Suite {
                     "bf16: also run every placement in train.precision: bf16 and PyTorch under "
                     "bf16 autocast, with the ratios (default fp32)")
         ->check(CLI::IsMember({"fp32", "bf16"}));
+    cmd->add_option("--lora", lora_text_,
+                    "LoRA instead of full fine-tunes, both sides: r=R[,alpha=A (default 2R)]"
+                    "[,targets=NAME+NAME (default PEFT's for the family)][,base=bf16 (our bf16 "
+                    "rows' frozen base)]; PyTorch runs transformers + peft");
     cmd->add_flag("--pytorch", pytorch_, "also train the same model with PyTorch");
     cmd->add_option("--python", python_,
                     "Python with torch (default: the peers' venv, `bash scripts/peers-env.sh`; "
@@ -429,24 +488,31 @@ class TrainSuite : public Suite {
   void RowProcess(const BenchContext& ctx) const;
   // Our run of model m on one placement, in a fresh process; a row the memory guard turns down
   // (or the out-of-memory killer ends) goes to *skipped as (label, why).
+  // lora: the LoRA fine-tune the row trains (--lora), or null for a full one.
   std::optional<Row> RunOurs(const BenchContext& ctx, const ModelPreset& m,
                              const PlacementSpec& spec, const std::string& tokens,
-                             const std::string& out_dir, SuiteRecords* report,
+                             const std::string& out_dir, const LoraRun* lora, SuiteRecords* report,
                              std::vector<std::pair<std::string, std::string>>* skipped);
   // PyTorch's setups on model m: rows appended to *rows, the setups that could not run to
-  // *skipped as (label, why).
-  void RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
+  // *skipped as (label, why). lora: the same fine-tune with peft (and the bf16-base setups).
+  void RunPytorch(const ModelPreset& m, const LoraRun* lora, std::vector<Row>* rows,
                   std::vector<std::pair<std::string, std::string>>* skipped, SuiteRecords* report);
+  // Model m's table: the rows (ours first, `ours` of them, then PyTorch's) and the skipped ones.
+  // With --lora it adds each row's ratio to PyTorch's best of its precision, the trainable
+  // parameters and the gradient sync's bytes.
+  void PrintTable(const ModelPreset& m, const std::vector<Row>& rows, std::size_t ours,
+                  const std::vector<std::pair<std::string, std::string>>& skipped) const;
   // Finds the Python (python_, else the peers' venv) and what it has: torch_version_, torch_blas_,
   // ipex_version_ / ipex_why_. Leaves torch_version_ empty, with a warning, when there is none.
   void ProbePytorch(SuiteRecords* report);
   // Debian's python3-torch 1.x (its OpenBLAS setups, no IPEX) rather than PyPI's 2.x.
   bool LegacyTorch() const { return torch_version_.rfind("1.", 0) == 0; }
   // --precision bf16: each bf16 row against its fp32 twin, and our best bf16 row against
-  // PyTorch's best autocast row (rows [0, ours) are ours, the rest PyTorch's).
+  // PyTorch's best autocast row (rows [0, ours) are ours, the rest PyTorch's). targets: print
+  // the targets beside them (full fine-tunes; LoRA has none).
   static void PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& rows, std::size_t ours,
                               const std::vector<std::pair<std::string, std::string>>& pairs,
-                              SuiteRecords* report);
+                              bool targets, SuiteRecords* report);
   double PeakFor(int cores, bool bf16 = false) const {
     return (bf16 ? bf16_peak_per_core_ : peak_per_core_) * cores;
   }
@@ -466,6 +532,8 @@ class TrainSuite : public Suite {
   std::string python_;  // "" = the peers' venv (scripts/peers-env.sh)
   std::string script_;
   std::vector<std::string> torch_setups_;  // --pytorch-setup; empty = all
+  std::optional<std::string> lora_text_;   // --lora, as given (even "")
+  LoraSpec lora_;                          // parsed (lora_.on(): every row is a LoRA fine-tune)
   int batch_ = 0, seq_len_ = 0;            // 0 = the preset's
   uint64_t qa_seed_ = 0;                   // a span head's random features (RandomQaRows)
   std::string row_result_;                 // --row-process
@@ -480,17 +548,21 @@ class TrainSuite : public Suite {
   std::string torch_blas_;     // e.g. "MKL, oneDNN"
   std::string ipex_version_;   // "" = IPEX does not import (ipex_why_ says why)
   std::string ipex_why_;
+  std::string peft_version_;  // "" = peft is not installed there
+  std::string cpu_;           // this machine's CPU, for every row's record
   std::unique_ptr<topo::Binder> check_binder_;
   std::unique_ptr<WorkerPool> check_pool_;  // one pinned thread per core, for SlowestCorePct
 };
 
 std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m,
                                        const PlacementSpec& spec, const std::string& tokens,
-                                       const std::string& out_dir, SuiteRecords* report,
+                                       const std::string& out_dir, const LoraRun* lora,
+                                       SuiteRecords* report,
                                        std::vector<std::pair<std::string, std::string>>* skipped) {
   std::vector<std::string> sets = spec.sets;
   Config cfg = ParseConfig(ConfigToYaml(ctx.config), "bench train (" + spec.label + ")", sets);
   m.ApplyTo(&cfg);
+  if (lora) lora->ApplyTo(&cfg);  // after the row's train.precision: base_dtype follows it
   // A span head trains on the row process's random QA features (RowProcess), not on tokens.
   cfg.data.train.clear();
   if (m.shape.head == model::Head::kLm) cfg.data.train = {tokens};
@@ -529,7 +601,20 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
                         {"cores_used", cores_used},
                         {"B", m.B},
                         {"T", m.T},
-                        {"grad_accum_steps", cfg.train.grad_accum_steps}};
+                        {"grad_accum_steps", cfg.train.grad_accum_steps},
+                        {"cpu", cpu_}};
+  const bool base_bf16 = lora && cfg.train.lora.base_dtype == "bf16";
+  const bool shared = SharedReplica(plan);
+  const std::size_t full = model::ParamLayout(m.shape).total();
+  if (lora) {
+    rec["lora"] = LoraRecord(*lora, base_bf16);
+    rec["trainable_params"] = lora->trainable();
+    rec["grad_sync_bytes"] = GroupSyncBytes(lora->trainable(), G, shared);
+    rec["grad_sync_bytes_full"] = GroupSyncBytes(full, G, shared);
+    rec["grad_sync"] = G < 2    ? "none (one group)"
+                       : shared ? "reduce-scatter (one shared replica: no allgather)"
+                                : "reduce-scatter + allgather";
+  }
   if (m.B % G != 0) {
     log::Warn("bench train: {} on {}: B={} is not divisible by G={}; skipped", m.name, spec.label,
               m.B, G);
@@ -539,7 +624,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
     return std::nullopt;
   }
   // The memory guard: a row that would not fit in what is available now is skipped.
-  const uint64_t need = OursBytes(m.shape, m.B, m.T, plan, cfg.train.bf16);
+  const uint64_t need = OursBytes(m.shape, m.B, m.T, plan, cfg.train.bf16, lora, base_bf16);
   rec["mem_estimate_bytes"] = need;
   rec["mem_available_bytes"] = MemAvailable();
   if (const std::string why = MemoryVerdict(need); !why.empty()) {
@@ -580,6 +665,22 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   }
   if (!pr.err.empty()) log::Debug("bench train: {}: stderr: {}", spec.label, LastLines(pr.err, 5));
   const nlohmann::json res = nlohmann::json::parse(ReadFile(result_file));
+  // A trainer that does not know train.lora trains every weight: its checkpoint's AdamW moments
+  // (8 B per trained float, state.bin) then cover the whole model. Such a row would be a full
+  // fine-tune under a LoRA label: skipped, saying so.
+  const double state_bytes = res.value("state_bytes", -1.0);
+  if (lora && state_bytes >= 8.0 * static_cast<double>(full)) {
+    const std::string why = fmt::format(
+        "this build's trainer ignores train.lora: its checkpoint holds AdamW moments for {} "
+        "floats (state.bin {}), the whole model, not the {} of the adapters; the LoRA rows need "
+        "the trainer's LoRA support",
+        full, FormatBytes(static_cast<uint64_t>(state_bytes)), lora->trainable());
+    log::Warn("bench train: {} on {}: {}", m.name, spec.label, why);
+    rec["skipped"] = why;
+    report->Add(rec);
+    skipped->emplace_back(spec.label, why);
+    return std::nullopt;
+  }
   std::vector<double> ms, fwd, bwd, comm, opt, other;
   const nlohmann::json& steps = res.at("steps");
   for (std::size_t i = static_cast<std::size_t>(warmup_run_); i < steps.size(); ++i) {
@@ -594,7 +695,7 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   CPUTRAIN_CHECK(!ms.empty(), "no timed step");
   Row row;
   row.label = spec.label;
-  row.note = spec.note;
+  row.note = spec.note + (base_bf16 ? "; LoRA base bf16" : "");
   row.step_ms = Median(ms);
   row.sequences_per_s = static_cast<double>(m.B) * cfg.train.grad_accum_steps / (row.step_ms / 1e3);
   row.tokens_per_s = row.sequences_per_s * m.T;
@@ -603,9 +704,14 @@ std::optional<Row> TrainSuite::RunOurs(const BenchContext& ctx, const ModelPrese
   row.comm = Median(comm);
   row.opt = Median(opt);
   row.other = Median(other);
-  const double fpt = model::TrainFlopsPerToken(m.shape, m.T);
+  const double fpt = lora ? lora->FlopsPerToken(m.T) : model::TrainFlopsPerToken(m.shape, m.T);
   row.gflops = fpt * row.tokens_per_s / 1e9;
   row.bf16 = cfg.train.bf16;
+  if (lora) {
+    row.trainable = static_cast<double>(lora->trainable());
+    row.sync_bytes = rec["grad_sync_bytes"].get<double>();
+    row.sync_bytes_full = rec["grad_sync_bytes_full"].get<double>();
+  }
   row.mfu = row.gflops / PeakFor(cores_used, row.bf16);
   row.others_pct = others_pct;
   row.slowest_core_pct = slowest;
@@ -662,9 +768,16 @@ void TrainSuite::RowProcess(const BenchContext& ctx) const {
                      {"optimizer_ms", s.optimizer_ms}});
   }
   // VmHWM, this process's own peak: getrusage's ru_maxrss would also count the spawning
-  // bench's peak, which the kernel carries over at exec.
-  const nlohmann::json out = {{"steps", steps},
-                              {"peak_rss_bytes", ProcKb("/proc/self/status", "VmHWM")}};
+  // bench's peak, which the kernel carries over at exec. state_bytes: the size of the last
+  // checkpoint's state.bin (-1: none), which says how many floats trained (RunOurs checks it).
+  std::error_code ec;
+  const auto state = res.checkpoint.empty()
+                         ? std::uintmax_t(0)
+                         : std::filesystem::file_size(res.checkpoint + "/state.bin", ec);
+  const nlohmann::json out = {
+      {"steps", steps},
+      {"peak_rss_bytes", ProcKb("/proc/self/status", "VmHWM")},
+      {"state_bytes", res.checkpoint.empty() || ec ? -1.0 : static_cast<double>(state)}};
   WriteFileAtomic(row_result_, out.dump());
 }
 
@@ -707,6 +820,7 @@ void TrainSuite::ProbePytorch(SuiteRecords* report) {
   if (pr.exit_code == 0 && probe.is_object()) {
     torch_version_ = probe.value("torch", "");
     torch_blas_ = probe.value("blas", "");
+    peft_version_ = probe.value("peft", "");
   }
   if (pr.exit_code != 0 || torch_version_.empty()) {
     torch_version_.clear();
@@ -737,10 +851,11 @@ void TrainSuite::ProbePytorch(SuiteRecords* report) {
                {"blas", torch_blas_},
                {"ipex", ipex_version_},
                {"ipex_unavailable", ipex_why_},
+               {"peft", peft_version_},
                {"ccl", "not available: oneccl_bind_pt is not on PyPI"}});
 }
 
-void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
+void TrainSuite::RunPytorch(const ModelPreset& m, const LoraRun* lora, std::vector<Row>* rows,
                             std::vector<std::pair<std::string, std::string>>* skipped,
                             SuiteRecords* report) {
   const int N = real_cores_;
@@ -748,7 +863,8 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
   struct Setup {
     std::string label, mode, blas, config = "eager", note;
     std::vector<std::string> args, env;
-    bool bf16 = false;  // under torch.autocast("cpu", torch.bfloat16)
+    bool bf16 = false;       // under torch.autocast("cpu", torch.bfloat16)
+    bool base_bf16 = false;  // LoRA: the frozen base in torch.bfloat16
   };
   const std::string threads = std::to_string(N);
   std::vector<Setup> setups;
@@ -824,9 +940,19 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
       a.args.insert(a.args.end(), {"--autocast", "bf16"});
       a.bf16 = true;
       setups.insert(setups.begin() + static_cast<std::ptrdiff_t>(i) + 1, a);
+      if (lora) {  // and LoRA's usual recipe: the base loaded in bf16, adapters fp32, autocast
+        Setup b = a;
+        b.label = setups[i].label + " bf16-base";
+        b.note = (a.config == "ipex" ? std::string("ipex.optimize(dtype=bf16)") : setups[i].note) +
+                 "; base torch.bfloat16, adapters fp32; autocast bf16";
+        b.args.insert(b.args.end(), {"--base-dtype", "bf16"});
+        b.base_bf16 = true;
+        setups.insert(setups.begin() + static_cast<std::ptrdiff_t>(i) + 2, b);
+        ++i;
+      }
     }
   }
-  const double fpt = model::TrainFlopsPerToken(m.shape, m.T);
+  const double fpt = lora ? lora->FlopsPerToken(m.T) : model::TrainFlopsPerToken(m.shape, m.T);
   for (const Setup& s : setups) {
     nlohmann::json rec = {{"impl", "pytorch"},
                           {"model", m.name},
@@ -841,7 +967,18 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                           {"python", python_},
                           {"torch", torch_version_},
                           {"ipex", s.config == "ipex" ? ipex_version_ : ""},
-                          {"precision", s.bf16 ? "bf16" : "fp32"}};
+                          {"precision", s.bf16 ? "bf16" : "fp32"},
+                          {"cpu", cpu_}};
+    if (lora) rec["lora"] = LoraRecord(*lora, s.base_bf16);
+    if (lora && peft_version_.empty()) {
+      const std::string why = "peft is not installed in " + python_ +
+                              " (bash scripts/install-deps.sh --peers installs it)";
+      log::Warn("bench train: {}: skipped, {}", s.label, why);
+      rec["skipped"] = why;
+      report->Add(rec);
+      skipped->emplace_back(s.label, why);
+      continue;
+    }
     if (s.config == "ipex" && ipex_version_.empty()) {
       const std::string why = "intel_extension_for_pytorch does not import: " + ipex_why_;
       log::Warn("bench train: {}: skipped, {}", s.label, why);
@@ -861,8 +998,9 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
                                      "--warmup",   std::to_string(warmup_run_)};
     // Llama (any family but GPT-2): transformers' model from the config.json our export writes
     // for this shape, so both sides train the same model; sdpa attention, PyTorch's fast one.
-    // GPT-2 keeps the script's nanoGPT model, as in the recorded history (docs/benchmarks.md).
-    if (m.shape.arch != model::Arch::kGpt2) {
+    // GPT-2 keeps the script's nanoGPT model, as in the recorded history (docs/benchmarks.md),
+    // except under LoRA: PEFT names the modules of transformers' models (c_attn).
+    if (m.shape.arch != model::Arch::kGpt2 || lora) {
       argv.insert(argv.end(),
                   {"--hf-config", nlohmann::json::parse(model::HfConfigJson(m.shape)).dump(),
                    "--attn", "sdpa"});
@@ -877,11 +1015,15 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
       }
       argv.insert(argv.end(), {"--qa-lengths", lengths});
     }
+    if (lora) {
+      const std::vector<std::string> la = lora->PytorchArgs();
+      argv.insert(argv.end(), la.begin(), la.end());
+    }
     argv.insert(argv.end(), s.args.begin(), s.args.end());
     // The memory guard: DDP runs P whole copies, each on B/P sequences.
     const int procs = s.mode == "ddp" ? N : 1;
-    const uint64_t need =
-        procs * TorchBytes(m.shape, m.B / procs, m.T, s.bf16, s.config == "compile", procs > 1);
+    const uint64_t need = procs * TorchBytes(m.shape, m.B / procs, m.T, s.bf16,
+                                             s.config == "compile", procs > 1, lora, s.base_bf16);
     rec["mem_estimate_bytes"] = need;
     rec["mem_available_bytes"] = MemAvailable();
     if (const std::string why = MemoryVerdict(need); !why.empty()) {
@@ -941,6 +1083,28 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
     row.others_pct = others_pct;
     row.slowest_core_pct = slowest;
     row.peak_rss = out.value("peak_rss_bytes", 0.0);
+    if (lora) {
+      // What PEFT made trainable (the same adapters as ours: LoraRun passes it our modules), and
+      // DDP's allreduce of those gradients; a full fine-tune's of the base's parameters.
+      const std::size_t trainable = out.value("trainable_params", std::size_t{0});
+      const uint64_t sync = DdpSyncBytes(trainable, procs);
+      const uint64_t sync_full = DdpSyncBytes(out.value("params", std::size_t{0}), procs);
+      row.trainable = static_cast<double>(trainable);
+      row.sync_bytes = static_cast<double>(sync);
+      row.sync_bytes_full = static_cast<double>(sync_full);
+      if (trainable != lora->trainable()) {
+        log::Warn("bench train: {}: PEFT trains {} parameters, ours {}: not the same adapters",
+                  s.label, trainable, lora->trainable());
+      }
+      rec.update({{"trainable_params", trainable},
+                  {"grad_sync_bytes", sync},
+                  {"grad_sync_bytes_full", sync_full},
+                  {"grad_sync", procs > 1 ? "gloo allreduce (DDP)" : "none (one process)"}});
+      for (const char* k : {"peft", "base_dtype"}) {
+        if (out.contains(k)) rec[k] = out[k];
+      }
+      if (out.contains("lora")) rec["peft_lora"] = out["lora"];
+    }
     row.ok = true;
     rows->push_back(row);
     rec.update({{"steps", steps_run_},
@@ -974,7 +1138,11 @@ void TrainSuite::RunPytorch(const ModelPreset& m, std::vector<Row>* rows,
 void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& rows,
                                  std::size_t ours,
                                  const std::vector<std::pair<std::string, std::string>>& pairs,
-                                 SuiteRecords* report) {
+                                 bool targets, SuiteRecords* report) {
+  auto verdict = [&](double ratio, double target) {
+    return targets ? fmt::format("target >= {:g}: {}", target, Verdict(ratio, target))
+                   : std::string("LoRA: no target set");
+  };
   auto find = [&](const std::string& label) -> const Row* {
     for (std::size_t i = 0; i < ours; ++i)
       if (rows[i].label == label) return &rows[i];
@@ -986,8 +1154,8 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& r
     if (!a || !b) continue;
     if (!best || b->tokens_per_s > best->tokens_per_s) best = b;
     const double ratio = b->tokens_per_s / a->tokens_per_s;
-    std::printf("  bf16 on %s: %.1f tokens/s vs fp32 %.1f -> %.2fx (target >= 1.6: %s)\n",
-                fp32.c_str(), b->tokens_per_s, a->tokens_per_s, ratio, Verdict(ratio, 1.6).c_str());
+    std::printf("  bf16 on %s: %.1f tokens/s vs fp32 %.1f -> %.2fx (%s)\n", fp32.c_str(),
+                b->tokens_per_s, a->tokens_per_s, ratio, verdict(ratio, 1.6).c_str());
     report->Add({{"kind", "bf16_vs_fp32"},
                  {"model", m.name},
                  {"placement", fp32},
@@ -1002,9 +1170,9 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& r
     const double ratio = best->tokens_per_s / torch->tokens_per_s;
     std::printf(
         "  bf16, ours best: %s, %.1f tokens/s (MFU %.1f%% of the bf16 peak); PyTorch autocast "
-        "best: %s, %.1f -> %.2fx (target >= 1.5: %s)%s\n",
+        "best: %s, %.1f -> %.2fx (%s)%s\n",
         best->label.c_str(), best->tokens_per_s, 100 * best->mfu, torch->label.c_str(),
-        torch->tokens_per_s, ratio, Verdict(ratio, 1.5).c_str(),
+        torch->tokens_per_s, ratio, verdict(ratio, 1.5).c_str(),
         RssRatioText(best->peak_rss, torch->peak_rss).c_str());
     nlohmann::json rec = {{"kind", "bf16_vs_pytorch_autocast"},
                           {"model", m.name},
@@ -1019,6 +1187,54 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const std::vector<Row>& r
       rec["rss_ratio"] = best->peak_rss / torch->peak_rss;
     }
     report->Add(rec);
+  }
+}
+
+void TrainSuite::PrintTable(const ModelPreset& m, const std::vector<Row>& rows, std::size_t ours,
+                            const std::vector<std::pair<std::string, std::string>>& skipped) const {
+  const bool span = m.shape.head == model::Head::kSpan;
+  // --lora: PyTorch's best row of each precision, which each row's "vs PT" divides by.
+  const Row* torch_best[2] = {nullptr, nullptr};  // fp32, bf16
+  for (std::size_t i = ours; i < rows.size(); ++i) {
+    const Row*& b = torch_best[rows[i].bf16 ? 1 : 0];
+    if (!b || rows[i].tokens_per_s > b->tokens_per_s) b = &rows[i];
+  }
+  std::printf("  %-38s %s%9s %8s %6s %9s | %8s %8s %8s %8s %8s | %9s | %s%6s %5s | %s\n",
+              "placement", span ? "    seq/s " : "", "tokens/s", "GFLOP/s", "MFU", "step ms",
+              "forward", "backward", "comm", "optim", "other", "peak RSS",
+              lora_.on() ? fmt::format("{:>6} | {:>10} | {:>24} | ", "vs PT", "trainable",
+                                       "sync/step (full FT's)")
+                               .c_str()
+                         : "",
+              "others", "core", "how");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::string lora_cols;
+    if (lora_.on()) {
+      const Row* b = torch_best[r.bf16 ? 1 : 0];
+      const std::string sync =
+          r.sync_bytes_full > 0
+              ? fmt::format("{} ({})", FormatBytes(static_cast<uint64_t>(r.sync_bytes)),
+                            FormatBytes(static_cast<uint64_t>(r.sync_bytes_full)))
+              : std::string("-");
+      lora_cols = fmt::format("{:>6} | {:>10.0f} | {:>24} | ",
+                              b ? fmt::format("{:.2f}x", r.tokens_per_s / b->tokens_per_s) : "-",
+                              r.trainable, sync);
+    }
+    std::printf(
+        "  %-38s %s%9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %9s | %s%5.0f%% "
+        "%4.0f%% | %s\n",
+        r.label.c_str(), span ? fmt::format("{:9.3f} ", r.sequences_per_s).c_str() : "",
+        r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm, r.opt, r.other,
+        RssText(r.peak_rss).c_str(), lora_cols.c_str(), r.others_pct, r.slowest_core_pct,
+        r.note.c_str());
+    if (i + 1 == ours && ours < rows.size()) std::printf("  %s\n", std::string(60, '-').c_str());
+  }
+  if (ours == rows.size() && !skipped.empty()) {
+    std::printf("  %s\n", std::string(60, '-').c_str());
+  }
+  for (const auto& [label, why] : skipped) {
+    std::printf("  %-38s %9s | %s\n", label.c_str(), "skipped", why.c_str());
   }
 }
 
@@ -1044,6 +1260,32 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     }
     models.push_back(m);
   }
+  // --lora: every row a LoRA fine-tune; the adapters resolved per model now, so that a bad
+  // spec or target is exit 2 before anything is measured.
+  std::vector<std::unique_ptr<LoraRun>> loras(models.size());
+  if (lora_text_) {
+    lora_ = ParseLoraSpec(*lora_text_);
+    if (lora_.base_bf16 && precision_ != "bf16") {
+      throw InputError(fmt::format("--lora '{}': base=bf16 needs --precision bf16", *lora_text_),
+                       "a bf16 base feeds bf16 products: add --precision bf16 (the fp32 rows keep "
+                       "an fp32 base)");
+    }
+    for (std::size_t i = 0; i < models.size(); ++i) {
+      try {
+        loras[i] = std::make_unique<LoraRun>(models[i].shape, lora_);
+      } catch (const InputError& e) {
+        throw InputError(
+            fmt::format("--lora '{}' on model {}: {}", *lora_text_, models[i].name, e.what()),
+            e.hint());
+      }
+    }
+  } else if (ctx.config.train.lora.on()) {
+    throw InputError(
+        "bench train: the config sets train.lora (a LoRA fine-tune) but --lora is not given",
+        "pass --lora r=R[,alpha=A][,targets=...] instead, so that every row, PyTorch's too, "
+        "trains the same adapters");
+  }
+  cpu_ = CpuName(MachineInfo());
   const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
   std::vector<PlacementSpec> specs;
   for (const std::string& p : placements_.empty() ? DefaultSpecs(topo) : placements_) {
@@ -1125,6 +1367,13 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       pytorch_ ? (torch_version_.empty() ? "; PyTorch: not available"
                                          : fmt::format("; PyTorch {}", torch_version_).c_str())
                : "; PyTorch: not run (--pytorch)");
+  if (lora_.on()) {
+    std::printf(
+        "LoRA (--lora %s): every row fine-tunes adapters over a frozen base (ours: train.lora.*; "
+        "PyTorch: transformers + peft %s); CPU: %s\n",
+        lora_.Text().c_str(), peft_version_.empty() ? "(not installed)" : peft_version_.c_str(),
+        cpu_.c_str());
+  }
   if (pytorch_ && !torch_version_.empty()) {
     std::printf("PyTorch: %s; torch %s (%s); IPEX %s\n", python_.c_str(), torch_version_.c_str(),
                 torch_blas_.c_str(),
@@ -1134,7 +1383,9 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
         "PyTorch DDP: gloo only; the ccl backend row is not available (oneccl_bind_pt is not on "
         "PyPI)\n");
   }
-  for (const ModelPreset& m : models) {
+  for (std::size_t mi = 0; mi < models.size(); ++mi) {
+    const ModelPreset& m = models[mi];
+    const LoraRun* lora = loras[mi].get();
     // Random token ids below V: four windows of B*T (+1) tokens (a span head: random QA
     // features instead, made in each row's process, bench/qa_rows.h).
     const bool span = m.shape.head == model::Head::kSpan;
@@ -1148,13 +1399,22 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       w.Append(buf.data(), buf.size());
       w.Commit();
     }
-    const double fpt = model::TrainFlopsPerToken(m.shape, m.T);
+    const double fpt = lora ? lora->FlopsPerToken(m.T) : model::TrainFlopsPerToken(m.shape, m.T);
     std::printf(
-        "\nmodel %s: %s, %.1f MFLOP per token (model::TrainFlopsPerToken)\n"
+        "\nmodel %s: %s, %.1f MFLOP per token (%s)\n"
         "  others = CPU share other processes took during the row; core = the slowest "
         "core's FMA speed just before and after it, %% of peak (a shared VM's core can "
         "run at half speed for a while): a few %% / below ~90%% mean a disturbed row\n",
-        m.name.c_str(), m.Describe().c_str(), fpt / 1e6);
+        m.name.c_str(), m.Describe().c_str(), fpt / 1e6,
+        lora ? "LoRA: the frozen base's products 4 per weight, the adapters' 6"
+             : "model::TrainFlopsPerToken");
+    if (lora) {
+      std::printf(
+          "  %s; sync/step = bytes the gradient sync moves between the row's groups (reduce-"
+          "scatter, + allgather with a replica per group) or DDP's processes (allreduce), beside "
+          "a full fine-tune's\n",
+          lora->lora().Describe().c_str());
+    }
     if (span) {
       const RandomQaRows qa(m.shape, m.B, m.T, qa_seed_);
       std::printf(
@@ -1162,36 +1422,17 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
           "seq/s the sequences\n",
           qa.Describe().c_str());
     }
-    std::printf("  %-38s %s%9s %8s %6s %9s | %8s %8s %8s %8s %8s | %9s | %6s %5s | %s\n",
-                "placement", span ? "    seq/s " : "", "tokens/s", "GFLOP/s", "MFU", "step ms",
-                "forward", "backward", "comm", "optim", "other", "peak RSS", "others", "core",
-                "how");
     std::vector<Row> rows;
     std::vector<std::pair<std::string, std::string>> skipped;  // (label, why), ours and PyTorch's
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const std::optional<Row> r =
           RunOurs(ctx, m, specs[i], tokens, fmt::format("{}/run-{}-{}", scratch.path(), m.name, i),
-                  report, &skipped);
+                  lora, report, &skipped);
       if (r) rows.push_back(*r);
     }
     const std::size_t ours = rows.size();
-    if (pytorch_ && !torch_version_.empty()) RunPytorch(m, &rows, &skipped, report);
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      std::printf(
-          "  %-38s %s%9.1f %8.1f %5.1f%% %9.1f | %8.1f %8.1f %8.1f %8.1f %8.1f | %9s | %5.0f%% "
-          "%4.0f%% | %s\n",
-          r.label.c_str(), span ? fmt::format("{:9.3f} ", r.sequences_per_s).c_str() : "",
-          r.tokens_per_s, r.gflops, 100 * r.mfu, r.step_ms, r.fwd, r.bwd, r.comm, r.opt, r.other,
-          RssText(r.peak_rss).c_str(), r.others_pct, r.slowest_core_pct, r.note.c_str());
-      if (i + 1 == ours && ours < rows.size()) std::printf("  %s\n", std::string(60, '-').c_str());
-    }
-    if (ours == rows.size() && !skipped.empty()) {
-      std::printf("  %s\n", std::string(60, '-').c_str());
-    }
-    for (const auto& [label, why] : skipped) {
-      std::printf("  %-38s %9s | %s\n", label.c_str(), "skipped", why.c_str());
-    }
+    if (pytorch_ && !torch_version_.empty()) RunPytorch(m, lora, &rows, &skipped, report);
+    PrintTable(m, rows, ours, skipped);
     // Summary against the targets (reported, not asserted).
     // The fp32 rows' best (the bf16 rows have their own summary, PrintBf16Ratios).
     auto best_of = [&](std::size_t b, std::size_t e) -> const Row* {
@@ -1223,7 +1464,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                    {"tokens_per_s_k", b->tokens_per_s},
                    {"ratio", ratio}});
     }
-    PrintBf16Ratios(m, rows, ours, bf16_pairs, report);
+    PrintBf16Ratios(m, rows, ours, bf16_pairs, lora == nullptr, report);
     const Row* our_best = best_of(0, ours);
     const Row* torch_best = best_of(ours, rows.size());
     nlohmann::json summary = {{"kind", "summary"}, {"model", m.name}};
@@ -1235,20 +1476,26 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       summary["best_tokens_per_s"] = our_best->tokens_per_s;
       summary["best_sequences_per_s"] = our_best->sequences_per_s;
     }
+    if (lora) {
+      summary["lora"] = LoraRecord(*lora, lora_.base_bf16);
+      summary["trainable_params"] = lora->trainable();
+      summary["cpu"] = cpu_;
+    }
     if (our_best && torch_best) {
       const double ratio = our_best->tokens_per_s / torch_best->tokens_per_s;
+      // The targets are for full fine-tunes; LoRA has none yet.
       const double target = SpeedTarget(m);
-      std::printf(
-          "  PyTorch, best: %s, %.1f tokens/s -> ours / PyTorch's best = %.2fx "
-          "(target >= %g: %s)%s\n",
-          torch_best->label.c_str(), torch_best->tokens_per_s, ratio, target,
-          Verdict(ratio, target).c_str(),
-          RssRatioText(our_best->peak_rss, torch_best->peak_rss).c_str());
+      std::printf("  PyTorch, best: %s, %.1f tokens/s -> ours / PyTorch's best = %.2fx (%s)%s\n",
+                  torch_best->label.c_str(), torch_best->tokens_per_s, ratio,
+                  lora ? "LoRA: no target set"
+                       : fmt::format("target >= {:g}: {}", target, Verdict(ratio, target)).c_str(),
+                  RssRatioText(our_best->peak_rss, torch_best->peak_rss).c_str());
+      if (lora) summary["pytorch_trainable_params"] = torch_best->trainable;
       summary["pytorch_best_placement"] = torch_best->label;
       summary["pytorch_best_tokens_per_s"] = torch_best->tokens_per_s;
       summary["pytorch_best_sequences_per_s"] = torch_best->sequences_per_s;
       summary["ratio_vs_pytorch_best"] = ratio;
-      summary["target"] = target;
+      if (!lora) summary["target"] = target;
       if (our_best->peak_rss > 0 && torch_best->peak_rss > 0) {
         summary["peak_rss_bytes"] = our_best->peak_rss;
         summary["pytorch_peak_rss_bytes"] = torch_best->peak_rss;

@@ -38,8 +38,19 @@ rank r its B/P share of them); random ids in [0, V) there, pad id 0 after, atten
 the real tokens, token types 0 for the first third and the padding, 1 after (BERT only), an
 answer span inside the context. With IPEX: ipex.optimize(model, optimizer=opt, dtype=...,
 level="O1"), as the Trainer calls it under --use_ipex.
-`train_gpt2.py --probe` alone prints {"torch": version, "blas": ...} and exits (the bench's first
-look at a Python).
+LoRA (--lora-r R, with --hf-config): the model is wrapped as PEFT wraps it for a LoRA fine-tune,
+get_peft_model(model, LoraConfig(r=R, lora_alpha=--lora-alpha (default 2R), target_modules=
+--lora-targets (default: PEFT's own for the model type), lora_dropout=0, modules_to_save=
+--lora-save, task_type=CAUSAL_LM, or QUESTION_ANS for the encoders)): the base is frozen and the
+optimizer (the same one, same groups) gets the trainable parameters only; DDP then syncs only
+their gradients. --base-dtype bf16 loads the base in torch.bfloat16 (PEFT's
+autocast_adapter_dtype keeps the adapters, and the modules to save, in fp32), the usual LoRA
+recipe; it runs in any configuration, with or without --autocast. The JSON adds "lora" (r,
+lora_alpha, target_modules and modules_to_save as PEFT resolved them), "base_dtype",
+"trainable_params" (PEFT's count), "peft" (its version) and "params" (the base model's, before
+the adapters).
+`train_gpt2.py --probe` alone prints {"torch": version, "blas": ..., "peft": version or ""} and
+exits (the bench's first look at a Python).
 
 Modes:
   --threads N            one process with N intra-op threads
@@ -70,8 +81,10 @@ import time
 # --hf-config's keys that --layers/--channels/--heads/--vocab name, where both are given.
 SHAPE_KEYS = {"layers": "num_hidden_layers", "channels": "hidden_size",
               "heads": "num_attention_heads", "vocab": "vocab_size"}
-# DistilBERT names them its own way.
+# DistilBERT and GPT-2 (transformers' GPT2LMHeadModel: LoRA rows, where PEFT needs its module
+# names) name them their own way.
 DISTILBERT_KEYS = {"layers": "n_layers", "channels": "dim", "heads": "n_heads", "vocab": "vocab_size"}
+GPT2_KEYS = {"layers": "n_layer", "channels": "n_embd", "heads": "n_head", "vocab": "vocab_size"}
 # The model types trained for question answering (the rest: causal LMs).
 QA_TYPES = ("bert", "distilbert")
 
@@ -100,6 +113,14 @@ def parse():
                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     p.add_argument("--config", choices=["eager", "compile", "ipex"], default="eager",
                    help="eager, torch.compile (inductor), or ipex.optimize")
+    p.add_argument("--lora-r", type=int, metavar="R",
+                   help="with --hf-config: a LoRA fine-tune of rank R over the frozen base (PEFT)")
+    p.add_argument("--lora-alpha", type=float, help="PEFT's lora_alpha (default 2R)")
+    p.add_argument("--lora-targets", metavar="NAME,NAME",
+                   help="PEFT's target_modules (default: PEFT's own for the model type)")
+    p.add_argument("--lora-save", metavar="NAME,NAME", help="PEFT's modules_to_save")
+    p.add_argument("--base-dtype", choices=["fp32", "bf16"], default="fp32",
+                   help="with --lora-r: the frozen base's dtype (bf16: torch.bfloat16 weights)")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--threads", type=int)
     mode.add_argument("--ddp", type=int)
@@ -119,7 +140,7 @@ def parse():
             p.error(f"--hf-config is not JSON: {e}")
         if not isinstance(args.hf_config, dict) or "model_type" not in args.hf_config:
             p.error("--hf-config needs a JSON object with a \"model_type\" (e.g. \"llama\")")
-        keys = DISTILBERT_KEYS if args.hf_config["model_type"] == "distilbert" else SHAPE_KEYS
+        keys = {"distilbert": DISTILBERT_KEYS, "gpt2": GPT2_KEYS}.get(args.hf_config["model_type"], SHAPE_KEYS)
         for k, key in keys.items():
             given, want = getattr(args, k), args.hf_config.get(key)
             if given is not None and given != want:
@@ -137,6 +158,22 @@ def parse():
             p.error("--qa-lengths needs an --hf-config of model_type bert or distilbert")
         if len(args.qa_lengths) % args.batch or not all(8 <= n <= args.seq_len for n in args.qa_lengths):
             p.error(f"--qa-lengths: a multiple of --batch ({args.batch}) lengths in [8, --seq-len]")
+    if args.lora_r is not None:
+        if args.hf_config is None:
+            p.error("--lora-r needs --hf-config (PEFT names the modules of transformers' models)")
+        if not 1 <= args.lora_r <= 4096:
+            p.error(f"--lora-r {args.lora_r}: a rank in [1, 4096]")
+        if args.lora_alpha is None:
+            args.lora_alpha = 2.0 * args.lora_r
+        if not args.lora_alpha > 0:
+            p.error(f"--lora-alpha {args.lora_alpha}: must be > 0")
+        for k in ("lora_targets", "lora_save"):
+            v = getattr(args, k)
+            setattr(args, k, [n.strip() for n in v.split(",") if n.strip()] if v else None)
+    elif any(v is not None for v in (args.lora_alpha, args.lora_targets, args.lora_save)):
+        p.error("--lora-alpha/--lora-targets/--lora-save need --lora-r")
+    if args.base_dtype == "bf16" and args.lora_r is None:
+        p.error("--base-dtype bf16 needs --lora-r (a frozen base)")
     if args.config != "eager":
         args.warmup = max(args.warmup, 1)  # compilation / first-touch repacking stays untimed
     return args
@@ -199,22 +236,44 @@ def build(args, torch):
 
 
 def from_config(args, torch, auto_class):
-    """auto_class.from_config(args.hf_config) at its random init, fp32, with attention args.attn
-    (sdpa falls back to eager where the model, or this transformers, refuses it). Returns the
-    config, the model and the attention implementation that ran."""
+    """auto_class.from_config(args.hf_config) at its random init, fp32 (torch.bfloat16 with
+    --base-dtype bf16), with attention args.attn (sdpa falls back to eager where the model, or
+    this transformers, refuses it). Returns the config, the model and the attention
+    implementation that ran."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the config is given
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import transformers
     keys = dict(args.hf_config)
     config = transformers.AutoConfig.for_model(keys.pop("model_type"), **keys)
+    dtype = torch.bfloat16 if args.base_dtype == "bf16" else torch.float32
     for attn in dict.fromkeys([args.attn, "eager"]):
         try:
             return config, auto_class.from_config(config, attn_implementation=attn,
-                                                  torch_dtype=torch.float32), attn
+                                                  torch_dtype=dtype), attn
         except (ValueError, ImportError):
             if attn == "eager":
                 raise
     raise AssertionError("unreachable")
+
+
+def adapt(args, model, info, task_type):
+    """With --lora-r: model wrapped by PEFT for a LoRA fine-tune (the base frozen, the adapters
+    and modules to save fp32 whatever the base's dtype: autocast_adapter_dtype), and info
+    completed with what PEFT resolved; else model as it is."""
+    if args.lora_r is None:
+        return model
+    import peft
+    cfg = peft.LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0,
+                          target_modules=args.lora_targets, modules_to_save=args.lora_save,
+                          task_type=task_type)
+    model = peft.get_peft_model(model, cfg, autocast_adapter_dtype=True)
+    resolved = model.peft_config["default"]
+    info.update({"trainable_params": model.get_nb_trainable_parameters()[0],
+                 "base_dtype": args.base_dtype, "peft": peft.__version__,
+                 "lora": {"r": resolved.r, "lora_alpha": resolved.lora_alpha,
+                          "target_modules": sorted(resolved.target_modules),
+                          "modules_to_save": sorted(resolved.modules_to_save or [])}})
+    return model
 
 
 def build_hf(args, torch):
@@ -226,6 +285,9 @@ def build_hf(args, torch):
     F = torch.nn.functional
     config, lm, attn = from_config(args, torch, transformers.AutoModelForCausalLM)
     V = config.vocab_size
+    info = {"model_type": config.model_type, "attn_implementation": attn,
+            "params": sum(p.numel() for p in lm.parameters())}
+    lm = adapt(args, lm, info, "CAUSAL_LM")
 
     class CausalLMLoss(torch.nn.Module):
         def __init__(self):
@@ -236,8 +298,6 @@ def build_hf(args, torch):
             logits = self.lm(input_ids=idx, use_cache=False).logits
             return F.cross_entropy(logits.view(-1, V), targets.reshape(-1))
 
-    info = {"model_type": config.model_type, "attn_implementation": attn,
-            "params": sum(p.numel() for p in lm.parameters())}
     return CausalLMLoss(), info
 
 
@@ -250,6 +310,9 @@ def build_qa(args, torch):
     import transformers
     config, qa, attn = from_config(args, torch, transformers.AutoModelForQuestionAnswering)
     types = config.model_type == "bert"  # DistilBERT takes no token_type_ids
+    info = {"model_type": config.model_type, "attn_implementation": attn,
+            "architecture": type(qa).__name__, "params": sum(p.numel() for p in qa.parameters())}
+    qa = adapt(args, qa, info, "QUESTION_ANS")
 
     class SpanLoss(torch.nn.Module):
         def __init__(self):
@@ -261,8 +324,6 @@ def build_qa(args, torch):
             return self.qa(input_ids=ids, attention_mask=mask, start_positions=starts,
                            end_positions=ends, **extra).loss
 
-    info = {"model_type": config.model_type, "attn_implementation": attn,
-            "architecture": type(qa).__name__, "params": sum(p.numel() for p in qa.parameters())}
     return SpanLoss(), info
 
 
@@ -327,7 +388,7 @@ def run(args, rank=0, world=1, init_file=None):
         # The Trainer's: weight decay (0 by default) on all but biases and LayerNorm weights,
         # torch.optim.AdamW(fused=True) ("adamw_torch_fused", transformers 4.55's default on
         # torch >= 2.8), run_qa.py's README's learning rate.
-        named = list(model.named_parameters())
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         nodecay = [p for n, p in named if n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n]
         ids = {id(p) for p in nodecay}
         decay = [p for n, p in named if id(p) not in ids]
@@ -336,8 +397,9 @@ def run(args, rank=0, world=1, init_file=None):
                                 lr=3e-5, betas=(0.9, 0.999), eps=1e-8, fused=True)
         batches = qa_batches(args, torch, rank, world)
     else:
-        decay = [p for p in model.parameters() if p.dim() >= 2]
-        rest = [p for p in model.parameters() if p.dim() < 2]
+        trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters
+        decay = [p for p in trainable if p.dim() >= 2]
+        rest = [p for p in trainable if p.dim() < 2]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                                 lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     bf16 = args.autocast == "bf16"
@@ -377,7 +439,7 @@ def run(args, rank=0, world=1, init_file=None):
                 raise Skip(f"torch.compile failed: {why(e)}") from e
             raise
         t2 = time.perf_counter()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         opt.step()
         t3 = time.perf_counter()
         if world > 1:
@@ -416,7 +478,12 @@ def ddp_worker(rank, args, init_file, out):
 def main():
     if sys.argv[1:] == ["--probe"]:  # what the bench prints and records about this Python
         torch_version, _, blas = versions()
-        print(json.dumps({"torch": torch_version, "blas": blas}))
+        import importlib.metadata
+        try:
+            peft_version = importlib.metadata.version("peft")
+        except importlib.metadata.PackageNotFoundError:
+            peft_version = ""
+        print(json.dumps({"torch": torch_version, "blas": blas, "peft": peft_version}))
         return 0
     args = parse()
     if args.ddp:
