@@ -1,5 +1,6 @@
 // `cputrain-numa generate`: continues a prompt with a trained checkpoint, one position per new
-// token (KV cache), printing tokens as they come.
+// token (KV cache), printing tokens as they come. --adapter DIR merges a PEFT LoRA adapter into
+// the checkpoint's weights in memory first (model/peft.h).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "model/checkpoint_path.h"
 #include "model/decoder.h"
 #include "model/hf.h"
+#include "model/peft.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
@@ -74,7 +76,7 @@ std::unique_ptr<data::Tokenizer> ChooseTokenizer(const std::string& flag, const 
 }
 
 struct GenerateOptions {
-  std::string checkpoint, tokenizer = "auto", prompt;
+  std::string checkpoint, tokenizer = "auto", prompt, adapter;
   int tokens = 256;
   float temperature = 1.0f;
   int top_k = 40;
@@ -142,6 +144,10 @@ void AddGenerateCommand(CLI::App& app) {
                   "+ merges.txt, else gpt2 for a vocabulary of 50257 or more, bytes below), gpt2, "
                   "bytes, a tokenizer.json or a directory holding one, or a directory with "
                   "vocab.json + merges.txt");
+  cmd->add_option("--adapter", o->adapter,
+                  "a PEFT LoRA adapter directory (adapter_config.json + "
+                  "adapter_model.safetensors) of the --checkpoint model, merged into it before "
+                  "generating (as PEFT's merge_and_unload)");
   cmd->add_option("--prompt", o->prompt, "text to continue (empty: start of a document)");
   cmd->add_option("--tokens", o->tokens, "tokens to generate")->check(AtLeast(1));
   cmd->add_option("--temperature", o->temperature, "0 = greedy; higher = more random")
@@ -175,6 +181,10 @@ void AddGenerateCommand(CLI::App& app) {
         topo::PlanPlacement(t, topo::PlacementConfig{}, std::getenv("OMP_NUM_THREADS"));
     auto binder = topo::MakeBinder(t);
     WorkerPool pool(plan.groups[0].cpus, binder.get(), "gen");
+    if (!o->adapter.empty()) {
+      model::MergeAdapter(pool, o->adapter, layout, params.data());
+      std::fprintf(stderr, "note: adapter %s merged into the model\n", o->adapter.c_str());
+    }
 
     // Every id the tokenizer produces is < vocab_size() <= shape.V (checked above).
     // The prompt as the model saw documents in training (prepare-data's framing): with the

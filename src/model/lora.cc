@@ -86,25 +86,81 @@ std::vector<Module> Modules(const ParamLayout& base) {
   return out;
 }
 
-std::string Layer0(const std::string& path) {
-  std::string p = path;
-  if (const std::size_t at = p.find("{}"); at != std::string::npos) p.replace(at, 2, "0");
-  return p;
+int Layers(const Module& m, int L) { return m.per_layer ? L : 1; }
+
+std::string PathAt(const Module& m, int layer) {
+  return m.per_layer ? fmt::format(fmt::runtime(m.path), layer) : m.path;
 }
 
-bool Matches(const Module& m, const std::string& name, int L) {
-  if (!m.per_layer) return Matches(m.path, name);
-  // A name that picks some layers only ("layers.3.self_attn.q_proj") is refused by the caller.
-  for (int l = 0; l < L; ++l)
-    if (Matches(fmt::format(fmt::runtime(m.path), l), name)) return true;
-  return false;
+// How many layers of module m some name of `names` picks (PEFT matches each layer's module on its
+// own, so a list may name a module layer by layer: its spelling of "all-linear"); marks the
+// names that pick something in *used.
+int PickedLayers(const Module& m, const std::vector<std::string>& names, int L,
+                 std::vector<bool>* used) {
+  int picked = 0;
+  for (int l = 0; l < Layers(m, L); ++l) {
+    bool any = false;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (!Matches(PathAt(m, l), names[i])) continue;
+      any = true;
+      (*used)[i] = true;
+    }
+    picked += any;
+  }
+  return picked;
 }
 
-bool MatchesEveryLayer(const Module& m, const std::string& name, int L) {
-  if (!m.per_layer) return Matches(m.path, name);
-  for (int l = 0; l < L; ++l)
-    if (!Matches(fmt::format(fmt::runtime(m.path), l), name)) return false;
-  return true;
+// Every layer gets the same adapters: a module is picked in all its layers or in none.
+void CheckEveryLayer(const Module& m, int picked, int L, const char* what) {
+  if (picked == 0 || picked == Layers(m, L)) return;
+  throw InputError(
+      fmt::format("LoRA {} name module {} in {} of its {} layers only", what, m.path, picked, L),
+      "name the module without its layer index (e.g. q_proj), or in every layer: "
+      "every layer gets the same adapters");
+}
+
+bool EndsWith(const std::string& s, const std::string& end) {
+  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+// PEFT's names for the modules `chosen` (paths with {}) among `all` (see Lora::TargetNames).
+// any_ending: modules_to_save's rule (peft.utils.other._set_trainable: key.endswith(name)), else
+// target_modules' (Matches).
+std::vector<std::string> PeftNames(const std::vector<Module>& all,
+                                   const std::set<std::string>& chosen, int L, bool any_ending) {
+  auto picks_only_chosen = [&](const std::string& name) {
+    for (const Module& m : all)
+      for (int l = 0; l < Layers(m, L); ++l) {
+        const std::string p = PathAt(m, l);
+        if ((any_ending ? EndsWith(p, name) : Matches(p, name)) && !chosen.count(m.path))
+          return false;
+      }
+    return true;
+  };
+  std::set<std::string> out;
+  for (const Module& m : all) {
+    if (!chosen.count(m.path)) continue;
+    // The path after the layer index ("self_attn.q_proj"), and its endings at dots, shortest
+    // first: each picks module m in every layer.
+    const std::size_t at = m.path.find("{}.");
+    const std::string tail = m.per_layer ? m.path.substr(at + 3) : m.path;
+    std::string name;
+    for (std::size_t dot = tail.rfind('.');;
+         dot = dot == 0 ? std::string::npos : tail.rfind('.', dot - 1)) {
+      const std::string candidate = dot == std::string::npos ? tail : tail.substr(dot + 1);
+      if (picks_only_chosen(candidate)) {
+        name = candidate;
+        break;
+      }
+      if (dot == std::string::npos) break;
+    }
+    if (!name.empty()) {
+      out.insert(name);
+    } else {
+      for (int l = 0; l < Layers(m, L); ++l) out.insert(PathAt(m, l));
+    }
+  }
+  return {out.begin(), out.end()};
 }
 
 std::string Leaf(const std::string& path) { return path.substr(path.rfind('.') + 1); }
@@ -163,17 +219,9 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
   std::vector<bool> used(targets.size(), false);
   std::vector<const Module*> targeted;
   for (const Module& m : modules) {
-    bool hit = false;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      if (!(all_linear ? false : Matches(m, targets[i], s.L))) continue;
-      if (!MatchesEveryLayer(m, targets[i], s.L)) {
-        throw InputError(fmt::format("LoRA target '{}' names module {} in some layers only",
-                                     targets[i], Layer0(m.path)),
-                         "name the module without its layer index (e.g. q_proj): every layer "
-                         "gets the same adapters");
-      }
-      used[i] = hit = true;
-    }
+    const int picked = all_linear ? 0 : PickedLayers(m, targets, s.L, &used);
+    CheckEveryLayer(m, picked, s.L, "target_modules");
+    bool hit = picked > 0;
     const HfTensor* w = nullptr;
     for (const HfTensor* h : m.tensors)
       if (!StripWeight(h->name).empty()) w = h;
@@ -182,7 +230,7 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
     if (!hit) continue;
     if (!linear) {
       throw InputError(
-          fmt::format("LoRA target module {} is not a linear layer of the blocks", Layer0(m.path)),
+          fmt::format("LoRA target module {} is not a linear layer of the blocks", PathAt(m, 0)),
           fmt::format("adapt the blocks' linear layers ({}); train a head or an embedding fully "
                       "with train.lora.modules_to_save",
                       ModuleList([&] {
@@ -238,40 +286,41 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
     }
   }
   std::set<Tensor> saved_set;
-  for (const std::string& name : save) {
-    bool found = false;
-    for (const Module& m : modules) {
-      if (!Matches(m, name, s.L)) continue;
-      found = true;
-      for (const HfTensor* h : m.tensors) {
-        if (h->rows != HfTensor::kAll) {
-          throw InputError(fmt::format("module to save '{}' is part of a fused tensor ({} in "
-                                       "cputrain-numa)",
-                                       name, base.info(h->t).name),
-                           "adapt it with train.lora.target_modules instead");
-        }
-        if (std::any_of(sites_.begin(), sites_.end(),
-                        [&](const LoraSite& x) { return x.base == h->t; })) {
-          throw InputError(
-              fmt::format("module '{}' is both a LoRA target and a module to save", name),
-              "name it in one of train.lora.target_modules and modules_to_save");
-        }
-        if (saved_set.insert(h->t).second) {
-          const std::string prefix = h->head >= 0 ? "" : f.hf_optional_prefix;
-          saved_.push_back({h->t, prefix + h->name});
-        }
+  std::vector<bool> save_used(save.size(), false);
+  for (const Module& m : modules) {
+    const int picked = PickedLayers(m, save, s.L, &save_used);
+    CheckEveryLayer(m, picked, s.L, "modules_to_save");
+    if (picked == 0) continue;
+    for (const HfTensor* h : m.tensors) {
+      if (h->rows != HfTensor::kAll) {
+        throw InputError(fmt::format("module to save '{}' is part of a fused tensor ({} in "
+                                     "cputrain-numa)",
+                                     Leaf(m.path), base.info(h->t).name),
+                         "adapt it with train.lora.target_modules instead");
+      }
+      if (std::any_of(sites_.begin(), sites_.end(),
+                      [&](const LoraSite& x) { return x.base == h->t; })) {
+        throw InputError(
+            fmt::format("module '{}' is both a LoRA target and a module to save", Leaf(m.path)),
+            "name it in one of train.lora.target_modules and modules_to_save");
+      }
+      if (saved_set.insert(h->t).second) {
+        const std::string prefix = h->head >= 0 ? "" : f.hf_optional_prefix;
+        saved_.push_back({h->t, prefix + h->name});
       }
     }
-    if (!found) {
-      const bool tied = name == "lm_head" && !base.has(kLmHead) && s.head == Head::kLm;
-      throw InputError(
-          tied ? fmt::format("module to save 'lm_head' is tied to the token embedding in this {} "
-                             "model",
-                             ArchName(s.arch))
-               : fmt::format("module to save '{}' is not in this {} model", name, ArchName(s.arch)),
-          tied ? std::string("save the embedding instead (its module name)")
-               : fmt::format("its modules are: {}", ModuleList(modules)));
-    }
+  }
+  for (std::size_t i = 0; i < save.size(); ++i) {
+    if (save_used[i]) continue;
+    const std::string& name = save[i];
+    const bool tied = name == "lm_head" && !base.has(kLmHead) && s.head == Head::kLm;
+    throw InputError(
+        tied ? fmt::format("module to save 'lm_head' is tied to the token embedding in this {} "
+                           "model",
+                           ArchName(s.arch))
+             : fmt::format("module to save '{}' is not in this {} model", name, ArchName(s.arch)),
+        tied ? std::string("save the embedding instead (its module name)")
+             : fmt::format("its modules are: {}", ModuleList(modules)));
   }
   for (const LoraSite& site : sites_) by_base_[site.base].push_back(&site);
   // The trainable table: saved input tensors, per layer the adapters (and saved per-layer
@@ -311,21 +360,15 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
 const std::vector<const LoraSite*>& Lora::SitesOf(Tensor t) const { return by_base_[t]; }
 
 std::vector<std::string> Lora::TargetNames() const {
-  std::vector<std::string> out;
-  for (const LoraSite& site : sites_) out.push_back(Leaf(site.module));
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  std::set<std::string> chosen;
+  for (const LoraSite& site : sites_) chosen.insert(site.module);
+  return PeftNames(Modules(base_), chosen, base_.shape().L, /*any_ending=*/false);
 }
 
 std::vector<std::string> Lora::SavedNames() const {
-  std::vector<std::string> out;
-  for (const LoraSaved& x : saved_) {
-    std::string m = x.hf_name.substr(0, x.hf_name.rfind('.'));
-    m = Leaf(m);
-    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
-  }
-  return out;
+  std::set<std::string> chosen;
+  for (const LoraSaved& x : saved_) chosen.insert(x.hf_name.substr(0, x.hf_name.rfind('.')));
+  return PeftNames(Modules(base_), chosen, base_.shape().L, /*any_ending=*/true);
 }
 
 std::string Lora::Describe() const {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -45,8 +46,12 @@ struct LoraConfig {
   // The frozen base's storage: fp32, or bf16 (half the memory; the products then read bf16
   // weights, so it needs train.precision: bf16).
   bool base_bf16 = false;
+  // PEFT's use_rslora (rank-stabilized LoRA): the update is scaled by alpha / sqrt(r) instead.
+  bool rslora = false;
   bool on() const { return r > 0; }
-  float scale() const { return alpha / static_cast<float>(r); }
+  float scale() const {
+    return rslora ? alpha / std::sqrt(static_cast<float>(r)) : alpha / static_cast<float>(r);
+  }
 };
 
 // "default" / "gaussian" / "false"; and back (InputError naming the valid names).
@@ -95,8 +100,12 @@ class Lora {
   const std::vector<LoraSaved>& saved() const { return saved_; }
   // Base tensor t trains fully (is in the LoRA layout).
   bool Saves(Tensor t) const { return layout_.has(t); }
-  // The resolved PEFT names: target_modules as PEFT writes them (module leaf names, sorted),
-  // and modules_to_save.
+  // The resolved PEFT names, sorted: target_modules and modules_to_save as adapter_config.json
+  // holds them. Each module is named by the shortest ending of its path (without the layer
+  // index) that PEFT's matching resolves to the modules chosen and no other ("q_proj";
+  // "attn.c_proj" when GPT-2's mlp.c_proj is not chosen too; for modules_to_save PEFT matches
+  // any ending, not only one after a dot), else by its full path in every layer (PEFT's own
+  // spelling of target_modules="all-linear": "bert.encoder.layer.0.output.dense", ...).
   std::vector<std::string> TargetNames() const;
   std::vector<std::string> SavedNames() const;
   // What trains, in numbers: "LoRA r=16 alpha=32 on q_proj, v_proj: 1,126,400 trainable of
