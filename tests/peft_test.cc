@@ -126,7 +126,7 @@ void RoundTrip(const ParamLayout& base, const LoraConfig& cfg, const std::string
 
 // The tensors of the written file: name -> shape.
 std::map<std::string, std::vector<std::uint64_t>> Tensors(const std::string& dir) {
-  SafetensorsFile f = SafetensorsFile::Open(dir + "/" + kAdapterWeightsFile);
+  SafetensorsFile f = SafetensorsFile::Open(dir + "/" + kAdapterFile);
   std::map<std::string, std::vector<std::uint64_t>> out;
   for (const SafeTensor& t : f.tensors()) out[t.name] = t.shape;
   EXPECT_EQ(f.metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
@@ -268,7 +268,7 @@ struct Fixture {
     WriteAdapter(dir.path(), *lora, p.data(), "");
   }
   std::string config() const { return dir.path() + "/" + kAdapterConfigFile; }
-  std::string weights() const { return dir.path() + "/" + kAdapterWeightsFile; }
+  std::string weights() const { return dir.path() + "/" + kAdapterFile; }
   void EditConfig(const std::function<void(json&)>& edit) const {
     json c = json::parse(Slurp(config()));
     edit(c);

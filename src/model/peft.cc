@@ -365,20 +365,20 @@ AdapterInfo ReadAdapterConfig(const std::string& dir) {
 
 void LoadAdapter(const std::string& dir, const Lora& lora, float* params) {
   std::error_code ec;
-  const fs::path weights = fs::path(dir) / kAdapterWeightsFile;
+  const fs::path weights = fs::path(dir) / kAdapterFile;
   if (!fs::exists(weights, ec)) {
     const fs::path bin = fs::path(dir) / kAdapterBinFile;
     if (fs::exists(bin, ec)) {
       throw InputError(
           fmt::format("PEFT adapter '{}' has {} (PyTorch's pickle format) and no {}: only "
                       "safetensors are read",
-                      dir, kAdapterBinFile, kAdapterWeightsFile),
+                      dir, kAdapterBinFile, kAdapterFile),
           fmt::format("convert it: python -c \"import torch; from safetensors.torch import "
                       "save_file; save_file(torch.load('{}', weights_only=True), '{}', "
                       "metadata={{'format': 'pt'}})\"",
                       bin.string(), weights.string()));
     }
-    throw InputError(fmt::format("PEFT adapter '{}' has no {}", dir, kAdapterWeightsFile),
+    throw InputError(fmt::format("PEFT adapter '{}' has no {}", dir, kAdapterFile),
                      "pass the directory PeftModel.save_pretrained wrote (adapter_config.json "
                      "and adapter_model.safetensors)");
   }
@@ -514,7 +514,7 @@ void WriteAdapter(const std::string& dir, const Lora& lora, const float* params,
   };
   // Weights first, the config last (as ExportHf): an interrupted write leaves no new config
   // beside old weights.
-  WriteSafetensors((fs::path(dir) / kAdapterWeightsFile).string(), std::move(out),
+  WriteSafetensors((fs::path(dir) / kAdapterFile).string(), std::move(out),
                    {{"format", "pt"}});
   WriteFileAtomic(ConfigPath(dir), cfg.dump(2));
 }

@@ -21,14 +21,15 @@
 #include <memory>
 #include <string>
 
+#include "model/checkpoint_path.h"
 #include "model/lora.h"
 #include "model/params.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::model {
 
-inline constexpr const char* kAdapterConfigFile = "adapter_config.json";
-inline constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
+// The files (kAdapterConfigFile, kAdapterFile) are named in model/checkpoint_path.h: a LoRA run's
+// step directories are adapter directories.
 // The prefix of every tensor name: PeftModel's base_model (the LoraModel) and its model.
 inline constexpr const char* kPeftKeyPrefix = "base_model.model.";
 // The format's version written as peft_version (what the files follow, not a PEFT install).
