@@ -390,11 +390,12 @@ class StandIn:
             save_file(t, path, metadata={"format": "pt"})
 
 
-def write_metrics(run_dir: str, cfg: "ref.RunConfig", rec: dict) -> None:
-    """RUN/metrics.jsonl as the trainer writes it, from train_hf's record: a stand-in's run."""
+def write_metrics(run_dir: str, cfg: "ref.RunConfig", rec: dict, first: int = 0) -> None:
+    """RUN/metrics.jsonl as the trainer writes it, from train_hf's record: a stand-in's run (one
+    resumed after `first` steps logs the steps from there)."""
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
-        for s in range(cfg.steps):
+        for s in range(first, cfg.steps):
             f.write(json.dumps({"step": s, "loss": rec["steps"][s], "lr": rec["lrs"][s],
                                 "grad_norm": rec["grad_norms"][s]}) + "\n")
         for v in rec["val"]:
