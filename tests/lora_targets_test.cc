@@ -53,8 +53,8 @@ std::string Error(const ParamLayout& base, const LoraConfig& cfg) {
 
 TEST(LoraTargets, LlamaSitesAreTheRowsOfTheFusedProducts) {
   const ParamLayout base(Llama(true));
-  const Lora lora(base, Cfg({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                             "down_proj"}));
+  const Lora lora(
+      base, Cfg({"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}));
   ASSERT_EQ(lora.sites().size(), 7u);
   // hs = 16: q 64 rows, k and v 32 each (2 KV heads); gate and up F = 160 rows each.
   const auto& qkv = lora.SitesOf(kQkvw);
@@ -72,20 +72,19 @@ TEST(LoraTargets, LlamaSitesAreTheRowsOfTheFusedProducts) {
   EXPECT_EQ(fc[1]->rows, 160);
   EXPECT_EQ(lora.SitesOf(kFcprojw)[0]->in, 160);
   // Per layer: A (r, in) and B (rows, r) of each site.
-  const std::size_t per_layer = 4 * (64 + 64) + 4 * (64 + 32) * 2 + 4 * (64 + 64) +
-                                2 * 4 * (64 + 160) + 4 * (160 + 64);
+  const std::size_t per_layer =
+      4 * (64 + 64) + 4 * (64 + 32) * 2 + 4 * (64 + 64) + 2 * 4 * (64 + 160) + 4 * (160 + 64);
   EXPECT_EQ(lora.layout().total(), 2 * per_layer);
-  EXPECT_EQ(lora.TargetNames(), (std::vector<std::string>{"down_proj", "gate_proj", "k_proj",
-                                                          "o_proj", "q_proj", "up_proj",
-                                                          "v_proj"}));
+  EXPECT_EQ(lora.TargetNames(),
+            (std::vector<std::string>{"down_proj", "gate_proj", "k_proj", "o_proj", "q_proj",
+                                      "up_proj", "v_proj"}));
   EXPECT_TRUE(lora.saved().empty());
 }
 
 TEST(LoraTargets, FamilyDefaultsArePeftsAndAllLinearIsEveryBlockProduct) {
   EXPECT_EQ(Lora(ParamLayout(Llama(true)), Cfg({})).TargetNames(),
             (std::vector<std::string>{"q_proj", "v_proj"}));
-  EXPECT_EQ(Lora(ParamLayout(Gpt2()), Cfg({})).TargetNames(),
-            (std::vector<std::string>{"c_attn"}));
+  EXPECT_EQ(Lora(ParamLayout(Gpt2()), Cfg({})).TargetNames(), (std::vector<std::string>{"c_attn"}));
   EXPECT_EQ(Lora(ParamLayout(Gpt2()), Cfg({"all-linear"})).sites().size(), 4u);
   // GPT-2's c_proj is both attn.c_proj and mlp.c_proj, as PEFT matches it.
   const Lora g(ParamLayout(Gpt2()), Cfg({"c_proj"}));

@@ -444,10 +444,10 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
     // + adapter_model.safetensors), with the tokenizer; predictions use the base + adapter.
     const std::string step = model::ResolveCheckpointDir(args.output_dir);
     for (const char* name : {model::kAdapterConfigFile, model::kAdapterFile}) {
-      WriteFileAtomic((fs::path(args.output_dir) / name).string(),
-                      ReadFile((fs::path(step) / name).string(),
-                               InputKind{"adapter file", "an adapter file", 1ull << 40,
-                                         "rerun qa train"}));
+      WriteFileAtomic(
+          (fs::path(args.output_dir) / name).string(),
+          ReadFile((fs::path(step) / name).string(),
+                   InputKind{"adapter file", "an adapter file", 1ull << 40, "rerun qa train"}));
     }
     CopyTokenizer(tok_path, args.output_dir);
     log::Info("saved the trained LoRA adapter (PEFT format) in {}", args.output_dir);

@@ -514,8 +514,7 @@ void WriteAdapter(const std::string& dir, const Lora& lora, const float* params,
   };
   // Weights first, the config last (as ExportHf): an interrupted write leaves no new config
   // beside old weights.
-  WriteSafetensors((fs::path(dir) / kAdapterFile).string(), std::move(out),
-                   {{"format", "pt"}});
+  WriteSafetensors((fs::path(dir) / kAdapterFile).string(), std::move(out), {{"format", "pt"}});
   WriteFileAtomic(ConfigPath(dir), cfg.dump(2));
 }
 

@@ -1,12 +1,11 @@
 #include "train/replica_group.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <exception>
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "kernels/bf16.h"
@@ -189,12 +188,13 @@ void ReplicaGroups::ReleaseFp32Matrices() {
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   released_bytes_ = 0;
   for (NodeBase& nb : bases_) {
-    for (model::Tensor t : {model::kQkvw, model::kAttprojw, model::kFcw, model::kFcprojw,
-                            model::kLmHead}) {
+    for (model::Tensor t :
+         {model::kQkvw, model::kAttprojw, model::kFcw, model::kFcprojw, model::kLmHead}) {
       if (!model_layout_.has(t) || lora_->Saves(t)) continue;
       const model::TensorInfo& info = model_layout_.info(t);
       for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l) {
-        const auto b = reinterpret_cast<std::uintptr_t>(nb.params.data() + model_layout_.offset(t, l));
+        const auto b =
+            reinterpret_cast<std::uintptr_t>(nb.params.data() + model_layout_.offset(t, l));
         const std::uintptr_t e = b + info.numel * sizeof(float);
         const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;
         if (hi <= lo) continue;
@@ -254,20 +254,17 @@ nlohmann::json ReplicaGroups::PlacementJson(const topo::Plan& plan) const {
 nlohmann::json ReplicaGroups::LoraJson() const {
   nlohmann::json copies = nlohmann::json::array();
   for (const NodeBase& nb : bases_) {
-    copies.push_back({{"numa_node", nb.node},
-                      {"groups", nb.groups},
-                      {"fp32_bytes", nb.params.bytes() - released_bytes_ / bases_.size()},
-                      {"bf16_bytes", nb.bf16.bytes()},
-                      {"memory_nodes", alloc::NodesBacking(nb.params.data(), nb.params.bytes()).nodes()}});
+    copies.push_back(
+        {{"numa_node", nb.node},
+         {"groups", nb.groups},
+         {"fp32_bytes", nb.params.bytes() - released_bytes_ / bases_.size()},
+         {"bf16_bytes", nb.bf16.bytes()},
+         {"memory_nodes", alloc::NodesBacking(nb.params.data(), nb.params.bytes()).nodes()}});
   }
-  return {{"describe", lora_->Describe()},
-          {"rank", lora_->config().r},
-          {"alpha", lora_->config().alpha},
-          {"target_modules", lora_->TargetNames()},
-          {"modules_to_save", lora_->SavedNames()},
-          {"trainable_floats", lora_->layout().total()},
-          {"base_floats", model_layout_.total()},
-          {"base_copies", copies}};
+  return {{"describe", lora_->Describe()},          {"rank", lora_->config().r},
+          {"alpha", lora_->config().alpha},         {"target_modules", lora_->TargetNames()},
+          {"modules_to_save", lora_->SavedNames()}, {"trainable_floats", lora_->layout().total()},
+          {"base_floats", model_layout_.total()},   {"base_copies", copies}};
 }
 
 void ReplicaGroups::RefreshBf16Weights() {

@@ -128,7 +128,7 @@ class ReplicaGroups {
     // model_layout().total(); with base_dtype bf16 the block products' fp32 pages are released
     // once the bf16 copy holds them (InitBase): their bytes are not resident.
     alloc::NodeBuffer<float> params;
-    alloc::NodeBuffer<uint16_t> bf16;    // bf16 runs: its bf16 copy
+    alloc::NodeBuffer<uint16_t> bf16;  // bf16 runs: its bf16 copy
   };
   const std::vector<NodeBase>& bases() const { return bases_; }
   // LoRA: fills node 0's base with init(pool, base) on its first group's workers, then every

@@ -163,8 +163,9 @@ void Stepper::AddForwardLoss(FunctionRef<void(ReplicaGroup&)> load, double* sum)
   groups_.OnAll(
       [&](ReplicaGroup& grp) {
         load(grp);
-        grp.loss_sum = model::Forward(*grp.pool, groups_.model_layout(), grp.model_weights(),
-                                      *grp.act, grp.rows, T_, true, grp.bf16(), nullptr, grp.lora());
+        grp.loss_sum =
+            model::Forward(*grp.pool, groups_.model_layout(), grp.model_weights(), *grp.act,
+                           grp.rows, T_, true, grp.bf16(), nullptr, grp.lora());
       },
       [&](const std::string& why) { Abort(why); });
   for (const ReplicaGroup& grp : groups_.all()) *sum += grp.loss_sum;

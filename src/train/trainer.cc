@@ -78,9 +78,9 @@ std::optional<model::LoraConfig> LoraOf(const Config& cfg) {
   if (!l.adapter.empty()) {
     c = model::ReadAdapterConfig(l.adapter).cfg;
     if (cfg.explicit_keys.count("train.lora.r") && l.r != c.r) {
-      throw InputError(fmt::format("train.lora.r is {} but the adapter '{}' has r = {}", l.r,
-                                   l.adapter, c.r),
-                       "drop train.lora.r: the adapter sets its rank");
+      throw InputError(
+          fmt::format("train.lora.r is {} but the adapter '{}' has r = {}", l.r, l.adapter, c.r),
+          "drop train.lora.r: the adapter sets its rank");
     }
   } else {
     c.r = l.r;
@@ -250,8 +250,7 @@ void InitState(Run& run) {
     // The base: always model.init_from's (or the seed's), resumed or not — a LoRA checkpoint
     // holds the adapters only. Then the adapters: the checkpoint's, the adapter to continue, or
     // a fresh init (saved modules copied from the base).
-    const std::string base =
-        m.init_from.empty() ? "" : model::ResolveModelFile(m.init_from);
+    const std::string base = m.init_from.empty() ? "" : model::ResolveModelFile(m.init_from);
     run.groups->InitBase([&](WorkerPool& pool, float* params) {
       if (base.empty()) {
         model::RandomInit(pool, run.groups->model_layout(), m.seed, params);
@@ -333,9 +332,9 @@ void BuildGroups(Run& run) {
   const int G = static_cast<int>(run.plan.groups.size());
   alloc::Configure(alloc::OptionsFor(run.topology));
   const std::optional<model::LoraConfig> lora = LoraOf(cfg);
-  run.groups = std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape,
-                                               run.B / (run.R * G), run.T, G > 1 || run.dist,
-                                               cfg.train.bf16, lora ? &*lora : nullptr);
+  run.groups =
+      std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape, run.B / (run.R * G), run.T,
+                                      G > 1 || run.dist, cfg.train.bf16, lora ? &*lora : nullptr);
   InitState(run);
   run.stepper = std::make_unique<Stepper>(
       *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
@@ -595,8 +594,8 @@ void Infer(const Config& cfg, RowSource& rows,
         [&](ReplicaGroup& g) {
           rows.LoadRows(0, g.index * g.rows, g.rows, *g.act);
           g.act->dropout.on = false;
-          model::Forward(*g.pool, layout, g.model_weights(), *g.act, g.rows, run.T, false,
-                         g.bf16(), nullptr, g.lora());
+          model::Forward(*g.pool, layout, g.model_weights(), *g.act, g.rows, run.T, false, g.bf16(),
+                         nullptr, g.lora());
         },
         [](const std::string&) {});
     for (const ReplicaGroup& g : run.groups->all())
