@@ -96,6 +96,24 @@ def hf_forward(model, kind, idx, types, lengths, starts=None, ends=None):
     return model(**kw)
 
 
+def save_inputs(path, idx, types, lengths, starts, ends):
+    """engine_logits' IDS file for a span head (engine_logits.cc): ids, types, lengths, labels."""
+    save_file({"idx": idx.astype(np.float32), "types": types.astype(np.float32),
+               "lengths": lengths.reshape(B, 1).astype(np.float32),
+               "starts": starts.reshape(B, 1).astype(np.float32),
+               "ends": ends.reshape(B, 1).astype(np.float32)}, path)
+
+
+def qa_loss(model, kind, idx, types, lengths, starts, ends):
+    """BertForQuestionAnswering's loss, (CE(start) + CE(end)) / 2 with a label outside [0, T)
+    ignored; ours divides by the rows of the batch, ignored ones included (transformers by the
+    rows not ignored: the same whenever no label is ignored, as with run_qa.py's features)."""
+    res = hf_forward(model, kind, idx, types, lengths)
+    ce = torch.nn.CrossEntropyLoss(ignore_index=T, reduction="sum")
+    s_t, e_t = torch.from_numpy(starts).clamp(0, T), torch.from_numpy(ends).clamp(0, T)
+    return 0.5 * (ce(res.start_logits, s_t) + ce(res.end_logits, e_t)) / B
+
+
 def our_names(model, kind):
     """transformers' parameter names as ToHfTensors names our gradients (no body prefix)."""
     prefix = "bert." if kind.startswith("bert") else "distilbert."
@@ -128,10 +146,7 @@ def check(engine_logits, kind, tmp, checks):
     if kind.startswith("distil"):
         types[:] = 0  # DistilBERT has no token types
     ids = os.path.join(tmp, f"{kind}-ids.safetensors")
-    save_file({"idx": idx.astype(np.float32), "types": types.astype(np.float32),
-               "lengths": lengths.reshape(B, 1).astype(np.float32),
-               "starts": starts.reshape(B, 1).astype(np.float32),
-               "ends": ends.reshape(B, 1).astype(np.float32)}, ids)
+    save_inputs(ids, idx, types, lengths, starts, ends)
     out, grads = os.path.join(tmp, f"{kind}-logits.st"), os.path.join(tmp, f"{kind}-grads.st")
     tp.run([engine_logits, d, ids, out, grads])
     ours = load_file(grads)
@@ -143,13 +158,7 @@ def check(engine_logits, kind, tmp, checks):
     checks.expect(diff <= LOGITS_TOL, f"{kind}: start/end logits within {LOGITS_TOL:g} of "
                   f"transformers' (rel {diff:.3e})")
     m64 = copy.deepcopy(model).to(torch.float64)
-    res = hf_forward(m64, kind, idx, types, lengths)
-    # BertForQuestionAnswering's loss, (CE(start) + CE(end)) / 2 with a label outside [0, T)
-    # ignored; ours divides by the rows of the batch, ignored ones included (transformers by the
-    # rows not ignored: the same whenever no label is ignored, as with run_qa.py's features).
-    ce = torch.nn.CrossEntropyLoss(ignore_index=T, reduction="sum")
-    s_t, e_t = torch.from_numpy(starts).clamp(0, T), torch.from_numpy(ends).clamp(0, T)
-    loss_t = 0.5 * (ce(res.start_logits, s_t) + ce(res.end_logits, e_t)) / B
+    loss_t = qa_loss(m64, kind, idx, types, lengths, starts, ends)
     if ends.max() < T:  # no label ignored: transformers' own loss is this one
         ref = hf_forward(m64, kind, idx, types, lengths, starts, ends).loss
         checks.expect(abs(float(ref.detach()) - float(loss_t.detach())) <= 1e-12 * abs(float(ref.detach())),

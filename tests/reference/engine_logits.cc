@@ -12,12 +12,21 @@
 // (CE(start) + CE(end)) / 2), BertForQuestionAnswering's loss, named as ToHfTensors names them
 // (the body without the "bert." prefix).
 //
+//
+// --adapter DIR: CHECKPOINT is the base and DIR a PEFT LoRA adapter of it (model/peft.h:
+// OpenAdapter, LoadAdapter); the passes run with the adapters (model::LoraPass, as the trainer
+// runs them, without dropout), and GRADS holds the trainable tensors' gradients alone (the
+// adapters' A and B, the modules to save) under the names PEFT saves them with
+// ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"), plus "loss".
+//
 // The forward pass is model::Forward (src/model/transformer.h), the one the trainer and eval run,
 // on a one-thread pool. Exit 0 on success, 1 with a message on stderr otherwise.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +34,8 @@
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/hf.h"
+#include "model/lora.h"
+#include "model/peft.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
 #include "runtime/worker_pool.h"
@@ -56,8 +67,27 @@ bool ReadIds(cputrain::model::SafetensorsFile& in, const char* name, int B, int 
   return true;
 }
 
-int Run(const std::string& checkpoint, const std::string& ids_path, const std::string& out,
-        const std::string& grads_out) {
+// The trainable buffer `grads` (lora's layout) under PEFT's names: WriteAdapter names them, into
+// a scratch directory beside `path` that is removed again. Appends to `tensors`, whose data
+// points into `keep`.
+void AdapterGrads(const cputrain::model::Lora& lora, const float* grads, const std::string& path,
+                  std::vector<std::vector<float>>& keep,
+                  std::vector<cputrain::model::SafeTensorOut>& tensors) {
+  using namespace cputrain;
+  const std::string dir = path + ".adapter-names";
+  model::WriteAdapter(dir, lora, grads, "");
+  model::SafetensorsFile f = model::SafetensorsFile::Open(dir + "/" + model::kAdapterFile);
+  keep.reserve(f.tensors().size());
+  for (const model::SafeTensor& t : f.tensors()) {
+    keep.emplace_back(t.numel);
+    f.ReadF32(t, keep.back().data());
+    tensors.push_back({t.name, t.shape, keep.back().data()});
+  }
+  std::filesystem::remove_all(dir);
+}
+
+int Run(const std::string& checkpoint, const std::string& adapter, const std::string& ids_path,
+        const std::string& out, const std::string& grads_out) {
   using namespace cputrain;
   kernels::InitBlas();
   const std::string file = model::ResolveModelFile(checkpoint);
@@ -94,8 +124,20 @@ int Run(const std::string& checkpoint, const std::string& ids_path, const std::s
   } else if (with_grads && !ReadIds(in, "targets", B, T, s.V, acts.targets)) {
     return 1;
   }
-  const double loss_sum =
-      model::Forward(pool, layout, params.data(), acts, B, T, /*with_loss=*/with_grads);
+  // The adapter: its trainable buffer and the activations of its sites.
+  std::unique_ptr<model::Lora> lora;
+  std::vector<float> lora_params, lora_acts;
+  model::LoraPass pass;
+  if (!adapter.empty()) {
+    lora = model::OpenAdapter(adapter, layout);
+    lora_params.resize(lora->layout().total());
+    model::LoadAdapter(adapter, *lora, lora_params.data());
+    lora_acts.assign(lora->ActFloats(B, T), 0.f);
+    pass = {lora.get(), lora_params.data(), lora_acts.data()};
+  }
+  const model::LoraPass* with_lora = lora ? &pass : nullptr;
+  const double loss_sum = model::Forward(pool, layout, params.data(), acts, B, T,
+                                         /*with_loss=*/with_grads, nullptr, nullptr, with_lora);
 
   const int V = encoder ? 2 : s.V, stride = s.head_width();
   std::vector<float> logits(static_cast<std::size_t>(B) * T * V);
@@ -109,13 +151,21 @@ int Run(const std::string& checkpoint, const std::string& ids_path, const std::s
   // d(mean cross-entropy over the B*T positions)/d(every parameter), under Hugging Face's names
   // (a tied embedding's gradient includes the LM head's share, as autograd's for the one tensor);
   // an encoder's loss is a mean over the B rows.
+  // With an adapter, only the trainable buffer's.
   const float N = static_cast<float>(B) * (encoder ? 1 : T);
-  std::vector<float> grads(layout.total(), 0.f);
-  model::Backward(pool, layout, params.data(), grads.data(), acts, B, T, 1.0f / N,
-                  [](std::size_t) {});
-  const std::vector<model::HfTensorData> hf = model::ToHfTensors(layout, grads.data());
+  std::vector<float> grads(lora ? lora->layout().total() : layout.total(), 0.f);
+  model::Backward(
+      pool, layout, params.data(), grads.data(), acts, B, T, 1.0f / N, [](std::size_t) {},
+      /*accumulate=*/false, nullptr, with_lora);
   std::vector<model::SafeTensorOut> tensors;
-  for (const model::HfTensorData& t : hf) tensors.push_back({t.name, t.shape, t.data.data()});
+  std::vector<model::HfTensorData> hf;
+  std::vector<std::vector<float>> adapter_grads;
+  if (lora) {
+    AdapterGrads(*lora, grads.data(), grads_out, adapter_grads, tensors);
+  } else {
+    hf = model::ToHfTensors(layout, grads.data());
+    for (const model::HfTensorData& t : hf) tensors.push_back({t.name, t.shape, t.data.data()});
+  }
   const float loss = static_cast<float>(loss_sum / N);
   tensors.push_back({"loss", {1}, &loss});
   model::WriteSafetensors(grads_out, std::move(tensors), {});
@@ -125,14 +175,20 @@ int Run(const std::string& checkpoint, const std::string& ids_path, const std::s
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string adapter;
+  if (argc > 2 && std::string(argv[1]) == "--adapter") {
+    adapter = argv[2];
+    argc -= 2;
+    argv += 2;
+  }
   if (argc != 4 && argc != 5) {
     std::fprintf(stderr,
-                 "usage: engine_logits CHECKPOINT IDS.safetensors OUT.safetensors "
-                 "[GRADS.safetensors]\n");
+                 "usage: engine_logits [--adapter PEFT_DIR] CHECKPOINT IDS.safetensors "
+                 "OUT.safetensors [GRADS.safetensors]\n");
     return 1;
   }
   try {
-    return Run(argv[1], argv[2], argv[3], argc == 5 ? argv[4] : "");
+    return Run(argv[1], adapter, argv[2], argv[3], argc == 5 ? argv[4] : "");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_logits: %s\n", e.what());
     return 1;

@@ -169,7 +169,7 @@ def expected_decay(case: LlamaCase) -> List[str]:
 def hf_grads(model, idx: np.ndarray, targets: np.ndarray) -> Tuple[float, Dict[str, np.ndarray]]:
     """transformers' autograd, in float64 on a copy of the model (the same weights, widened
     exactly): the mean cross-entropy over the B*T positions of idx against targets and its
-    gradient for every parameter, by named_parameters() name (a tied head is the embedding's, its
+    gradient for every trainable parameter, by named_parameters() name (a tied head is the embedding's, its
     share included). float64, so that GRADS_TOL bounds the engine's fp32 error alone (against
     transformers' own fp32 gradients the two roundings add). The largest is a tensor whose
     gradient is small next to the activations it is made of, through softmax's backward: layer
@@ -177,31 +177,48 @@ def hf_grads(model, idx: np.ndarray, targets: np.ndarray) -> Tuple[float, Dict[s
     m64 = copy.deepcopy(model).to(torch.float64)
     loss = tp.hf_loss(m64, torch.from_numpy(idx), torch.from_numpy(targets))
     loss.backward()
-    grads = {n: p.grad.detach().numpy().copy() for n, p in m64.named_parameters()}
+    grads = {n: p.grad.detach().numpy().copy() for n, p in m64.named_parameters()
+             if p.requires_grad}  # a PeftModel's frozen base has none
     return float(loss.item()), grads
 
 
 def check_grads(engine, checkpoint: str, model, seed: int, what: str, tmp: str,
-                checks: tp.Checks) -> None:
-    """engine_logits CHECKPOINT IDS OUT GRADS on (B=2, T=maxT) ids and targets against hf_grads:
-    the same tensor names and HF shapes, the loss and every tensor within GRADS_TOL relative
-    (2-norm of the difference / 2-norm of transformers'). A failure names each tensor off."""
+                checks: tp.Checks, adapter: Optional[str] = None,
+                rename=lambda grads: grads) -> None:
+    """engine_logits CHECKPOINT IDS OUT GRADS on (B=2, T=maxT) ids and targets against hf_grads
+    (compare_grads): the same tensor names and HF shapes, the loss and every tensor within
+    GRADS_TOL relative. adapter: engine_logits --adapter DIR, against `model` = the PeftModel;
+    rename maps hf_grads' dict (named_parameters() names) to the names of the engine's file."""
     V, T = LLAMA_RUN.vocab_size, LLAMA_RUN.max_seq_len
     idx, targets = tp.sample_ids(V, T, seed), tp.sample_ids(V, T, seed + 1)
     ids_path = os.path.join(tmp, "grads-ids.safetensors")
     out_path, grads_path = os.path.join(tmp, "logits.st"), os.path.join(tmp, "grads.st")
     save_file({"idx": idx.astype(np.float32), "targets": targets.astype(np.float32)}, ids_path)
-    engine.logits(checkpoint, ids_path, out_path, grads_path)
-    ours = load_file(grads_path)
+    engine.logits(checkpoint, ids_path, out_path, grads_path,
+                  **({"adapter": adapter} if adapter else {}))
     loss, theirs = hf_grads(model, idx, targets)
+    compare_grads(load_file(grads_path), loss, rename(theirs), what, checks)
 
+
+def compare_grads(ours: Dict[str, np.ndarray], loss: float, theirs: Dict[str, np.ndarray],
+                  what: str, checks: tp.Checks, tol: Optional[float] = None) -> None:
+    """A GRADS file's tensors (engine_logits: a 'loss' of shape [1] and one gradient per
+    parameter) against the reference's loss and gradients under the same names: the same names
+    and shapes, the loss and every tensor within tol (default GRADS_TOL) relative (2-norm of the
+    difference / 2-norm of the reference's). A gradient that is 0 in exact arithmetic (the
+    reference's norm below 1e-12: a softmax ignores a shift shared by all its inputs, as a span
+    head's bias) must be below ZERO_TOL in norm instead, fp32 rounding noise. A failure names
+    each tensor off."""
+    tol = GRADS_TOL if tol is None else tol
+    ZERO_TOL = 1e-6  # sums of O(1) fp32 terms (bert_parity.py)
+    ours = dict(ours)
     got_loss = ours.pop("loss", None)
     if got_loss is None or got_loss.shape != (1,):
         checks.expect(False, f"gradients of the {what}: a 'loss' of shape [1] in GRADS "
                       f"({None if got_loss is None else list(got_loss.shape)})")
     else:
         d = abs(float(got_loss[0]) - loss) / abs(loss)
-        checks.expect(d <= GRADS_TOL, f"loss of the {what} within {GRADS_TOL:g}: ours "
+        checks.expect(d <= tol, f"loss of the {what} within {tol:g}: ours "
                       f"{float(got_loss[0])!r}, transformers {loss!r} (relative {d:.3e})")
     missing, extra = sorted(set(theirs) - set(ours)), sorted(set(ours) - set(theirs))
     checks.expect(not missing and not extra, f"gradients of the {what}: one tensor per parameter "
@@ -214,15 +231,19 @@ def check_grads(engine, checkpoint: str, model, seed: int, what: str, tmp: str,
         if g.shape != r.shape:
             off.append(f"{name}: shape {list(g.shape)}, HF's {list(r.shape)}")
             continue
-        d = float(np.linalg.norm(g - r) / max(np.linalg.norm(r), 1e-30))
+        if np.linalg.norm(r) < 1e-12:
+            if np.linalg.norm(g) > ZERO_TOL:
+                off.append(f"{name}: 0 in exact arithmetic, ours has norm {np.linalg.norm(g):.3e}")
+            continue
+        d = float(np.linalg.norm(g - r) / np.linalg.norm(r))
         worst = max(worst, (d, name))
-        if d > GRADS_TOL:
+        if d > tol:
             i = np.unravel_index(int(np.argmax(np.abs(g - r))), r.shape)
             off.append(f"{name}: relative {d:.3e}, worst element {tuple(map(int, i))} ours "
                        f"{g[i]:.4e} transformers {r[i]:.4e} (|grad| {np.linalg.norm(r):.3e})")
     print(f"  gradients of the {what}: {len(theirs)} tensors, worst {worst[1]} at "
           f"{worst[0]:.3e} relative")
-    checks.expect(not off, f"gradients of the {what} within {GRADS_TOL:g} per tensor"
+    checks.expect(not off, f"gradients of the {what} within {tol:g} per tensor"
                   + ("" if not off else ": " + "; ".join(off)))
 
 
@@ -344,21 +365,14 @@ class StandIn:
                 g[self.FAULTS["grad-scale"]] *= 1 + 1e-4
             save_file(dict(g, loss=np.array([loss], dtype=np.float32)), grads)
 
-    def train(self, config: str, sets: Dict[str, object]) -> None:
+    def train(self, config: str, sets: Dict[str, object], args: Tuple[str, ...] = ()) -> None:
         with open(config) as f:  # the engine is given the reference's config, unchanged
             assert f.read() == ref.config_yaml(self.cfg), "config.yaml is not config_yaml(cfg)"
         run_dir = str(sets["train.out_dir"])
         model = self._load(str(sets["model.init_from"]))
         tokens = [ref.decode_tokens(open(str(sets[k]), "rb").read())
                   for k in ("data.train", "data.val")]
-        rec = tp.train_hf(self.cfg, model, *tokens)
-        os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
-            for s in range(self.cfg.steps):
-                f.write(json.dumps({"step": s, "loss": rec["steps"][s], "lr": rec["lrs"][s],
-                                    "grad_norm": rec["grad_norms"][s]}) + "\n")
-            for v in rec["val"]:
-                f.write(json.dumps({"step": v["after_steps"], "val_loss": v["loss"]}) + "\n")
+        write_metrics(run_dir, self.cfg, tp.train_hf(self.cfg, model, *tokens))
         model.save_pretrained(os.path.join(run_dir, "hf"), safe_serialization=True)
 
     def export(self, run_dir: str, out_dir: str) -> None:
@@ -376,6 +390,30 @@ class StandIn:
             save_file(t, path, metadata={"format": "pt"})
 
 
+def write_metrics(run_dir: str, cfg: "ref.RunConfig", rec: dict, first: int = 0) -> None:
+    """RUN/metrics.jsonl as the trainer writes it, from train_hf's record: a stand-in's run (one
+    resumed after `first` steps logs the steps from there)."""
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        for s in range(first, cfg.steps):
+            f.write(json.dumps({"step": s, "loss": rec["steps"][s], "lr": rec["lrs"][s],
+                                "grad_norm": rec["grad_norms"][s]}) + "\n")
+        for v in rec["val"]:
+            f.write(json.dumps({"step": v["after_steps"], "val_loss": v["loss"]}) + "\n")
+
+
+def fault_caught(fault: str, named: str, check) -> bool:
+    """Runs check() (a mode against a broken stand-in; its exit code) with its output held back,
+    prints its failures, and says whether it failed with a failure naming `named`."""
+    print(f"==== self-check: fault {fault} (must fail, naming {named})", flush=True)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        failed = check() != 0
+    lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("FAIL")]
+    for ln in lines:
+        print("  (expected) " + ln[:400])
+    return failed and any(named in ln for ln in lines)
+
+
 def self_check(tmp: str) -> int:
     """Every mode against the stand-in (all checks must pass), then each StandIn fault on the
     import-train mode (the checks must fail, naming the tensor)."""
@@ -389,14 +427,9 @@ def self_check(tmp: str) -> int:
     for fault, tensor in StandIn.FAULTS.items():
         d = os.path.join(tmp, "fault-" + fault)
         os.makedirs(d)
-        print(f"==== self-check: fault {fault} (must fail, naming {tensor})", flush=True)
-        with contextlib.redirect_stdout(io.StringIO()) as out:
-            case = CASES["import-train"]
-            checks_failed = check_case(StandIn(case.run(), fault), case, d) != 0
-        failed = [ln for ln in out.getvalue().splitlines() if ln.startswith("FAIL")]
-        for ln in failed:
-            print("  (expected) " + ln[:400])
-        if not checks_failed or not any(tensor in ln for ln in failed):
+        case = CASES["import-train"]
+        if not fault_caught(fault, tensor,
+                            lambda: check_case(StandIn(case.run(), fault), case, d)):
             problems.append(f"fault {fault}: not caught, or no failure names {tensor}")
     for p in problems:
         print("SELF-CHECK FAILED:", p)

@@ -58,6 +58,7 @@ except ImportError as e:  # a failure, never a skip: the check must not silently
              f"tests need the peers' environment; run: bash scripts/install-deps.sh --peers")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import subprocess  # noqa: E402
@@ -137,13 +138,15 @@ class Engine:
     def __init__(self, cli: str, engine_logits: str):
         self.cli, self.engine_logits = cli, engine_logits
 
-    def logits(self, checkpoint: str, ids: str, out: str, grads: Optional[str] = None) -> None:
-        """engine_logits CHECKPOINT IDS OUT [GRADS] (engine_logits.cc)."""
-        run([self.engine_logits, checkpoint, ids, out] + ([grads] if grads else []))
+    def logits(self, checkpoint: str, ids: str, out: str, grads: Optional[str] = None,
+               adapter: Optional[str] = None) -> None:
+        """engine_logits [--adapter ADAPTER] CHECKPOINT IDS OUT [GRADS] (engine_logits.cc)."""
+        run([self.engine_logits] + (["--adapter", adapter] if adapter else []) +
+            [checkpoint, ids, out] + ([grads] if grads else []))
 
-    def train(self, config: str, sets: Dict[str, object]) -> None:
-        """cputrain-numa train --config CONFIG --set key=value ..."""
-        cmd = [self.cli, "train", "--progress", "quiet", "--config", config]
+    def train(self, config: str, sets: Dict[str, object], args: Tuple[str, ...] = ()) -> None:
+        """cputrain-numa train --config CONFIG [ARGS] --set key=value ..."""
+        cmd = [self.cli, "train", "--progress", "quiet", "--config", config, *args]
         for k, v in sets.items():
             cmd += ["--set", f"{k}={v}"]
         run(cmd)
@@ -153,32 +156,40 @@ class Engine:
         run([self.cli, "export", "--format", "hf", "--checkpoint", run_dir, "-o", out_dir])
 
 
+@contextlib.contextmanager
+def warnings_said(loggers: Tuple[str, ...] = ("transformers",)):
+    """Collects what the block logs at WARNING or above on `loggers` and what it raises as Python
+    warnings, as lines ("WARNING: ...", "UserWarning: ..."), into the list it yields."""
+    said: List[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            said.append(f"{record.levelname}: {record.getMessage()}")
+
+    keep = Keep(level=logging.WARNING)
+    for name in loggers:
+        logging.getLogger(name).addHandler(keep)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield said
+    finally:
+        for name in loggers:
+            logging.getLogger(name).removeHandler(keep)
+        said += [f"{w.category.__name__}: {w.message}" for w in caught]
+
+
 def load_hf(d: str, checks: Checks, cls=GPT2LMHeadModel, **kwargs):
     """cls.from_pretrained(d, **kwargs), fp32, eval mode. Every tensor of the model must come from
     the file (no missing, unexpected or mismatched tensor), and loading must log or raise no
     warning (transformers' logger, Python's warnings): a warning there is how transformers reports
     a config key it ignored or a tensor it re-tied or re-initialised."""
-    records: List[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append(record)
-
-    hf_logger = logging.getLogger("transformers")
-    keep = Keep(level=logging.WARNING)
-    hf_logger.addHandler(keep)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model, info = cls.from_pretrained(d, output_loading_info=True,
-                                              torch_dtype=torch.float32, **kwargs)
-    finally:
-        hf_logger.removeHandler(keep)
+    with warnings_said() as said:
+        model, info = cls.from_pretrained(d, output_loading_info=True,
+                                          torch_dtype=torch.float32, **kwargs)
     problems = {k: v for k, v in info.items() if v}
     checks.expect(not problems, f"from_pretrained({os.path.basename(d)}): no missing, unexpected "
                   f"or mismatched tensors {problems or ''}")
-    said = [f"{r.levelname}: {r.getMessage()}" for r in records if r.levelno >= logging.WARNING]
-    said += [f"{w.category.__name__}: {w.message}" for w in caught]
     checks.expect(not said, f"from_pretrained({os.path.basename(d)}): no warnings "
                   f"{said or ''}")
     model.eval()
@@ -211,13 +222,14 @@ def sample_ids(V: int, T: int, seed: int, B: int = 2) -> np.ndarray:
 
 # ---- checks shared by the GPT-2 and the Llama modes --------------------------------------------
 def check_logits(engine: Engine, checkpoint: str, model, V: int, T: int, seed: int, what: str,
-                 tmp: str, checks: Checks) -> None:
-    """The engine's logits for `checkpoint` (engine_logits) against transformers' `model`, on B=2
-    rows of T ids (sample_ids): within LOGITS_TOL by rel_diff."""
+                 tmp: str, checks: Checks, adapter: Optional[str] = None) -> None:
+    """The engine's logits for `checkpoint` (engine_logits; with a PEFT adapter: --adapter)
+    against transformers' `model` (a PeftModel with the adapter), on B=2 rows of T ids
+    (sample_ids): within LOGITS_TOL by rel_diff."""
     idx = sample_ids(V, T, seed)
     ids_path, out_path = os.path.join(tmp, "idx.safetensors"), os.path.join(tmp, "logits.st")
     save_file({"idx": idx.astype(np.float32)}, ids_path)
-    engine.logits(checkpoint, ids_path, out_path)
+    engine.logits(checkpoint, ids_path, out_path, **({"adapter": adapter} if adapter else {}))
     ours = load_file(out_path)["logits"]
     with torch.no_grad():
         theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
@@ -233,10 +245,10 @@ def check_logits(engine: Engine, checkpoint: str, model, V: int, T: int, seed: i
 
 
 def decay_split(model) -> Tuple[List[str], List[str]]:
-    """Names of the parameters AdamW decays (the 2-D ones: embeddings, projection and head
-    weights) and of the others (biases, norm weights), in named_parameters() order, which lists
-    a tied head once, as the embedding."""
-    names = [n for n, _ in model.named_parameters()]
+    """Names of the trainable parameters AdamW decays (the 2-D ones: embeddings, projection and
+    head weights; a PeftModel's lora_A and lora_B) and of the others (biases, norm weights), in
+    named_parameters() order, which lists a tied head once, as the embedding."""
+    names = [n for n, p in model.named_parameters() if p.requires_grad]  # not a frozen base's
     params = dict(model.named_parameters())
     return [n for n in names if params[n].dim() >= 2], [n for n in names if params[n].dim() < 2]
 
@@ -249,7 +261,7 @@ def train_hf(cfg: "ref.RunConfig", model, train_tokens: np.ndarray,
     fp32 master weights, gradients and moments, as gpt2_reference.py runs it)."""
     model.train()  # dropout is 0: train and eval mode compute the same
     prec = ref.PRECISIONS[cfg.precision]
-    params = dict(model.named_parameters())
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
     decay, other = decay_split(model)
 
     def micro_loss(x, y):
@@ -267,12 +279,15 @@ def train_hf(cfg: "ref.RunConfig", model, train_tokens: np.ndarray,
                           None if val_tokens is None else evaluate, train_tokens)
 
 
-def engine_train(engine: Engine, cfg: "ref.RunConfig", init_from: str, tmp: str):
+def engine_train(engine: Engine, cfg: "ref.RunConfig", init_from: str, tmp: str,
+                 args: Tuple[str, ...] = (), run_dir: Optional[str] = None,
+                 sets: Optional[Dict[str, object]] = None):
     """Writes the run's data (gpt2_reference.make_tokens, llm.c token files) and config
     (gpt2_reference.config_yaml) into tmp and trains with the engine from `init_from`
-    (model.init_from). Returns the train and val tokens, the run directory, and metrics.jsonl's
-    step rows and evaluation rows."""
-    run_dir = os.path.join(tmp, "run")
+    (model.init_from), into run_dir (default tmp/run); args (train's flags: --adapter DIR) and
+    sets (more --set keys) are passed on. Returns the train and val tokens, the run directory,
+    and metrics.jsonl's step rows and evaluation rows."""
+    run_dir = run_dir or os.path.join(tmp, "run")
     train_tokens, val_tokens = ref.make_tokens(cfg)
     for name, toks in (("train.bin", train_tokens), ("val.bin", val_tokens)):
         with open(os.path.join(tmp, name), "wb") as f:
@@ -285,7 +300,7 @@ def engine_train(engine: Engine, cfg: "ref.RunConfig", init_from: str, tmp: str)
     engine.train(config, {"model.init_from": init_from,
                           "data.train": os.path.join(tmp, "train.bin"),
                           "data.val": os.path.join(tmp, "val.bin"),
-                          "train.out_dir": run_dir})
+                          "train.out_dir": run_dir, **(sets or {})}, args)
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
     return (train_tokens, val_tokens, run_dir, [r for r in rows if "loss" in r],
             [r for r in rows if "val_loss" in r])
