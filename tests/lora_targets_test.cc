@@ -146,7 +146,7 @@ TEST(LoraTargets, RefusalsNameTheProblemAndTheFix) {
   EXPECT_NE(Error(llama, Cfg({"q_prj"})).find("q_proj"), std::string::npos);
   EXPECT_NE(Error(llama, Cfg({"embed_tokens"})).find("not a linear layer of the blocks"),
             std::string::npos);
-  EXPECT_NE(Error(llama, Cfg({"layers.1.self_attn.q_proj"})).find("some layers only"),
+  EXPECT_NE(Error(llama, Cfg({"layers.1.self_attn.q_proj"})).find("of its 2 layers only"),
             std::string::npos);
   EXPECT_NE(Error(llama, Cfg({"q_proj"}, 0)).find("rank"), std::string::npos);
   LoraConfig tied = Cfg({"q_proj"});

@@ -9,14 +9,13 @@
 # = 28672 (one NUMA node: one shared replica, no allgather), 57344 with an allgather; the same
 # LoRA FLOPs per token on every row; the LoRA record; the table's LoRA columns; and that a bad
 # --lora is exit 2.
-# Until the trainer honours train.lora our rows are reported as skipped with the reason
-# (bench/train_bench.cc checks the checkpoint's AdamW state); this test accepts that reason and
-# says so on its output. Once the trainer supports LoRA, drop the allowance (ALLOW_IGNORED=0).
+# A trainer that ignored train.lora would make our rows skipped with the reason
+# (bench/train_bench.cc checks the checkpoint's AdamW state): that fails this test.
 #   bash tests/cli/bench_train_lora_test.sh BUILD_DIR PEERS_PYTHON
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
 python=${2:?usage: bench_train_lora_test.sh BUILD_DIR PEERS_PYTHON}
-ALLOW_IGNORED=${ALLOW_IGNORED:-1}
+ALLOW_IGNORED=0
 
 "$bin" bench --help | grep -q "^  train " || { echo "skipped: benchmarks not built"; exit 77; }
 "$python" -c "import torch, transformers, peft" 2>/dev/null ||
