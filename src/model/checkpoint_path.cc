@@ -129,7 +129,8 @@ std::string ResolveModelFile(const std::string& path) {
   if (IsAdapterDir(path)) {
     throw InputError(fmt::format("'{}' is a LoRA adapter, not a whole model", path),
                      "give the base model as the model and this directory as --adapter, or "
-                     "merge them: cputrain-numa export --format hf --checkpoint BASE --adapter DIR --merge -o OUT");
+                     "merge them: cputrain-numa export --format hf --checkpoint BASE --adapter DIR "
+                     "--merge -o OUT");
   }
   std::string dir;
   try {
@@ -140,10 +141,12 @@ std::string ResolveModelFile(const std::string& path) {
                                    "model.safetensors)");
   }
   if (IsAdapterDir(dir)) {
-    throw InputError(fmt::format("'{}' holds a LoRA adapter ({}), not a whole model", path, dir),
-                     fmt::format("give the base model as the model and {} as --adapter, or merge "
-                                 "them: cputrain-numa export --format hf --checkpoint BASE --adapter {} --merge -o OUT",
-                                 dir, dir));
+    throw InputError(
+        fmt::format("'{}' holds a LoRA adapter ({}), not a whole model", path, dir),
+        fmt::format(
+            "give the base model as the model and {} as --adapter, or merge "
+            "them: cputrain-numa export --format hf --checkpoint BASE --adapter {} --merge -o OUT",
+            dir, dir));
   }
   return (fs::path(dir) / kModelFile).string();
 }
