@@ -138,6 +138,30 @@ assert rows[0][-1]["loss"] < rows[0][0]["loss"], "the Llama did not learn"
 ' "$work/ll2/metrics.jsonl" "$work/ll1/metrics.jsonl" || fail "a Llama on 2 ranks trained otherwise"
 echo "Llama: 2 ranks and 1 process x 2 groups train the same steps"
 
+echo "== 1h. LoRA (GPT-2 fixture, adapters on c_attn, c_proj, c_fc): 2 ranks = 1 process of 2 groups"
+lora=(--set train.lora.r=4 --set train.lora.target_modules=c_attn,c_proj,c_fc --set train.steps=8
+  --set train.eval_every=0)
+# shellcheck disable=SC2046
+"${mpirun[@]}" "$bin" $(train_args "$work/lo2" "${lora[@]}") 2>"$work/lo2.log" \
+  || { cat "$work/lo2.log"; fail "LoRA 2-rank run"; }
+# shellcheck disable=SC2046
+"$bin" $(train_args "$work/lo1" "${lora[@]}") --topology "synthetic:pack:2 numa:1 core:1 pu:1" \
+  2>"$work/lo1.log" || { cat "$work/lo1.log"; fail "LoRA 1-process run"; }
+/usr/bin/python3 -c '
+import json, sys
+rows = [[json.loads(l) for l in open(f) if "\"loss\"" in l] for f in sys.argv[1:3]]
+assert len(rows[0]) == len(rows[1]) == 8, [len(r) for r in rows]
+for a, b in zip(*rows):
+    assert abs(a["loss"] - b["loss"]) <= 1e-5 * a["loss"], (a["step"], a["loss"], b["loss"])
+    assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-4 * a["grad_norm"], (a["step"], a["grad_norm"], b["grad_norm"])
+p = json.load(open(sys.argv[3]))
+for r in p["ranks"]:
+    assert len(r["lora"]["base_copies"]) == 1, r["lora"]
+' "$work/lo2/metrics.jsonl" "$work/lo1/metrics.jsonl" "$work/lo2/placement.json" \
+  || fail "LoRA on 2 ranks trained otherwise"
+ls "$work/lo2/$(cat "$work/lo2/latest")/adapter_model.safetensors" >/dev/null || fail "no adapter saved"
+echo "LoRA: 2 ranks (a base each) and 1 process x 2 groups (one shared base) train the same steps"
+
 echo "== 1g. qa train (BERT, dropout on): 2 ranks = 1 process of 2 groups; the same predictions"
 # The tiny BERT and the SQuAD data of tests/data/make_qa_models.py (transformers, in the peers'
 # environment: scripts/peers-env.sh prints its python, or exits 2 naming the fix). 4 features a
