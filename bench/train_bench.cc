@@ -1495,7 +1495,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       summary["pytorch_best_tokens_per_s"] = torch_best->tokens_per_s;
       summary["pytorch_best_sequences_per_s"] = torch_best->sequences_per_s;
       summary["ratio_vs_pytorch_best"] = ratio;
-      if (!lora) summary["target"] = target;
+      summary["target"] = target;
       if (our_best->peak_rss > 0 && torch_best->peak_rss > 0) {
         summary["peak_rss_bytes"] = our_best->peak_rss;
         summary["pytorch_peak_rss_bytes"] = torch_best->peak_rss;
