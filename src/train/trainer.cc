@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cmath>
@@ -97,6 +98,48 @@ std::optional<model::LoraConfig> LoraOf(const Config& cfg) {
                      "train.lora.base_dtype: fp32");
   }
   return c;
+}
+
+// A resume continues what the checkpoint trained: adapters (a LoRA step directory) with the same
+// rank, alpha and modules, or every weight (a model.bin) — refused by name otherwise, before any
+// memory is touched.
+void CheckLoraResumable(const ResumePoint& resume, const Config& cfg, const model::Shape& shape) {
+  const std::optional<model::LoraConfig> now = LoraOf(cfg);
+  const bool adapter = model::IsAdapterDir(resume.dir);
+  const std::string fresh =
+      "or start a new run: another train.out_dir (or train.resume: never after removing this "
+      "one)";
+  if (!now && adapter) {
+    throw InputError(fmt::format("checkpoint '{}' holds LoRA adapters, but this run trains every "
+                                 "weight (train.lora.r is 0)",
+                                 resume.dir),
+                     "set train.lora as the run that wrote it did, " + fresh);
+  }
+  if (now && !adapter) {
+    throw InputError(fmt::format("checkpoint '{}' holds a whole model (a full fine-tune), but "
+                                 "this run trains LoRA adapters",
+                                 resume.dir),
+                     "resume it without train.lora, " + fresh +
+                         "; model.init_from may name that checkpoint as the new run's base");
+  }
+  if (!now) return;
+  const model::ParamLayout base(shape);
+  const model::Lora mine(base, *now);
+  const std::unique_ptr<model::Lora> saved = model::OpenAdapter(resume.dir, base);
+  const model::LoraConfig& was = saved->config();
+  std::string what;
+  if (was.r != now->r) what = fmt::format("r = {}, this run's {}", was.r, now->r);
+  if (what.empty() && was.alpha != now->alpha)
+    what = fmt::format("alpha = {:g}, this run's {:g}", was.alpha, now->alpha);
+  if (what.empty() && saved->TargetNames() != mine.TargetNames())
+    what = fmt::format("target_modules {}, this run's {}", fmt::join(saved->TargetNames(), ", "),
+                       fmt::join(mine.TargetNames(), ", "));
+  if (what.empty() && saved->SavedNames() != mine.SavedNames())
+    what = fmt::format("modules_to_save {}, this run's {}", fmt::join(saved->SavedNames(), ", "),
+                       fmt::join(mine.SavedNames(), ", "));
+  if (what.empty()) return;
+  throw InputError(fmt::format("checkpoint '{}' was trained with LoRA {}", resume.dir, what),
+                   "keep the run's train.lora settings to resume it, " + fresh);
 }
 
 // The batch must split evenly over R processes x G groups, and a row must fit the model.
@@ -376,6 +419,7 @@ void SetUp(Run& run, const TrainOptions& options) {
   run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, options.progress);
   run.resume = FindResumePoint(cfg, run.rank == 0);
   if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train);
+  if (run.resume) CheckLoraResumable(*run.resume, cfg, run.shape);
   BuildGroups(run);
   if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));

@@ -7,7 +7,8 @@
 #   3. `generate --adapter` runs; `train --adapter` continues an adapter (its config decides r);
 #   4. bad input is exit 2 naming the problem and the fix, with nothing written: a target not in
 #      the model, base_dtype bf16 without bf16 products, a missing adapter, a LoRA directory given
-#      where whole weights are wanted, a checkpoint train.lora.r contradicting the adapter's.
+#      where whole weights are wanted, train.lora.r contradicting the adapter's; a resume whose
+#      checkpoint trained other adapters, or a whole model.
 # Usage: tests/cli/lora_cli_test.sh BUILD_DIR
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
@@ -90,4 +91,15 @@ refused "r against the adapter's" "the adapter sets its rank" \
   train "${base[@]}" --set "train.out_dir=$tmp/bad4" --adapter "$step" --set train.lora.r=8
 refused "a bad rank" "train.lora.r" \
   train "${base[@]}" --set "train.out_dir=$tmp/bad5" --set train.lora.r=-1
+# Resuming: the checkpoint decides what trains.
+refused "resume with another r" "was trained with LoRA r = 4, this run's 8" \
+  train "${base[@]}" --set "train.out_dir=$tmp/run" --set train.steps=30 --set train.lora.r=8 \
+  --set train.lora.target_modules=c_attn,c_proj
+refused "resume adapters as a full fine-tune" "holds LoRA adapters, but this run trains every weight" \
+  train "${base[@]}" --set "train.out_dir=$tmp/run" --set train.steps=30
+"$bin" train "${base[@]}" --set "train.out_dir=$tmp/full" --set train.steps=2 \
+  --set optim.warmup_steps=1 2>/dev/null || fail "a full fine-tune"
+refused "resume a full fine-tune as LoRA" "holds a whole model (a full fine-tune)" \
+  train "${base[@]}" --set "train.out_dir=$tmp/full" --set train.steps=4 --set optim.warmup_steps=1 \
+  --set train.lora.r=4
 echo "LoRA from the command line: ok"
