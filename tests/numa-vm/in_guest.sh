@@ -31,6 +31,24 @@ out=$(mktemp -d)
 /usr/bin/python3 "$src/tests/numa-vm/check_lora.py" "$out"
 test -f "$out/latest" && test -f "$out/$(cat "$out/latest")/adapter_model.safetensors"
 rm -rf "$out"
+# Two groups on each of two nodes (one CPU each): still one base per node, shared by its groups.
+cpus=$(/usr/bin/python3 -c '
+import glob
+lists = []
+for d in sorted(glob.glob("/sys/devices/system/node/node[0-9]*"), key=lambda p: int(p.rsplit("node", 1)[1]))[:2]:
+    cpus = []
+    for part in open(d + "/cpulist").read().strip().split(","):
+        a, _, b = part.partition("-")
+        cpus += range(int(a), int(b or a) + 1)
+    lists += [[c] for c in cpus[:2]]
+print(lists)')
+out=$(mktemp -d)
+"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+  --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
+  --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" --set "placement.cpus=$cpus" \
+  --set train.lora.r=4 --set train.lora.target_modules=c_attn,c_proj,c_fc --set optim.weight_decay=0
+/usr/bin/python3 "$src/tests/numa-vm/check_lora.py" "$out"
+rm -rf "$out"
 
 # One process per socket (the seeds' `mpirun -ppn 2`): mpirun binds each rank to its socket, each
 # plans only its cpuset, so rank r's one group runs on socket r with its memory on its node.
