@@ -127,14 +127,8 @@ void ReplicaGroups::FirstTouch() {
             std::fill(p + lo, p + hi, uint16_t{0});
           });
         }
-        // A node's base: its bf16 copy here (the fp32 one by InitBase's fill or copy).
-        for (NodeBase& nb : bases_) {
-          if (nb.first_group != grp.index) continue;
-          uint16_t* p = nb.bf16.data();
-          grp.pool->ParallelFor(nb.bf16.size(), [&](std::size_t lo, std::size_t hi, int) {
-            std::fill(p + lo, p + hi, uint16_t{0});
-          });
-        }
+        // A node's base (fp32 and bf16) is first touched by InitBase's fill, copy and conversion,
+        // on the node's first group's workers.
       },
       [](const std::string&) {});
 }
@@ -158,49 +152,54 @@ void ReplicaGroups::OnAll(FunctionRef<void(ReplicaGroup&)> fn,
 
 void ReplicaGroups::InitBase(FunctionRef<void(WorkerPool&, float*)> init) {
   CPUTRAIN_CHECK(lora_ != nullptr, "InitBase without LoRA");
-  const NodeBase& b0 = bases_[0];
-  ReplicaGroup& g0 = groups_[b0.first_group];
+  ReplicaGroup& g0 = groups_[bases_[0].first_group];
   g0.pool->Run([&] { init(*g0.pool, bases_[0].params.data()); });
+  // Every other node copies node 0's fp32 base (all copies end before any page is released).
   OnAll(
       [&](ReplicaGroup& grp) {
         for (NodeBase& nb : bases_) {
-          if (nb.first_group != grp.index) continue;
+          if (nb.first_group != grp.index || &nb == &bases_[0]) continue;
           const float* src = bases_[0].params.data();
           float* dst = nb.params.data();
-          if (dst != src) {
-            grp.pool->ParallelFor(model_layout_.total(), [&](std::size_t lo, std::size_t hi, int) {
-              std::copy(src + lo, src + hi, dst + lo);
-            });
-          }
-          if (nb.bf16.size() > 0)
-            kernels::ConvertToBf16(*grp.pool, nb.bf16.data(), dst, model_layout_.total());
+          grp.pool->ParallelFor(model_layout_.total(), [&](std::size_t lo, std::size_t hi, int) {
+            std::copy(src + lo, src + hi, dst + lo);
+          });
         }
       },
       [](const std::string&) {});
-  if (lora_->config().base_bf16) ReleaseFp32Matrices();
+  // The bf16 copies, tensor by tensor; with base_dtype bf16 each block product's fp32 pages are
+  // released right after its conversion, so the process never holds both whole copies.
+  OnAll(
+      [&](ReplicaGroup& grp) {
+        for (NodeBase& nb : bases_) {
+          if (nb.first_group == grp.index && nb.bf16.size() > 0) ConvertBase(*grp.pool, nb);
+        }
+      },
+      [](const std::string&) {});
 }
 
 // train.lora.base_dtype: bf16. The block products read the bf16 copy alone (the bf16 path of
 // Net::Linear / LinearBack; a frozen weight has no gradient), so the fp32 pages of those weights
 // are given back to the kernel (MADV_DONTNEED: unmapped from the process, zero if ever read
 // again). The norms, biases and embeddings stay fp32, as do modules the adapters train fully.
-void ReplicaGroups::ReleaseFp32Matrices() {
+void ReplicaGroups::ConvertBase(WorkerPool& pool, NodeBase& nb) {
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  released_bytes_ = 0;
-  for (NodeBase& nb : bases_) {
-    for (model::Tensor t :
-         {model::kQkvw, model::kAttprojw, model::kFcw, model::kFcprojw, model::kLmHead}) {
-      if (!model_layout_.has(t) || lora_->Saves(t)) continue;
-      const model::TensorInfo& info = model_layout_.info(t);
-      for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l) {
-        const auto b =
-            reinterpret_cast<std::uintptr_t>(nb.params.data() + model_layout_.offset(t, l));
-        const std::uintptr_t e = b + info.numel * sizeof(float);
-        const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;
-        if (hi <= lo) continue;
-        if (::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
-          released_bytes_ += hi - lo;
-      }
+  const bool release = lora_->config().base_bf16;
+  nb.released = 0;
+  for (const model::TensorInfo& info : model_layout_.tensors()) {
+    const bool product = info.t == model::kQkvw || info.t == model::kAttprojw ||
+                         info.t == model::kFcw || info.t == model::kFcprojw ||
+                         info.t == model::kLmHead;
+    for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l) {
+      const std::size_t off = model_layout_.offset(info.t, l);
+      float* w = nb.params.data() + off;
+      kernels::ConvertToBf16(pool, nb.bf16.data() + off, w, info.numel);
+      if (!release || !product || lora_->Saves(info.t)) continue;
+      const auto b = reinterpret_cast<std::uintptr_t>(w);
+      const std::uintptr_t e = b + info.numel * sizeof(float);
+      const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;
+      if (hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
+        nb.released += hi - lo;
     }
   }
 }
@@ -257,7 +256,7 @@ nlohmann::json ReplicaGroups::LoraJson() const {
     copies.push_back(
         {{"numa_node", nb.node},
          {"groups", nb.groups},
-         {"fp32_bytes", nb.params.bytes() - released_bytes_ / bases_.size()},
+         {"fp32_bytes", nb.params.bytes() - nb.released},
          {"bf16_bytes", nb.bf16.bytes()},
          {"memory_nodes", alloc::NodesBacking(nb.params.data(), nb.params.bytes()).nodes()}});
   }

@@ -129,6 +129,7 @@ class ReplicaGroups {
     // once the bf16 copy holds them (InitBase): their bytes are not resident.
     alloc::NodeBuffer<float> params;
     alloc::NodeBuffer<uint16_t> bf16;  // bf16 runs: its bf16 copy
+    std::size_t released = 0;          // base_dtype bf16: fp32 bytes given back
   };
   const std::vector<NodeBase>& bases() const { return bases_; }
   // LoRA: fills node 0's base with init(pool, base) on its first group's workers, then every
@@ -160,14 +161,13 @@ class ReplicaGroups {
 
  private:
   void FirstTouch();
-  void ReleaseFp32Matrices();
+  void ConvertBase(WorkerPool& pool, NodeBase& nb);
 
   model::ParamLayout model_layout_;
   std::unique_ptr<model::Lora> lora_;
   std::unique_ptr<topo::Binder> binder_;  // the pools bind through it
   std::vector<ReplicaGroup> groups_;
   std::vector<NodeBase> bases_;
-  std::size_t released_bytes_ = 0;  // base_dtype bf16: fp32 pages given back, all bases together
   bool shared_ = false;
 };
 
