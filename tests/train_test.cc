@@ -191,6 +191,42 @@ TEST(Train, TwoGroupRunsAreBitIdenticalWhateverTheSyncModeAndReplicas) {
   EXPECT_EQ(pe["groups"][1]["param_replica"], 0);
 }
 
+// LoRA (adapters on c_attn, c_proj, c_fc over the frozen odd fixture): two groups on two nodes (a
+// base copy each, the adapters' replicas allgathered), with comm threads and small buckets, and
+// on one node (one base, one shared replica of the adapters) train bit-identical runs and save
+// the same adapter; each node's base is listed once in placement.json. Run under TSan in CI
+// (scripts/test.sh), so the groups' shared reads of a base are checked for races too.
+TEST(Train, TwoGroupLoraRunsAreBitIdenticalWhateverTheSyncModeAndBaseSharing) {
+  const std::string topo = "topology=synthetic:pack:2 numa:1 core:2 pu:1";
+  const std::string one_node = "topology=synthetic:pack:1 numa:1 l3:2 core:2 pu:1";
+  const std::vector<std::string> lora = {"train.lora.r=4",
+                                         "train.lora.target_modules=c_attn,c_proj,c_fc",
+                                         "train.steps=6", "train.eval_every=3"};
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), lora.begin(), lora.end());
+    return sets;
+  };
+  test::TempDir a, b, c;
+  Quiet(FixtureConfig("odd", a.path(), with({topo, "placement.threads_per_group=1"})));
+  Quiet(FixtureConfig("odd", b.path(),
+                      with({topo, "placement.comm_threads=1", "comm.bucket_mb=0.001"})));
+  Quiet(FixtureConfig("odd", c.path(),
+                      with({one_node, "placement.group_by=l3", "placement.threads_per_group=1"})));
+  const std::string ma = MetricsWithoutTimings(a.path());
+  EXPECT_EQ(ma, MetricsWithoutTimings(b.path()));
+  EXPECT_EQ(ma, MetricsWithoutTimings(c.path()));
+  auto adapter = [](const std::string& out) {
+    return Slurp(model::ResolveCheckpointDir(out) + "/" + model::kAdapterFile);
+  };
+  EXPECT_EQ(adapter(a.path()), adapter(b.path()));
+  EXPECT_EQ(adapter(a.path()), adapter(c.path()));
+  const nlohmann::json pa = nlohmann::json::parse(Slurp(a.path() + "/placement.json"));
+  const nlohmann::json pc = nlohmann::json::parse(Slurp(c.path() + "/placement.json"));
+  EXPECT_EQ(pa["lora"]["base_copies"].size(), 2u);
+  ASSERT_EQ(pc["lora"]["base_copies"].size(), 1u);
+  EXPECT_EQ(pc["lora"]["base_copies"][0]["groups"], nlohmann::json({0, 1}));
+}
+
 // The same for a Llama (random init; grouped-query attention, rotary embeddings, SwiGLU, an
 // untied head): two groups inline, with comm threads and small buckets, and sharing one replica
 // on one node train bit-identical runs; one group agrees within float rounding.
