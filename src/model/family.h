@@ -87,8 +87,8 @@ struct Family {
   // The task head's model class per head (BertForQuestionAnswering, ...), "" if none.
   const char* hf_span_architecture = "";
   const char* hf_classify_architecture = "";
-  // LoRA (model/lora.h): the modules PEFT adapts when target_modules is not given (PEFT's own
-  // default for the model type).
+  // LoRA (model/lora.h): the modules adapted when target_modules is not given: PEFT's own
+  // default for the model type where it has one (DistilBERT: none; ours is its query and value).
   std::vector<const char*> lora_default_targets = {};
 };
 

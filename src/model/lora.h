@@ -35,7 +35,8 @@ struct LoraConfig {
   float alpha = 8.f;    // lora_alpha (PEFT's default 8): the update is scaled by alpha / r
   float dropout = 0.f;  // lora_dropout on the adapters' input
   // PEFT module names; empty: the family's default (PEFT's own per model type: q_proj, v_proj
-  // for Llama; c_attn for GPT-2; query, value for BERT; q_lin, v_lin for DistilBERT).
+  // for Llama; c_attn for GPT-2; query, value for BERT; PEFT has none for DistilBERT,
+  // whose default here is its query and value, q_lin, v_lin).
   std::vector<std::string> target_modules;
   // Base modules that train fully (names as target_modules: "qa_outputs", "lm_head").
   std::vector<std::string> modules_to_save;
