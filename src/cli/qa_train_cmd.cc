@@ -226,21 +226,19 @@ int PlannedGroups(const Config& cfg) {
       topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS")).groups.size());
 }
 
-// "query,value" -> {"query", "value"}.
-std::vector<std::string> SplitNames(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t b = 0;
-  while (b <= list.size()) {
-    const std::size_t e = std::min(list.find(',', b), list.size());
-    if (e > b) out.push_back(list.substr(b, e - b));
-    b = e + 1;
-  }
-  return out;
-}
-
 // The config for the model, the data shape and the precision, shared by train and predict.
+// The LoRA flags go in as the train.lora keys they stand for (the config's parsing and checks).
 Config BaseConfig(const QaArgs& a, const std::string& init_from, int batch) {
-  Config cfg = a.common.Load();
+  CommonOptions common = a.common;
+  if (a.lora_r > 0) {
+    common.sets.push_back(fmt::format("train.lora.r={}", a.lora_r));
+    common.sets.push_back(fmt::format("train.lora.alpha={:.17g}", a.lora_alpha));
+    common.sets.push_back(fmt::format("train.lora.dropout={:.17g}", a.lora_dropout));
+    if (!a.lora_targets.empty())
+      common.sets.push_back("train.lora.target_modules=" + a.lora_targets);
+  }
+  if (!a.adapter.empty()) common.sets.push_back("train.lora.adapter=" + a.adapter);
+  Config cfg = common.Load();
   cfg.model.init_from = init_from;
   cfg.model.head = "qa";
   cfg.model.seed = a.seed;
@@ -250,13 +248,6 @@ Config BaseConfig(const QaArgs& a, const std::string& init_from, int batch) {
   cfg.data.batch_size = batch;
   cfg.train.bf16 = a.bf16;
   cfg.train.out_dir = a.output_dir;
-  if (a.lora_r > 0) {
-    cfg.train.lora.r = a.lora_r;
-    cfg.train.lora.alpha = a.lora_alpha;
-    cfg.train.lora.dropout = a.lora_dropout;
-    if (!a.lora_targets.empty()) cfg.train.lora.target_modules = SplitNames(a.lora_targets);
-  }
-  if (!a.adapter.empty()) cfg.train.lora.adapter = a.adapter;
   return cfg;
 }
 
@@ -437,8 +428,6 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
       cfg, to, bridge.get(),
       cfg.train.resume == "auto" ? command_line : command_line + " --set train.resume=auto");
   if (!rank0) return;
-  // The trained model as run_qa.py's output_dir holds it: an HF directory with the tokenizer.
-  // The run's newest checkpoint (not the HF files an earlier finish exported beside it).
   if (cfg.train.lora.on()) {
     // A LoRA run's output_dir holds the adapter as PEFT's Trainer saves it (adapter_config.json
     // + adapter_model.safetensors), with the tokenizer; predictions use the base + adapter.
@@ -459,6 +448,8 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
     }
     return;
   }
+  // The trained model as run_qa.py's output_dir holds it: an HF directory with the tokenizer.
+  // The run's newest checkpoint (not the HF files an earlier finish exported beside it).
   const std::string trained = model::ResolveModelFile(model::ResolveCheckpointDir(args.output_dir));
   const model::ParamLayout layout(model::ReadCheckpointShape(trained));
   std::vector<float> params(layout.total());

@@ -286,19 +286,16 @@ void InitState(Run& run) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& m = run.cfg.model;
   const model::ParamLayout& layout = run.groups->layout();
-  std::string source;
-  if (run.resume) source = model::StepModelFile(run.resume->dir);
-  if (!run.resume && !m.init_from.empty()) source = model::ResolveModelFile(m.init_from);
+  const std::string init = m.init_from.empty() ? "" : model::ResolveModelFile(m.init_from);
   if (const model::Lora* lora = run.groups->lora()) {
     // The base: always model.init_from's (or the seed's), resumed or not — a LoRA checkpoint
     // holds the adapters only. Then the adapters: the checkpoint's, the adapter to continue, or
     // a fresh init (saved modules copied from the base).
-    const std::string base = m.init_from.empty() ? "" : model::ResolveModelFile(m.init_from);
     run.groups->InitBase([&](WorkerPool& pool, float* params) {
-      if (base.empty()) {
+      if (init.empty()) {
         model::RandomInit(pool, run.groups->model_layout(), m.seed, params);
       } else {
-        model::LoadCheckpoint(base, run.groups->model_layout(), params, m.seed);
+        model::LoadCheckpoint(init, run.groups->model_layout(), params, m.seed);
       }
     });
     std::string adapter = run.cfg.train.lora.adapter;
@@ -312,6 +309,7 @@ void InitState(Run& run) {
       }
     });
   } else {
+    const std::string source = run.resume ? model::StepModelFile(run.resume->dir) : init;
     run.groups->InitParams([&](WorkerPool& pool, float* params) {
       if (source.empty()) {
         model::RandomInit(pool, layout, m.seed, params);
