@@ -53,9 +53,9 @@ const E* At(const E* const* base, const Operand& o) {
 
 }  // namespace
 
-std::vector<AttentionProductTiming> TimeAttentionProducts(WorkerPool& pool, OnednnBf16Gemm* bf16,
-                                                          int B, int T, int C, int NH,
-                                                          double target_seconds) {
+std::vector<AttentionProductTiming> TimeAttentionProducts(WorkerPool& pool,
+                                                          kernels::OnednnGemm* bf16, int B, int T,
+                                                          int C, int NH, double target_seconds) {
   const int hs = C / NH;
   const std::size_t per_b[3] = {static_cast<std::size_t>(T) * 3 * C,
                                 static_cast<std::size_t>(T) * T, static_cast<std::size_t>(T) * C};
@@ -90,8 +90,8 @@ std::vector<AttentionProductTiming> TimeAttentionProducts(WorkerPool& pool, Oned
           // Outputs: one (T,T) block per (b, h), its first M x N written (row stride N).
           float* c = (use_bf16 ? out.data() : ref.data()) + bh * per_b[1];
           if (use_bf16) {
-            bf16->Run(g.M, g.N, g.K, At(hb, g.a), g.a.trans, g.a.ld, At(hb, g.b), g.b.trans, g.b.ld,
-                      c, g.N);
+            bf16->RunBf16(g.M, g.N, g.K, At(hb, g.a), g.a.trans, g.a.ld, At(hb, g.b), g.b.trans,
+                          g.b.ld, c, g.N);
           } else {
             cblas_sgemm(CblasRowMajor, g.a.trans ? CblasTrans : CblasNoTrans,
                         g.b.trans ? CblasTrans : CblasNoTrans, g.M, g.N, g.K, 1.f, At(fb, g.a),

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/onednn_gemm.h"
+#include "kernels/onednn.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain::bench {
@@ -33,8 +33,8 @@ struct AttentionProductTiming {
 
 // bf16: null to time fp32 only. target_seconds: about how long each implementation runs per
 // product (3..50 rounds).
-std::vector<AttentionProductTiming> TimeAttentionProducts(WorkerPool& pool, OnednnBf16Gemm* bf16,
-                                                          int B, int T, int C, int NH,
-                                                          double target_seconds);
+std::vector<AttentionProductTiming> TimeAttentionProducts(WorkerPool& pool,
+                                                          kernels::OnednnGemm* bf16, int B, int T,
+                                                          int C, int NH, double target_seconds);
 
 }  // namespace cputrain::bench

@@ -1,5 +1,7 @@
 // `cputrain-numa bench gemm`: GFLOP/s of the matrix products of a training step, per replica
-// group, against the measured FMA peak (bench/peak.h), and the BLAS choice made by measurement:
+// group, each implementation against the measured peak of the instruction it runs (bench/peak.h:
+// the fp32 FMA loop, VDPBF16PS, AMX's TDPBF16PS), and the kernel choices made by measurement
+// (docs/bf16.md). fp32 rows:
 //
 //   ours         what training runs: one single-threaded OpenBLAS call per pool worker on its
 //                slice of the output (kernels::MatmulForward / MatmulBackward on the group's
@@ -10,13 +12,20 @@
 //                the unpinned main thread) and are not pinned by us.
 //   own-avx2     our own packed 6x16 AVX2/FMA kernel (bench/own_sgemm.h), single-threaded per
 //                worker on the same slices as `ours`
-//   onednn-bf16  (on a CPU with AVX512_BF16) oneDNN's bf16 matmul (bench/onednn_gemm.h): bf16
-//                inputs, fp32 accumulation and output, one single-threaded call per worker on
-//                the same slices as `ours`. The operands are converted to bf16 before timing (a
-//                training step converts each activation once; the conversion is a memory pass
-//                of N x C, not a product). % of the measured VDPBF16PS peak (bench/peak.h).
+//   onednn-fp32  (builds with oneDNN) oneDNN's fp32 matmul (kernels/onednn.h), one
+//                single-threaded call per worker on the same slices
+//
+// bf16 rows (bf16 operands, fp32 accumulation and output), on the same slices; the operands are
+// converted to bf16 before timing (a training step converts each activation once; the conversion
+// is a memory pass of N x C, not a product):
+//
+//   own-bf16     our VDPBF16PS kernel (train.bf16_kernel: vdpbf16ps), % of the VDPBF16PS peak
+//   own-amx      our AMX kernel on the tiles (train.bf16_kernel: amx), % of the AMX peak; where
+//                AMX is absent or refused the row and the AMX peak say "not available" and why
+//   onednn-bf16  oneDNN's bf16 matmul, % of the AMX peak where AMX runs (oneDNN picks its AMX
+//                kernels there), else of the VDPBF16PS peak
 //   onednn-bf16-mt  the same as one call that oneDNN splits over T OpenMP threads.
-//   own-bf16     our own VDPBF16PS kernel (kernels::Bf16Gemm, training's) on the slices of `ours`.
+// The tile model (train.bf16_kernel: tile-model) is a correctness backend: tested, not timed.
 //
 // Shapes of a block, for N = (B/G) * T rows of a group: qkv C -> 3C, attproj C -> C, fc C -> 4C,
 // fcproj 4C -> C, and the LM head C -> V (tied to wte, output row stride Vp). For each, the three
@@ -31,7 +40,7 @@
 //
 // Timing: buffers on the group's NUMA node, first touched by its pool; per (shape, product) one
 // warm-up call of each implementation, then rounds of one call of each in turn (so a disturbance
-// hits all three alike) until each had ~0.5 s (3..50 rounds; --quick ~0.05 s, 2..5), the median
+// hits them all alike) until each had ~0.5 s (3..50 rounds; --quick ~0.05 s, 2..5), the median
 // reported (and the best, in the records). Groups are measured one at a time. "per step" weights
 // each shape by its use in one step (L x each block shape + the LM head once) and gives total FLOPs
 // / total time.
@@ -49,13 +58,13 @@
 #include "bench/attention_gemm.h"
 #include "bench/bench.h"
 #include "bench/models.h"
-#include "bench/onednn_gemm.h"
 #include "bench/own_sgemm.h"
 #include "bench/peak.h"
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "kernels/onednn.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -84,11 +93,9 @@ const char* ProductName(Product p) {
   return "?";
 }
 
-enum class Impl { kOurs, kOpenblasMt, kOwn, kBf16, kBf16Mt, kOwnBf16 };
-constexpr Impl kFp32Impls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn};
-constexpr Impl kAllImpls[] = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn,
-                              Impl::kBf16, Impl::kBf16Mt,     Impl::kOwnBf16};
-bool IsBf16(Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt || i == Impl::kOwnBf16; }
+// Every implementation, in the order the rows print: the fp32 ones, then the bf16 ones.
+enum class Impl { kOurs, kOpenblasMt, kOwn, kOnednnF32, kOwnBf16, kAmx, kBf16, kBf16Mt };
+bool IsBf16(Impl i) { return i >= Impl::kOwnBf16; }
 const char* ImplName(Impl i) {
   switch (i) {
     case Impl::kOurs:
@@ -97,12 +104,16 @@ const char* ImplName(Impl i) {
       return "openblas-mt";
     case Impl::kOwn:
       return "own-avx2";
+    case Impl::kOnednnF32:
+      return "onednn-fp32";
+    case Impl::kOwnBf16:
+      return "own-bf16";
+    case Impl::kAmx:
+      return "own-amx";
     case Impl::kBf16:
       return "onednn-bf16";
     case Impl::kBf16Mt:
       return "onednn-bf16-mt";
-    case Impl::kOwnBf16:
-      return "own-bf16";
   }
   return "?";
 }
@@ -207,11 +218,19 @@ struct GemmGroup {
   topo::Binder* binder = nullptr;
   std::vector<int> old_binding;  // the calling thread's binding, given back after openblas-mt
   PeakResult peak;
-  double bf16_peak = 0;
+  double bf16_peak = 0, amx_peak = 0;  // the group's VDPBF16PS and AMX peaks (0: none here)
   std::vector<Impl> impls;
   double target = 0;  // seconds each implementation runs per product
   int min_reps = 0, max_reps = 0;
-  double PeakOf(Impl impl) const { return IsBf16(impl) ? bf16_peak : peak.group(); }
+  // The peak an implementation's % is of: the fp32 FMA loop's, VDPBF16PS's, or AMX's (our AMX
+  // kernel, and oneDNN's bf16 matmul where AMX runs: it picks its AMX kernels by itself).
+  double PeakOf(Impl impl) const {
+    if (!IsBf16(impl)) return peak.group();
+    if (impl == Impl::kAmx || ((impl == Impl::kBf16 || impl == Impl::kBf16Mt) && amx_peak > 0)) {
+      return amx_peak;
+    }
+    return bf16_peak;
+  }
 };
 
 class GemmSuite : public Suite {
@@ -232,8 +251,6 @@ class GemmSuite : public Suite {
   // Runs `product` with `impl` once.
   void Call(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
             const Shape& s);
-  void CallBf16(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
-                const Shape& s);
   float* Output(Product product, Operands& o) {
     return product == Product::kFwd ? o.out.p : product == Product::kBwdInput ? o.dinp.p : o.dw.p;
   }
@@ -256,7 +273,7 @@ class GemmSuite : public Suite {
               const Shape& s);
 
   std::vector<std::string> models_;
-  OnednnBf16Gemm onednn_;
+  kernels::OnednnGemm onednn_;
   int groups_ = 1;  // the placement's groups (the batch splits over them)
 };
 
@@ -264,8 +281,8 @@ class GemmSuite : public Suite {
 void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const ModelPreset& m,
                                 int G, int g, double target, SuiteRecords* report) {
   const int B = m.B / G;
-  // The bf16 column needs oneDNN (optional: bench/onednn_gemm.h).
-  const bool bf16 = peak.bf16 && OnednnBf16Gemm::Available();
+  // The bf16 column needs oneDNN (optional: kernels/onednn.h).
+  const bool bf16 = peak.bf16 && kernels::OnednnGemm::Available();
   const std::vector<AttentionProductTiming> rows =
       TimeAttentionProducts(pool, bf16 ? &onednn_ : nullptr, B, m.T, m.shape.C, m.shape.NH, target);
   std::printf("  attention products (one GEMM per (b, head), %d x %d of them, full T x T):\n", B,
@@ -302,34 +319,22 @@ void GemmSuite::ReportAttention(WorkerPool& pool, const PeakResult& peak, const 
       m.shape.L, flops / 1e9, s32 * 1e3, s16 * 1e3);
 }
 
-// The bf16 products, on the slices of `ours`: oneDNN or our own kernel (onednn-bf16-mt: one
-// oneDNN call over its own threads).
-void GemmSuite::CallBf16(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
-                         const Shape& s) {
+// One product on the partition training uses (kernels/matmul_split.h: MatmulForward splits OC
+// if OC >= N, else N; MatmulBackward's dinp N if N >= C, else C; dweight OC), one gemm(M, N, K,
+// A, ta, lda, B, tb, ldb, C, ldc) per worker of `pool` on its slice; pool null: the whole product
+// as one call on this thread. inp (N,C), w (OC,C) and dout (N,ld) are the operands as E (float,
+// or their bf16 copies).
+template <class E, class Gemm>
+void Partitioned(Product product, WorkerPool* pool, std::size_t N, const Shape& s, const E* inp,
+                 const E* w, const E* dout, Operands& o, Gemm&& gemm) {
   const int C = s.C, OC = s.OC, ld = s.ld, n = I(N);
   const std::size_t uC = static_cast<std::size_t>(C), uOC = static_cast<std::size_t>(OC);
-  const uint16_t *inp = o.inp16.bf16(), *w = o.w16.bf16(), *dout = o.dout16.bf16();
-  auto gemm = [&](int M, int Nn, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B,
-                  bool tb, int ldb, float* Cm, int ldc) {
-    if (impl == Impl::kOwnBf16) return kernels::Bf16Gemm(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
-    onednn_.Run(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc);
-  };
-  if (impl == Impl::kBf16Mt) {
-    switch (product) {
-      case Product::kFwd:
-        return gemm(n, OC, C, inp, false, C, w, true, C, o.out.p, ld);
-      case Product::kBwdInput:
-        return gemm(n, C, OC, dout, false, ld, w, false, C, o.dinp.p, C);
-      case Product::kBwdWeight:
-        return gemm(OC, C, n, dout, true, ld, inp, false, C, o.dw.p, C);
-    }
-  }
-  pool.ForEachThread([&](int tid) {
-    std::size_t b, e;
+  auto slice = [&](int tid, int nt) {
+    std::size_t b = 0, e = 0;
     switch (product) {
       case Product::kFwd: {
         const bool split_cols = uOC >= N;
-        kernels::MatmulSlice(split_cols ? uOC : N, pool.size(), tid, &b, &e);
+        kernels::MatmulSlice(split_cols ? uOC : N, nt, tid, &b, &e);
         if (b >= e) return;
         const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
         const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : uOC;
@@ -338,7 +343,7 @@ void GemmSuite::CallBf16(Impl impl, Product product, WorkerPool& pool, Operands&
       }
       case Product::kBwdInput: {
         const bool split_rows = N >= uC;
-        kernels::MatmulSlice(split_rows ? N : uC, pool.size(), tid, &b, &e);
+        kernels::MatmulSlice(split_rows ? N : uC, nt, tid, &b, &e);
         if (b >= e) return;
         if (split_rows) {
           return gemm(I(e - b), C, OC, dout + b * ld, false, ld, w, false, C, o.dinp.p + b * uC, C);
@@ -346,93 +351,69 @@ void GemmSuite::CallBf16(Impl impl, Product product, WorkerPool& pool, Operands&
         return gemm(n, I(e - b), OC, dout, false, ld, w + b, false, C, o.dinp.p + b, C);
       }
       case Product::kBwdWeight: {
-        kernels::MatmulSlice(uOC, pool.size(), tid, &b, &e);
+        kernels::MatmulSlice(uOC, nt, tid, &b, &e);
         if (b >= e) return;
         return gemm(I(e - b), C, n, dout + b, true, ld, inp, false, C, o.dw.p + b * uC, C);
       }
     }
-  });
+  };
+  if (pool == nullptr) return slice(0, 1);
+  pool->ForEachThread([&](int tid) { slice(tid, pool->size()); });
+}
+
+void Sgemm(int M, int N, int K, const float* A, bool ta, int lda, const float* B, bool tb, int ldb,
+           float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, 1.f, A, lda, B, ldb, 0.f, C, ldc);
 }
 
 void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, std::size_t N,
                      const Shape& s) {
   const int C = s.C, OC = s.OC, ld = s.ld;
-  const std::size_t uC = static_cast<std::size_t>(C), uOC = static_cast<std::size_t>(OC);
-  if (IsBf16(impl)) return CallBf16(impl, product, pool, o, N, s);
-  if (impl == Impl::kOpenblasMt) {
-    // The calling thread (bound to the group's CPUs by the caller) makes one call; OpenBLAS
-    // splits it over openblas_set_num_threads(T) threads.
-    switch (product) {
-      case Product::kFwd:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(N), OC, C, 1.f, o.inp.p, C, o.w.p, C,
-                    0.f, o.out.p, ld);
-        return;
-      case Product::kBwdInput:
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), C, OC, 1.f, o.dout.p, ld,
-                    o.w.p, C, 0.f, o.dinp.p, C);
-        return;
-      case Product::kBwdWeight:
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, I(N), 1.f, o.dout.p, ld,
-                    o.inp.p, C, 0.f, o.dw.p, C);
-        return;
-    }
-  }
-  if (impl == Impl::kOurs && product == Product::kFwd) {
-    kernels::MatmulForward(pool, o.out.p, o.inp.p, o.w.p, nullptr, N, C, OC, ld);
-    return;
-  }
-  if (impl == Impl::kOurs && product == Product::kBwdWeight) {
-    kernels::MatmulBackward(pool, nullptr, o.dw.p, nullptr, o.dout.p, o.inp.p, o.w.p, N, C, OC, ld);
-    return;
-  }
-  // The partitioned calls: bwd_input of ours (cblas), every product of the own kernel.
-  const bool own = impl == Impl::kOwn;
-  pool.ForEachThread([&](int tid) {
-    const int nt = pool.size();
-    std::size_t b, e;
-    switch (product) {
-      case Product::kFwd: {  // as MatmulForward: split OC if OC >= N, else N
-        const bool split_cols = uOC >= N;
-        kernels::MatmulSlice(split_cols ? uOC : N, nt, tid, &b, &e);
-        if (b >= e) return;
-        const std::size_t r0 = split_cols ? 0 : b, r1 = split_cols ? N : e;
-        const std::size_t c0 = split_cols ? b : 0, c1 = split_cols ? e : uOC;
-        OwnSgemm(I(r1 - r0), I(c1 - c0), C, {o.inp.p + r0 * uC, C, 1}, {o.w.p + c0 * uC, 1, C},
-                 o.out.p + r0 * ld + c0, ld, false);
-        return;
+  const float *inp = o.inp.p, *w = o.w.p, *dout = o.dout.p;
+  const uint16_t *inp16 = o.inp16.bf16(), *w16 = o.w16.bf16(), *dout16 = o.dout16.bf16();
+  auto own = [](int M, int Nn, int K, const float* A, bool ta, int lda, const float* B, bool tb,
+                int ldb, float* Cm, int ldc) {
+    OwnSgemm(M, Nn, K, ta ? MatView{A, 1, lda} : MatView{A, lda, 1},
+             tb ? MatView{B, 1, ldb} : MatView{B, ldb, 1}, Cm, ldc, false);
+  };
+  auto onednn_f32 = [&](int M, int Nn, int K, const float* A, bool ta, int lda, const float* B,
+                        bool tb, int ldb, float* Cm,
+                        int ldc) { onednn_.RunF32(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc); };
+  auto onednn_bf16 = [&](int M, int Nn, int K, const uint16_t* A, bool ta, int lda,
+                         const uint16_t* B, bool tb, int ldb, float* Cm,
+                         int ldc) { onednn_.RunBf16(M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc); };
+  auto kernel = [](kernels::Bf16Kernel k) {
+    return [k](int M, int Nn, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B,
+               bool tb, int ldb, float* Cm,
+               int ldc) { kernels::Bf16GemmOn(k, M, Nn, K, A, ta, lda, B, tb, ldb, Cm, ldc); };
+  };
+  switch (impl) {
+    case Impl::kOurs:  // training's own calls where they exist alone
+      if (product == Product::kFwd) {
+        return kernels::MatmulForward(pool, o.out.p, inp, w, nullptr, N, C, OC, ld);
       }
-      case Product::kBwdInput: {  // as MatmulBackward's dinp: split N if N >= C, else C
-        const bool split_rows = N >= uC;
-        kernels::MatmulSlice(split_rows ? N : uC, nt, tid, &b, &e);
-        if (b >= e) return;
-        if (split_rows) {
-          if (own) {
-            OwnSgemm(I(e - b), C, OC, {o.dout.p + b * ld, ld, 1}, {o.w.p, C, 1}, o.dinp.p + b * uC,
-                     C, false);
-          } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
-                        o.dout.p + b * ld, ld, o.w.p, C, 0.f, o.dinp.p + b * uC, C);
-          }
-        } else {
-          if (own) {
-            OwnSgemm(I(N), I(e - b), OC, {o.dout.p, ld, 1}, {o.w.p + b, C, 1}, o.dinp.p + b, C,
-                     false);
-          } else {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), I(e - b), OC, 1.f,
-                        o.dout.p, ld, o.w.p + b, C, 0.f, o.dinp.p + b, C);
-          }
-        }
-        return;
+      if (product == Product::kBwdWeight) {
+        return kernels::MatmulBackward(pool, nullptr, o.dw.p, nullptr, dout, inp, w, N, C, OC, ld);
       }
-      case Product::kBwdWeight: {  // as MatmulBackward's dweight: split OC
-        kernels::MatmulSlice(uOC, nt, tid, &b, &e);
-        if (b >= e) return;
-        OwnSgemm(I(e - b), C, I(N), {o.dout.p + b, 1, ld}, {o.inp.p, C, 1}, o.dw.p + b * uC, C,
-                 false);
-        return;
-      }
-    }
-  });
+      return Partitioned(product, &pool, N, s, inp, w, dout, o, Sgemm);
+    case Impl::kOpenblasMt:  // one call from this (bound) thread, OpenBLAS threading itself
+      return Partitioned(product, nullptr, N, s, inp, w, dout, o, Sgemm);
+    case Impl::kOwn:
+      return Partitioned(product, &pool, N, s, inp, w, dout, o, own);
+    case Impl::kOnednnF32:
+      return Partitioned(product, &pool, N, s, inp, w, dout, o, onednn_f32);
+    case Impl::kOwnBf16:
+      return Partitioned(product, &pool, N, s, inp16, w16, dout16, o,
+                         kernel(kernels::Bf16Kernel::kVdpbf16ps));
+    case Impl::kAmx:
+      return Partitioned(product, &pool, N, s, inp16, w16, dout16, o,
+                         kernel(kernels::Bf16Kernel::kAmx));
+    case Impl::kBf16:
+      return Partitioned(product, &pool, N, s, inp16, w16, dout16, o, onednn_bf16);
+    case Impl::kBf16Mt:  // one call that oneDNN splits over its own OpenMP threads
+      return Partitioned(product, nullptr, N, s, inp16, w16, dout16, o, onednn_bf16);
+  }
 }
 
 // max |x - ref| / max |ref| over the product's output.
@@ -455,14 +436,14 @@ double GemmSuite::Time(const GemmGroup& gr, Impl impl, Product p, Operands& o, s
   if (mt) {
     gr.binder->BindThisThread(gr.pg->cpus);
     openblas_set_num_threads(impl == Impl::kOpenblasMt ? T : 1);
-    OnednnBf16Gemm::SetCallerThreads(impl == Impl::kBf16Mt ? T : 1);
+    kernels::OnednnGemm::SetCallerThreads(impl == Impl::kBf16Mt ? T : 1);
   }
   const double t0 = NowSeconds();
   Call(impl, p, *gr.pool, o, N, s);
   const double t = NowSeconds() - t0;
   if (mt) {
     openblas_set_num_threads(1);
-    OnednnBf16Gemm::SetCallerThreads(1);
+    kernels::OnednnGemm::SetCallerThreads(1);
     if (!gr.old_binding.empty()) gr.binder->BindThisThread(gr.old_binding);
   }
   return t;
@@ -509,31 +490,26 @@ std::vector<GemmRow> GemmSuite::MeasureProduct(const GemmGroup& gr, Product p, O
   return rows;
 }
 
-// One product's line (ours, openblas-mt, own-avx2) and, on a bf16 CPU, its bf16 line.
-void PrintProduct(const std::vector<GemmRow>& rows, const PeakResult& peak, double bf16_peak) {
-  std::map<Impl, double> gf;
-  for (const GemmRow& r : rows) gf[r.impl] = r.gflops();
-  const GemmRow& r = rows.front();
-  std::printf(
-      "  %-8s %-10s %6zu %6zu %6zu | %8.1f %5.0f%% | %8.1f %5.0f%% | %8.1f %5.0f%% "
-      "| %6.2fx %6.2fx\n",
-      r.shape->name.c_str(), ProductName(r.product), r.M, r.N, r.K, gf[Impl::kOurs],
-      100 * gf[Impl::kOurs] / peak.group(), gf[Impl::kOpenblasMt],
-      100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
-      100 * gf[Impl::kOwn] / peak.group(), gf[Impl::kOpenblasMt] / gf[Impl::kOurs],
-      gf[Impl::kOwn] / gf[Impl::kOurs]);
-  if (peak.bf16 && !OnednnBf16Gemm::Available()) {
-    std::printf("  %-8s %-10s %20s | own-bf16 %7.1f %5.0f%% (of bf16 peak) | %5.2fx ours\n", "", "",
-                "", gf[Impl::kOwnBf16], 100 * gf[Impl::kOwnBf16] / bf16_peak,
-                gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
-  } else if (peak.bf16) {
-    std::printf(
-        "  %-8s %-10s %20s | bf16 %7.1f %5.0f%% | bf16-mt %7.1f %5.0f%% | own-bf16 %7.1f "
-        "%5.0f%% (of bf16 peak) | %5.2fx %5.2fx %5.2fx ours\n",
-        "", "", "", gf[Impl::kBf16], 100 * gf[Impl::kBf16] / bf16_peak, gf[Impl::kBf16Mt],
-        100 * gf[Impl::kBf16Mt] / bf16_peak, gf[Impl::kOwnBf16],
-        100 * gf[Impl::kOwnBf16] / bf16_peak, gf[Impl::kBf16] / gf[Impl::kOurs],
-        gf[Impl::kBf16Mt] / gf[Impl::kOurs], gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
+// One product's lines: its fp32 rows (ours first), then its bf16 rows, each "impl GFLOP/s % of
+// its peak", then each row's speed over ours.
+void PrintProduct(const std::vector<GemmRow>& rows) {
+  const GemmRow& r0 = rows.front();
+  const double ours = r0.gflops();  // rows[0] is ours (MeasureProduct's order)
+  for (const bool bf16 : {false, true}) {
+    std::string cells, ratios;
+    for (const GemmRow& r : rows) {
+      if (IsBf16(r.impl) != bf16) continue;
+      cells += fmt::format(" | {} {:.1f} {:.0f}%", ImplName(r.impl), r.gflops(),
+                           100 * r.gflops() / r.peak);
+      if (r.impl != Impl::kOurs) ratios += fmt::format(" {:.2f}x", r.gflops() / ours);
+    }
+    if (cells.empty()) continue;
+    if (bf16) {
+      std::printf("  %-8s %-10s %20s%s | x ours:%s\n", "", "", "", cells.c_str(), ratios.c_str());
+    } else {
+      std::printf("  %-8s %-10s %6zu %6zu %6zu%s | x ours:%s\n", r0.shape->name.c_str(),
+                  ProductName(r0.product), r0.M, r0.N, r0.K, cells.c_str(), ratios.c_str());
+    }
   }
 }
 
@@ -607,9 +583,9 @@ void GemmSuite::RunModel(const GemmGroup& gr, const std::string& mname, const Be
   const std::size_t N = static_cast<std::size_t>(m.B / G) * static_cast<std::size_t>(m.T);
   std::printf("\n  model %s (%s): N = %d x %d = %zu rows per group\n", m.name.c_str(),
               m.Describe().c_str(), m.B / G, m.T, N);
-  std::printf("  %-8s %-10s %6s %6s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s\n", "shape",
-              "product", "M", "N", "K", "ours", "%peak", "blas-mt", "%peak", "own", "%peak",
-              "mt/ours", "own/ours");
+  std::printf(
+      "  %-8s %-10s %6s %6s %6s | impl GFLOP/s %% of its peak (fp32 FMA, VDPBF16PS or AMX)\n",
+      "shape", "product", "M", "N", "K");
   WorkerPool& pool = *gr.pool;
   const std::vector<Shape> shapes = ShapesOf(m);
   std::vector<GemmRow> all;  // every shape's and product's rows, for the step's summary
@@ -623,7 +599,7 @@ void GemmSuite::RunModel(const GemmGroup& gr, const std::string& mname, const Be
     Fill(pool, o.dinp.p, o.dinp.n, 5);
     Fill(pool, o.dw.p, o.dw.n, 6);
     Fill(pool, o.ref.p, o.ref.n, 7);
-    if (gr.peak.bf16) {
+    if (gr.peak.bf16 || gr.peak.amx) {
       kernels::ConvertToBf16(pool, o.inp16.bf16(), o.inp.p, o.inp.n);
       kernels::ConvertToBf16(pool, o.w16.bf16(), o.w.p, o.w.n);
       kernels::ConvertToBf16(pool, o.dout16.bf16(), o.dout.p, o.dout.n);
@@ -637,14 +613,14 @@ void GemmSuite::RunModel(const GemmGroup& gr, const std::string& mname, const Be
         worst = std::max(worst, r.err);
       }
       AddProductRecords(rows, m.name, gr.g, pool.size(), report);
-      PrintProduct(rows, gr.peak, gr.bf16_peak);
+      PrintProduct(rows);
       all.insert(all.end(), rows.begin(), rows.end());
     }
   }
   PrintStepSummary(gr, m, all, report);
   std::printf("    largest relative difference from ours' results: %.1e%s\n", worst_err,
               worst_err > 1e-4 ? "  (WARNING: larger than fp32 reordering explains)" : "");
-  if (gr.peak.bf16) {
+  if (gr.peak.bf16 || gr.peak.amx) {
     std::printf(
         "    largest relative difference of the bf16 results from ours (fp32): %.1e "
         "(bf16 inputs: 8-bit mantissas)\n",
@@ -682,31 +658,56 @@ void GemmSuite::Peaks(GemmGroup* gr, SuiteRecords* report) {
                  {"cpus", cpus},
                  {"gflops", gflops}});
   }
-  // The bf16 rows: only where the CPU runs bf16 products natively.
-  gr->impls.assign(std::begin(kFp32Impls), std::end(kFp32Impls));
+  // The rows: the fp32 ones everywhere (onednn-fp32 where the build has oneDNN), the bf16 ones
+  // only where the CPU runs bf16 products natively (VDPBF16PS, AMX).
+  gr->impls = {Impl::kOurs, Impl::kOpenblasMt, Impl::kOwn};
+  if (kernels::OnednnGemm::Available()) gr->impls.push_back(Impl::kOnednnF32);
   gr->bf16_peak = peak.group_bf16_peak();
-  if (!peak.bf16) {
+  gr->amx_peak = peak.group_amx_peak();
+  if (!kernels::OnednnGemm::Available()) {
+    std::printf("  onednn rows skipped: %s\n", kernels::OnednnGemm::kMissing);
+  }
+  const std::string amx_missing = kernels::Bf16KernelMissing(kernels::Bf16Kernel::kAmx);
+  if (peak.amx) {
+    std::printf(
+        "  AMX peak (TDPBF16PS on resident tiles, GFLOP/s): one core %.1f; group %.1f -> "
+        "%.1f for %%\n",
+        peak.core_amx, peak.group_amx, gr->amx_peak);
+  } else {
+    std::printf("  AMX peak loop and own-amx rows: not available (%s)\n", amx_missing.c_str());
+  }
+  std::printf(
+      "  tile-model (our AMX kernel on the portable tile model) is a correctness backend: "
+      "tested, not timed\n");
+  if (!peak.bf16 && !peak.amx) {
     std::printf("  no bf16 rows: %s\n", kernels::DetectBf16().Describe().c_str());
     return;
   }
-  gr->impls.assign(std::begin(kAllImpls), std::end(kAllImpls));
-  if (!OnednnBf16Gemm::Available()) {
-    std::erase_if(gr->impls, [](Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt; });
-    std::printf("  onednn-bf16 rows skipped: %s\n", OnednnBf16Gemm::kMissing);
+  if (peak.bf16) gr->impls.push_back(Impl::kOwnBf16);
+  if (peak.amx) gr->impls.push_back(Impl::kAmx);
+  if (kernels::OnednnGemm::Available()) {
+    gr->impls.push_back(Impl::kBf16);
+    gr->impls.push_back(Impl::kBf16Mt);
   }
-  std::printf("  bf16 peak (VDPBF16PS, GFLOP/s): one core %.1f; group %.1f -> %.1f for %%\n",
-              peak.core_bf16, peak.group_bf16, gr->bf16_peak);
-  for (auto [scope, gflops, threads] :
-       {std::tuple{"core", peak.core_bf16, 1}, std::tuple{"group", peak.group_bf16, T}}) {
+  if (peak.bf16) {
+    std::printf("  bf16 peak (VDPBF16PS, GFLOP/s): one core %.1f; group %.1f -> %.1f for %%\n",
+                peak.core_bf16, peak.group_bf16, gr->bf16_peak);
+  }
+  for (auto [scope, width, gflops, threads] :
+       {std::tuple{"core", FmaWidth::kBf16, peak.core_bf16, 1},
+        std::tuple{"group", FmaWidth::kBf16, peak.group_bf16, T},
+        std::tuple{"core", FmaWidth::kAmx, peak.core_amx, 1},
+        std::tuple{"group", FmaWidth::kAmx, peak.group_amx, T}}) {
+    if (gflops <= 0) continue;
     report->Add({{"kind", "peak"},
                  {"scope", scope},
-                 {"isa", FmaWidthName(FmaWidth::kBf16)},
+                 {"isa", FmaWidthName(width)},
                  {"group", g},
                  {"threads", threads},
                  {"cpus", cpus},
                  {"gflops", gflops}});
   }
-  gr->pool->ForEachThread([](int) { OnednnBf16Gemm::SetCallerThreads(1); });
+  gr->pool->ForEachThread([](int) { kernels::OnednnGemm::SetCallerThreads(1); });
 }
 
 void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
@@ -729,6 +730,21 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       "  ours = partitioned single-threaded OpenBLAS (training's path); openblas-mt = one call, "
       "OpenBLAS threads; own-avx2 = our 6x16 kernel, same partition. Median of reps after a "
       "warm-up.\n");
+  // What training would run here with this config (each row below names its own kernel).
+  const kernels::Fp32Kernel fp32 =
+      kernels::ParseFp32Kernel(ctx.config.train.fp32_kernel).value_or(kernels::Fp32Kernel::kAuto);
+  std::printf("  training's %s\n",
+              kernels::Fp32KernelLine(kernels::UseFp32Kernel(fp32), fp32).c_str());
+  const kernels::Bf16Kernel bf16 =
+      kernels::ParseBf16Kernel(ctx.config.train.bf16_kernel).value_or(kernels::Bf16Kernel::kAuto);
+  try {
+    std::printf("  training's %s\n",
+                kernels::Bf16KernelLine(kernels::UseBf16Kernel(bf16), bf16).c_str());
+  } catch (const InputError& e) {
+    std::printf("  training's bf16 products: none (%s)\n", e.what());
+  }
+  // `ours` is OpenBLAS whatever training would pick (onednn-fp32 is its own row).
+  kernels::UseFp32Kernel(kernels::Fp32Kernel::kOpenblas, "bench gemm");
 
   for (int g = 0; g < groups_; ++g) {
     GemmGroup gr;

@@ -10,97 +10,28 @@
 
 #include "bench/bench.h"
 #include "kernels/bf16.h"
+#include "kernels/peak.h"
 
 namespace cputrain::bench {
 namespace {
 
-constexpr int kChains256 = 12;  // 16 ymm registers: 12 accumulators + x + y
-constexpr int kChains512 = 24;  // 32 zmm registers: 24 accumulators + x + y
-
-// Read through a volatile so the compiler cannot fold the loop's arithmetic.
-volatile float g_x = 0.999f, g_y = 0.001f;
 std::atomic<float> g_sink{0};
 
-float FmaLoop256(uint64_t iters) {
-  const __m256 x = _mm256_set1_ps(g_x), y = _mm256_set1_ps(g_y);
-  __m256 acc[kChains256];
-  for (int i = 0; i < kChains256; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
-  for (uint64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kChains256; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-  }
-  __m256 s = acc[0];
-  for (int i = 1; i < kChains256; ++i) s = _mm256_add_ps(s, acc[i]);
-  alignas(32) float out[8];
-  _mm256_store_ps(out, s);
-  return out[0] + out[7];
-}
-
-// The chains' result, so that the compiler must compute them.
-__attribute__((target("avx512f"))) float Sum512(const __m512* acc) {
-  __m512 s = acc[0];
-  for (int i = 1; i < kChains512; ++i) s = _mm512_add_ps(s, acc[i]);
-  // (Stored and summed by hand: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.)
-  alignas(64) float out[16];
-  _mm512_store_ps(out, s);
-  return out[0] + out[15];
-}
-
-__attribute__((target("avx512f"))) float FmaLoop512(uint64_t iters) {
-  const __m512 x = _mm512_set1_ps(g_x), y = _mm512_set1_ps(g_y);
-  __m512 acc[kChains512];
-  for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  for (uint64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-  }
-  return Sum512(acc);
-}
-
-// VDPBF16PS: per lane, acc += x0*y0 + x1*y1 with the products of a bf16 pair, accumulated in
-// fp32: 2 multiply-adds = 4 flops per lane (the count PyTorch's and oneDNN's GFLOP/s use for a
-// bf16 GEMM's 2 M N K). Needs AVX512_BF16: only called when kernels::DetectBf16 says so.
-__attribute__((target("avx512f,avx512bf16"))) float DpbfLoop512(uint64_t iters) {
-  const __m512 xf = _mm512_set1_ps(g_x), yf = _mm512_set1_ps(g_y);
-  const __m512bh x = _mm512_cvtne2ps_pbh(xf, xf), y = _mm512_cvtne2ps_pbh(yf, yf);
-  __m512 acc[kChains512];
-  for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  for (uint64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 24
-    for (int i = 0; i < kChains512; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-  }
-  return Sum512(acc);
-}
-
-double FlopsPerIter(FmaWidth w) {
+kernels::PeakLoop LoopOf(FmaWidth w) {
   switch (w) {
     case FmaWidth::k256:
-      return kChains256 * 8.0 * 2.0;
+      return kernels::PeakLoop::kFma256;
     case FmaWidth::k512:
-      return kChains512 * 16.0 * 2.0;
+      return kernels::PeakLoop::kFma512;
     case FmaWidth::kBf16:
-      return kChains512 * 16.0 * 4.0;
+      return kernels::PeakLoop::kVdpbf16ps;
+    case FmaWidth::kAmx:
+      return kernels::PeakLoop::kAmx;
   }
-  return 0;
+  return kernels::PeakLoop::kFma256;
 }
 
-float Loop(FmaWidth w, uint64_t iters) {
-  switch (w) {
-    case FmaWidth::k256:
-      return FmaLoop256(iters);
-    case FmaWidth::k512:
-      return FmaLoop512(iters);
-    case FmaWidth::kBf16:
-      return DpbfLoop512(iters);
-  }
-  return 0;
-}
-
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+double FlopsPerIter(FmaWidth w) { return kernels::PeakLoopFlops(LoopOf(w)); }
 
 // One run on every thread of the pool at once: the sum of the threads' rates, each over its own
 // CPU time (CLOCK_THREAD_CPUTIME_ID). The CPU clock stops while a thread is descheduled, so
@@ -109,9 +40,9 @@ double ThreadCpuSeconds() {
 double RunOnce(WorkerPool& pool, FmaWidth w, uint64_t iters) {
   std::vector<double> secs(static_cast<std::size_t>(pool.size()));
   pool.ForEachThread([&](int t) {
-    const double t0 = ThreadCpuSeconds();
-    const float r = Loop(w, iters);
-    secs[static_cast<std::size_t>(t)] = ThreadCpuSeconds() - t0;
+    const double t0 = kernels::ThreadCpuSeconds();
+    const float r = kernels::RunPeakLoop(LoopOf(w), iters);
+    secs[static_cast<std::size_t>(t)] = kernels::ThreadCpuSeconds() - t0;
     g_sink.store(r, std::memory_order_relaxed);
   });
   double rate = 0;
@@ -121,17 +52,7 @@ double RunOnce(WorkerPool& pool, FmaWidth w, uint64_t iters) {
 
 }  // namespace
 
-const char* FmaWidthName(FmaWidth w) {
-  switch (w) {
-    case FmaWidth::k256:
-      return "avx2-fma";
-    case FmaWidth::k512:
-      return "avx512f";
-    case FmaWidth::kBf16:
-      return "avx512-bf16";
-  }
-  return "?";
-}
+const char* FmaWidthName(FmaWidth w) { return kernels::PeakLoopName(LoopOf(w)); }
 
 bool HasAvx512() {
   __builtin_cpu_init();
@@ -158,7 +79,8 @@ std::vector<double> CoreRates(WorkerPool& pool, double seconds) {
   std::vector<double> rates(static_cast<std::size_t>(pool.size()));
   pool.ForEachThread([&](int t) {
     const double t0 = NowSeconds();
-    g_sink.store(FmaLoop256(iters), std::memory_order_relaxed);
+    g_sink.store(kernels::RunPeakLoop(kernels::PeakLoop::kFma256, iters),
+                 std::memory_order_relaxed);
     rates[static_cast<std::size_t>(t)] =
         FlopsPerIter(FmaWidth::k256) * static_cast<double>(iters) / (NowSeconds() - t0) / 1e9;
   });
@@ -174,6 +96,7 @@ PeakResult MeasurePeak(WorkerPool& pool, topo::Binder* binder, bool quick) {
   p.threads = pool.size();
   p.avx512 = HasAvx512();
   p.bf16 = kernels::DetectBf16().avx512_bf16;
+  p.amx = kernels::PeakLoopRuns(kernels::PeakLoop::kAmx);
   const double secs = quick ? 0.02 : 0.1;
   const int reps = quick ? 2 : 5;
   {
@@ -181,15 +104,18 @@ PeakResult MeasurePeak(WorkerPool& pool, topo::Binder* binder, bool quick) {
     p.core_256 = MeasureFmaGflops(one, FmaWidth::k256, secs, reps);
     if (p.avx512) p.core_512 = MeasureFmaGflops(one, FmaWidth::k512, secs, reps);
     if (p.bf16) p.core_bf16 = MeasureFmaGflops(one, FmaWidth::kBf16, secs, reps);
+    if (p.amx) p.core_amx = MeasureFmaGflops(one, FmaWidth::kAmx, secs, reps);
   }
   if (pool.size() == 1) {
     p.group_256 = p.core_256;
     p.group_512 = p.core_512;
     p.group_bf16 = p.core_bf16;
+    p.group_amx = p.core_amx;
   } else {
     p.group_256 = MeasureFmaGflops(pool, FmaWidth::k256, secs, reps);
     if (p.avx512) p.group_512 = MeasureFmaGflops(pool, FmaWidth::k512, secs, reps);
     if (p.bf16) p.group_bf16 = MeasureFmaGflops(pool, FmaWidth::kBf16, secs, reps);
+    if (p.amx) p.group_amx = MeasureFmaGflops(pool, FmaWidth::kAmx, secs, reps);
   }
   return p;
 }

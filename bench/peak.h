@@ -2,19 +2,20 @@
 // train suite. Nominal peaks (cores x GHz x flop/cycle) are guesses on a VM whose clock we cannot
 // read (docs/machine-notes.md: /proc/cpuinfo shows the TSC, not the clock), so we measure instead.
 //
-// Method: each thread runs a loop of independent FMA chains, acc_i = acc_i * x + y, on 256-bit
-// registers (12 chains: enough to cover a 4-cycle FMA latency on 2 FMA pipes, with registers left
-// for x and y), and, when the CPU has AVX-512F (checked at run time with
+// Method: each thread runs one of kernels/peak.h's loops: independent FMA chains, acc_i = acc_i *
+// x + y, on 256-bit registers (12 chains: enough to cover a 4-cycle FMA latency on 2 FMA pipes,
+// with registers left for x and y), and, when the CPU has AVX-512F (checked at run time with
 // __builtin_cpu_supports), on 512-bit registers (24 chains), compiled for that ISA with
 // __attribute__((target("avx512f"))) since the baseline build is x86-64-v3. flops = chains x
 // lanes x 2 per iteration. The BF16 peak (when kernels::DetectBf16 finds AVX512_BF16) runs the
 // same 24 chains of VDPBF16PS, acc += x0*y0 + x1*y1 on bf16 pairs, 4 flops per fp32 lane: the
-// yardstick for bf16 products (PyTorch and oneDNN also count a bf16 GEMM as 2 M N K). The values
-// converge to 1 (x = 0.999, y = 0.001), so no denormal or overflow slows the loop. A measurement is
-// the best of `reps` runs (a peak is a best case). Each thread's rate is taken over its own CPU
-// time, not the wall clock, so that a busy shared box (other processes taking turns on our cores)
-// does not lower the peak; all threads run at once, so an all-core clock that is lower than the
-// one-core clock is seen.
+// yardstick for bf16 products (PyTorch and oneDNN also count a bf16 GEMM as 2 M N K). The AMX
+// peak (where the CPU has AMX and Linux grants it) runs 4 independent TDPBF16PS on resident tiles,
+// 16384 flops each. The values converge to 1 (x = 0.999, y = 0.001), so no denormal or overflow
+// slows the loop. A measurement is the best of `reps` runs (a peak is a best case). Each thread's
+// rate is taken over its own CPU time, not the wall clock, so that a busy shared box (other
+// processes taking turns on our cores) does not lower the peak; all threads run at once, so an
+// all-core clock that is lower than the one-core clock is seen.
 #pragma once
 
 #include <string>
@@ -24,8 +25,9 @@
 
 namespace cputrain::bench {
 
-enum class FmaWidth { k256, k512, kBf16 };
-const char* FmaWidthName(FmaWidth w);  // "avx2-fma" / "avx512f" / "avx512-bf16"
+enum class FmaWidth { k256, k512, kBf16, kAmx };
+// "avx2-fma" / "avx512f" / "avx512-bf16" / "amx-bf16"
+const char* FmaWidthName(FmaWidth w);
 
 // True if this CPU can run the 512-bit loop.
 bool HasAvx512();
@@ -39,9 +41,11 @@ struct PeakResult {
   double core_256 = 0, core_512 = 0;     // one thread (the pool's first CPU)
   double group_256 = 0, group_512 = 0;   // all the pool's threads at once
   double core_bf16 = 0, group_bf16 = 0;  // VDPBF16PS, when bf16 (0 otherwise)
+  double core_amx = 0, group_amx = 0;    // TDPBF16PS, when amx (0 otherwise)
   int threads = 0;
   bool avx512 = false;
   bool bf16 = false;  // AVX512_BF16: the bf16 figures were measured
+  bool amx = false;   // AMX granted here: the AMX figures were measured
   // The better of the two widths: the peak a kernel could reach on these cores.
   double core() const { return core_512 > core_256 ? core_512 : core_256; }
   // The group's peak: the all-threads measurement, or threads x the one-core figure if that is
@@ -57,6 +61,9 @@ struct PeakResult {
   // The group's bf16 product peak, by the same rule as group().
   double group_bf16_peak() const {
     return group_bf16 > threads * core_bf16 ? group_bf16 : threads * core_bf16;
+  }
+  double group_amx_peak() const {
+    return group_amx > threads * core_amx ? group_amx : threads * core_amx;
   }
 };
 

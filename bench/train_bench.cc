@@ -75,6 +75,7 @@
 #include "common/log.h"
 #include "data/token_file.h"
 #include "kernels/bf16.h"
+#include "kernels/kernels.h"
 #include "model/transformer.h"
 
 namespace cputrain::bench {
@@ -298,7 +299,8 @@ std::vector<std::unique_ptr<LoraRun>> TrainSuite::ResolveLoras(
   return loras;
 }
 
-RowPlan TrainSuite::PlanRows(const topo::Topology& topo, SuiteRecords* report) const {
+RowPlan TrainSuite::PlanRows(const BenchContext& ctx, const topo::Topology& topo,
+                             SuiteRecords* report) {
   RowPlan plan;
   std::vector<PlacementSpec>& specs = plan.specs;
   for (const std::string& p : placements_.empty() ? DefaultSpecs(topo) : placements_) {
@@ -313,6 +315,10 @@ RowPlan TrainSuite::PlanRows(const topo::Topology& topo, SuiteRecords* report) c
     plan.accum_pairs.emplace_back(specs[i].label, k.label);
     specs.insert(specs.begin() + static_cast<std::ptrdiff_t>(i) + 1, k);
   }
+  // The fp32 kernel every row runs (each row's process resolves the same config again).
+  const kernels::Fp32Kernel fp32 =
+      kernels::ParseFp32Kernel(ctx.config.train.fp32_kernel).value_or(kernels::Fp32Kernel::kAuto);
+  fp32_kernel_ = kernels::Fp32KernelLine(kernels::UseFp32Kernel(fp32), fp32);
   if (precision_ != "bf16") return plan;
   // bf16 twins: every placement again in train.precision: bf16, right after its fp32 row.
   if (!kernels::DetectBf16().trains()) {
@@ -321,6 +327,10 @@ RowPlan TrainSuite::PlanRows(const topo::Topology& topo, SuiteRecords* report) c
     report->Add({{"kind", "bf16_unavailable"}, {"cpu", kernels::DetectBf16().Describe()}});
     return plan;
   }
+  // The kernel our bf16 rows will run (each row's process resolves the same config again).
+  const kernels::Bf16Kernel requested =
+      kernels::ParseBf16Kernel(ctx.config.train.bf16_kernel).value_or(kernels::Bf16Kernel::kAuto);
+  bf16_kernel_ = kernels::Bf16KernelLine(kernels::UseBf16Kernel(requested), requested);
   std::vector<PlacementSpec> with;
   for (const PlacementSpec& sp : specs) {
     with.push_back(sp);
@@ -346,6 +356,7 @@ void TrainSuite::MeasurePeaks(const topo::Topology& topo, SuiteRecords* report) 
   const PeakResult p = MeasurePeak(*check_pool_, check_binder_.get(), /*quick=*/quick_);
   peak_per_core_ = p.group() / real_cores_;
   bf16_peak_per_core_ = p.group_bf16_peak() / real_cores_;
+  amx_peak_per_core_ = p.group_amx_peak() / real_cores_;
   peak_isa_ = p.best_isa();
   peak_256_per_core_ = std::max(p.group_256 / real_cores_, p.core_256);
   report->Add({{"kind", "peak"},
@@ -353,20 +364,27 @@ void TrainSuite::MeasurePeaks(const topo::Topology& topo, SuiteRecords* report) 
                {"isa", peak_isa_},
                {"gflops", peak_per_core_ * real_cores_},
                {"per_core_gflops", peak_per_core_},
-               {"bf16_per_core_gflops", bf16_peak_per_core_}});
+               {"bf16_per_core_gflops", bf16_peak_per_core_},
+               {"amx_per_core_gflops", amx_peak_per_core_}});
 }
 
 void TrainSuite::PrintHeader() const {
+  std::string bf16_peaks;
+  if (bf16_peak_per_core_ > 0) {
+    bf16_peaks += fmt::format(", bf16 {:.1f} (VDPBF16PS loop)", bf16_peak_per_core_);
+  }
+  if (amx_peak_per_core_ > 0) {
+    bf16_peaks += fmt::format(", AMX {:.1f} (TDPBF16PS loop)", amx_peak_per_core_);
+  }
   std::printf(
       "train: %d timed step(s) after %d warm-up, medians; peak %.1f GFLOP/s per core "
       "(%s FMA loop, %d cores busy)%s%s\n",
-      steps_run_, warmup_run_, peak_per_core_, peak_isa_.c_str(), real_cores_,
-      bf16_peak_per_core_ > 0
-          ? fmt::format(", bf16 {:.1f} (VDPBF16PS loop)", bf16_peak_per_core_).c_str()
-          : "",
+      steps_run_, warmup_run_, peak_per_core_, peak_isa_.c_str(), real_cores_, bf16_peaks.c_str(),
       pytorch_ ? (torch_version_.empty() ? "; PyTorch: not available"
                                          : fmt::format("; PyTorch {}", torch_version_).c_str())
                : "; PyTorch: not run (--pytorch)");
+  std::printf("%s\n", fp32_kernel_.c_str());
+  if (!bf16_kernel_.empty()) std::printf("%s\n", bf16_kernel_.c_str());
   if (lora_.on()) {
     std::printf(
         "LoRA (--lora %s): every row fine-tunes adapters over a frozen base (ours: train.lora.*; "
@@ -398,7 +416,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   const std::vector<std::unique_ptr<LoraRun>> loras = ResolveLoras(ctx, models);
   cpu_ = CpuName(MachineInfo());
   const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
-  const RowPlan plan = PlanRows(topo, report);
+  const RowPlan plan = PlanRows(ctx, topo, report);
   MeasurePeaks(topo, report);
   if (pytorch_) {
     if (script_.empty())

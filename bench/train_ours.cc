@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "kernels/bf16.h"
 #include "model/transformer.h"
 #include "train/trainer.h"
 
@@ -359,12 +360,18 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
   const double fpt = lora ? lora->FlopsPerToken(m.T) : model::TrainFlopsPerToken(m.shape, m.T);
   row.gflops = fpt * row.tokens_per_s / 1e9;
   row.bf16 = cfg.train.bf16;
+  row.kernel = res.value("bf16_kernel", "");
+  if (!row.kernel.empty()) {
+    row.note += " on " + row.kernel;
+    row.record["bf16_kernel"] = row.kernel;
+  }
   if (lora) {
     row.trainable = static_cast<double>(lora->trainable());
     row.sync_bytes = row.record["grad_sync_bytes"].get<double>();
     row.sync_bytes_full = row.record["grad_sync_bytes_full"].get<double>();
   }
-  row.mfu = row.gflops / PeakFor(cores_used, row.bf16);
+  const double peak = PeakFor(cores_used, row.bf16, row.kernel == "amx");
+  row.mfu = row.gflops / peak;
   row.others_pct = others_pct;
   row.slowest_core_pct = slowest;
   row.peak_rss = res.value("peak_rss_bytes", 0.0);
@@ -378,7 +385,7 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
                      {"flops_per_token", fpt},
                      {"gflops", row.gflops},
                      {"precision", row.bf16 ? "bf16" : "fp32"},
-                     {"peak_gflops", PeakFor(cores_used, row.bf16)},
+                     {"peak_gflops", peak},
                      {"mfu", row.mfu},
                      {"others_cpu_pct", others_pct},
                      {"slowest_core_pct", slowest},
@@ -413,10 +420,13 @@ void TrainSuite::RowProcess(const BenchContext& ctx) const {
   const auto state = res.checkpoint.empty()
                          ? std::uintmax_t(0)
                          : std::filesystem::file_size(res.checkpoint + "/state.bin", ec);
-  const nlohmann::json out = {
+  nlohmann::json out = {
       {"steps", steps},
       {"peak_rss_bytes", ProcKb("/proc/self/status", "VmHWM")},
       {"state_bytes", res.checkpoint.empty() || ec ? -1.0 : static_cast<double>(state)}};
+  // The kernel the bf16 products ran on (Train resolved train.bf16_kernel).
+  if (ctx.config.train.bf16)
+    out["bf16_kernel"] = kernels::Bf16KernelName(kernels::ActiveBf16Kernel());
   WriteFileAtomic(row_result_, out.dump());
 }
 

@@ -280,7 +280,9 @@ void TrainSuite::ReadPeerResult(const ModelPreset& m, const LoraRun* lora, const
   row->other = std::max(0.0, row->step_ms - row->fwd - row->bwd - row->opt);
   row->gflops = fpt * row->tokens_per_s / 1e9;
   row->bf16 = s.bf16;
-  row->mfu = row->gflops / PeakFor(N, s.bf16);
+  // oneDNN picks its AMX kernels where AMX runs: PyTorch's bf16 rows then count against AMX's peak.
+  const bool amx = amx_peak_per_core_ > 0;
+  row->mfu = row->gflops / PeakFor(N, s.bf16, amx);
   row->peak_rss = out.value("peak_rss_bytes", 0.0);
   nlohmann::json& rec = row->record;
   if (lora) {
@@ -319,7 +321,7 @@ void TrainSuite::ReadPeerResult(const ModelPreset& m, const LoraRun* lora, const
               {"other_ms", row->other},
               {"flops_per_token", fpt},
               {"gflops", row->gflops},
-              {"peak_gflops", PeakFor(N, s.bf16)},
+              {"peak_gflops", PeakFor(N, s.bf16, amx)},
               {"mfu", row->mfu},
               {"others_cpu_pct", row->others_pct},
               {"slowest_core_pct", row->slowest_core_pct},

@@ -55,6 +55,7 @@ struct Row {
   double others_pct = 0;          // CPU share other processes took meanwhile (OthersMeter)
   double slowest_core_pct = 100;  // slowest core's FMA speed before/after, % of its peak
   bool bf16 = false;              // train.precision: bf16, or PyTorch under bf16 autocast
+  std::string kernel;             // our bf16 row's product kernel (kernels/bf16.h), else ""
   double peak_rss = 0;            // the row's process's peak resident set, bytes (0: unknown)
   // --lora: the parameters that train, and the bytes a step's gradient sync moves between the
   // row's groups or processes (GroupSyncBytes, DdpSyncBytes), and would move in a full fine-tune.
@@ -151,8 +152,9 @@ class TrainSuite : public Suite {
   // before anything is measured (null entries without --lora).
   std::vector<std::unique_ptr<LoraRun>> ResolveLoras(const BenchContext& ctx,
                                                      const std::vector<ModelPreset>& models);
-  // The placements, their accumulation and bf16 twins.
-  RowPlan PlanRows(const topo::Topology& topo, SuiteRecords* report) const;
+  // The placements, their accumulation and bf16 twins (and fp32_kernel_, bf16_kernel_: the lines
+  // naming the kernels the rows run).
+  RowPlan PlanRows(const BenchContext& ctx, const topo::Topology& topo, SuiteRecords* report);
   // The peaks every row's MFU divides by, on this machine's real cores.
   void MeasurePeaks(const topo::Topology& topo, SuiteRecords* report);
   // The run's header lines.
@@ -212,8 +214,10 @@ class TrainSuite : public Suite {
   // Each row's record, in measuring order (skipped rows with their reason).
   static void AddRecords(const ModelRows& rows, SuiteRecords* report);
 
-  double PeakFor(int cores, bool bf16 = false) const {
-    return (bf16 ? bf16_peak_per_core_ : peak_per_core_) * cores;
+  // The peak a row's MFU divides by: the fp32 FMA loop's, or for a bf16 row the loop of the
+  // instruction its products ran on (amx: TDPBF16PS, else VDPBF16PS), times the cores.
+  double PeakFor(int cores, bool bf16 = false, bool amx = false) const {
+    return (!bf16 ? peak_per_core_ : amx ? amx_peak_per_core_ : bf16_peak_per_core_) * cores;
   }
   // The slowest core's FMA rate right now, in % of the per-core peak (CoreRates on all cores).
   double SlowestCorePct() const;
@@ -238,6 +242,9 @@ class TrainSuite : public Suite {
   double peak_per_core_ = 0;
   double peak_256_per_core_ = 0;   // the 256-bit FMA loop's, for SlowestCorePct
   double bf16_peak_per_core_ = 0;  // VDPBF16PS; 0 without AVX512_BF16
+  double amx_peak_per_core_ = 0;   // TDPBF16PS; 0 where AMX is absent or refused
+  std::string bf16_kernel_;        // the kernel our bf16 rows run (train.bf16_kernel resolved)
+  std::string fp32_kernel_;        // the kernel every row's fp32 products run
   std::string peak_isa_;
   std::string torch_version_;  // "" = not available
   std::string torch_blas_;     // e.g. "MKL, oneDNN"

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_kernels.h"
 #include "config/config.h"
 #include "kernels/bf16.h"
 #include "test_util.h"
@@ -109,6 +110,27 @@ TEST(AllocFreeStep, Bf16TwoGroupsSharingAReplica) {
       {"train.precision=bf16", "topology=synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
        "placement.group_by=l3", "comm.bucket_mb=0.05"}));
 }
+
+// The same on each of our bf16 kernels (tests/bf16_kernels.h; AMX a skip without it): the tile
+// model's and the AMX kernel's packing buffers and tile state are per thread, made on its first
+// call. (oneDNN's kernel is not here: its execute allocates its argument maps on every call,
+// docs/bf16.md, which is why auto never picks it.)
+class AllocFreeStepKernels : public ::testing::TestWithParam<kernels::Bf16Kernel> {};
+
+TEST_P(AllocFreeStepKernels, Bf16OneGroup) {
+  if (const std::string why = kernels::Bf16KernelMissing(GetParam()); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  ExpectNoAllocationAfterTheFirstStep(
+      AllocationsPerStep({"train.precision=bf16", std::string("train.bf16_kernel=") +
+                                                      kernels::Bf16KernelName(GetParam())}));
+}
+
+INSTANTIATE_TEST_SUITE_P(OurKernels, AllocFreeStepKernels,
+                         ::testing::Values(kernels::Bf16Kernel::kVdpbf16ps,
+                                           kernels::Bf16Kernel::kAmx,
+                                           kernels::Bf16Kernel::kTileModel),
+                         test::Bf16KernelTestName);
 
 }  // namespace
 }  // namespace cputrain::train

@@ -1,20 +1,39 @@
-// Our VDPBF16PS kernel (kernels::Bf16Gemm) against a plain triple loop over the same bf16 values
-// in double, on every layout (A and B each plain or transposed, strided), odd K (the padded last
-// pair), edges smaller than the 12x32 tile, sizes crossing the blocking, and `add` (C += A @ B);
-// then the products built on it: the model's linear layers and attention.
+// Every bf16 kernel that runs here (kernels/bf16.h: our VDPBF16PS kernel, our AMX kernel on the
+// real tiles where the CPU has them and on the portable tile model everywhere, oneDNN's matmul
+// where the build has it) against a plain triple loop over the same bf16 values in double, on
+// every layout (A and B each plain or transposed, strided), odd K (the padded last pair), edges
+// smaller than the micro-tiles (12x32, 32x32), sizes crossing the blocking, and `add` (C += A @ B);
+// then the products built on the active kernel: the model's linear layers and attention. Each test
+// runs once per kernel (the kernel made active first); a kernel that cannot run here is skipped
+// with the reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "bf16_kernels.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain {
 namespace {
+
+using kernels::Bf16Kernel;
+
+class Bf16Kernels : public ::testing::TestWithParam<Bf16Kernel> {
+ protected:
+  void SetUp() override {
+    if (const std::string why = test::ActivateBf16Kernel(GetParam()); !why.empty()) {
+      GTEST_SKIP() << why;
+    }
+  }
+  // The tile model is the AMX kernel computed in C++: small shapes keep it to seconds.
+  bool slow() const { return GetParam() == Bf16Kernel::kTileModel; }
+};
 
 uint16_t Value(std::size_t i, uint32_t salt) {
   const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + salt * 40503u;
@@ -49,13 +68,12 @@ void Check(int M, int N, int K, bool ta, bool tb, bool add) {
   }
 }
 
-TEST(Bf16Gemm, MatchesTripleLoopOnEveryLayoutEdgeAndAdd) {
-  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+TEST_P(Bf16Kernels, GemmMatchesTripleLoopOnEveryLayoutEdgeAndAdd) {
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
-      for (auto [M, N, K] :
-           {std::tuple{1, 1, 1}, std::tuple{12, 32, 2}, std::tuple{13, 33, 7},
-            std::tuple{5, 70, 385}, std::tuple{130, 40, 800}, std::tuple{24, 4100, 3}}) {
+      for (auto [M, N, K] : {std::tuple{1, 1, 1}, std::tuple{12, 32, 2}, std::tuple{13, 33, 7},
+                             std::tuple{32, 32, 32}, std::tuple{33, 31, 65}, std::tuple{5, 70, 385},
+                             std::tuple{130, 40, slow() ? 530 : 800}, std::tuple{24, 4100, 3}}) {
         for (bool add : {false, true}) Check(M, N, K, ta, tb, add);
       }
     }
@@ -116,8 +134,7 @@ void CheckMatmul(WorkerPool& pool, std::size_t N, int C, int OC, int ld, bool ac
   ExpectClose(db, expect_db, "dbias");
 }
 
-TEST(MatmulBf16, IsTheFp32ProductOfRoundedOperands) {
-  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+TEST_P(Bf16Kernels, MatmulIsTheFp32ProductOfRoundedOperands) {
   kernels::InitBlas();
   WorkerPool pool{std::vector<int>(2, 0), nullptr, "bf16"};
   for (bool acc : {false, true}) {
@@ -126,8 +143,7 @@ TEST(MatmulBf16, IsTheFp32ProductOfRoundedOperands) {
   }
 }
 
-TEST(MatmulBf16, BitIdenticalRerunsForAPoolSize) {
-  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+TEST_P(Bf16Kernels, MatmulBitIdenticalRerunsForAPoolSize) {
   WorkerPool pool{std::vector<int>(3, 0), nullptr, "bf16"};
   const std::size_t N = 40;
   const int C = 64, OC = 200;
@@ -147,7 +163,8 @@ TEST(MatmulBf16, BitIdenticalRerunsForAPoolSize) {
 // reference rounds the kernel's P too, so only fp32 summation separates them (1e-5); dS is
 // recomputed in double and rounded by the reference, and a value within an ulp of a rounding
 // boundary may round the other way there (2^-8 on one of T terms), hence 1e-3 of the largest |dq|,
-// |dk| (a wrong operand, scale or transpose is off by O(1)). T = 150 crosses the 72-row blocks.
+// |dk| (a wrong operand, scale or transpose is off by O(1)). T = 150 crosses the row blocks (72
+// rows on VDPBF16PS, 64 on AMX).
 struct AttentionCase {
   int B = 2, T = 150, C = 64, NH = 4;
   std::vector<float> qkv, dout;
@@ -184,8 +201,7 @@ double MaxAbs(const std::vector<double>& v) {
   return m;
 }
 
-TEST(AttentionBf16, ForwardAndBackwardAreTheProductsOfRoundedOperands) {
-  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+TEST_P(Bf16Kernels, AttentionForwardAndBackwardAreTheProductsOfRoundedOperands) {
   const AttentionCase c;
   const int B = c.B, T = c.T, C = c.C, NH = c.NH, hs = C / NH, C3 = 3 * C;
   const double scale = 1.0 / std::sqrt(double(hs));
@@ -249,8 +265,7 @@ TEST(AttentionBf16, ForwardAndBackwardAreTheProductsOfRoundedOperands) {
 }
 
 // One task runs on one worker, so any pool size gives the same bits.
-TEST(AttentionBf16, BitIdenticalForAnyPoolSize) {
-  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+TEST_P(Bf16Kernels, AttentionBitIdenticalForAnyPoolSize) {
   const AttentionCase c;
   std::vector<float> first;
   for (int threads : {1, 2, 3}) {
@@ -260,6 +275,8 @@ TEST(AttentionBf16, BitIdenticalForAnyPoolSize) {
     ASSERT_EQ(out, first) << threads << " threads";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(AllKernels, Bf16Kernels, test::AllBf16Kernels(), test::Bf16KernelTestName);
 
 }  // namespace
 }  // namespace cputrain

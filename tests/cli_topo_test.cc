@@ -133,5 +133,31 @@ TEST(CliTopo, PrintsWhichPrecisionsRunNatively) {
       << r.out;
 }
 
+// `topo` names the kernel bf16's products run on (kernels/bf16.h): auto's, one the environment
+// or --set forces, or none with the reason; the tile model runs everywhere, bf16 forced off
+// leaves none.
+TEST(CliTopo, NamesTheBf16Kernel) {
+  __builtin_cpu_init();
+  const bool cpu_bf16 = __builtin_cpu_supports("avx512bf16") != 0;
+  nlohmann::json j = TopoJson({});
+  if (cpu_bf16) {
+    EXPECT_TRUE(j["precisions"]["bf16_kernel"] == "vdpbf16ps" ||
+                j["precisions"]["bf16_kernel"] == "amx")
+        << j["precisions"];
+  }
+  j = TopoJson({}, {"CPUTRAIN_BF16_KERNEL=tile-model"});
+  EXPECT_EQ(j["precisions"]["bf16_kernel"], "tile-model");
+  EXPECT_NE(j["precisions"]["bf16_kernel_detail"].get<std::string>().find(
+                "chosen by CPUTRAIN_BF16_KERNEL=tile-model"),
+            std::string::npos)
+      << j["precisions"];
+  j = TopoJson({}, {"CPUTRAIN_DISABLE_BF16=1"});
+  EXPECT_EQ(j["precisions"]["bf16_kernel"], "none");
+  test::CliResult r = test::RunCli({"topo", "--set", "train.bf16_kernel=tile-model"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("bf16 products: tile-model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chosen by train.bf16_kernel"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace cputrain

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_kernels.h"
 #include "common/error.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
@@ -145,8 +146,13 @@ struct TensorErrors {
   double vs_autocast = 0, vs_fp32 = 0;
 };
 
-TEST(Gpt2Bf16, OneBatchIsWithinBf16OfAutocastAndOfFp32) {
-  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+// Once per bf16 kernel (tests/bf16_kernels.h): the tile model runs it on every CPU.
+class Gpt2Bf16 : public ::testing::TestWithParam<kernels::Bf16Kernel> {};
+
+TEST_P(Gpt2Bf16, OneBatchIsWithinBf16OfAutocastAndOfFp32) {
+  if (const std::string why = test::ActivateBf16Kernel(GetParam()); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
   kernels::InitBlas();
   const Shape s = ReadCheckpointShape(Fixture("bf16", "model.bin"));
   ParamLayout layout(s);
@@ -195,6 +201,8 @@ TEST(Gpt2Bf16, OneBatchIsWithinBf16OfAutocastAndOfFp32) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(AllKernels, Gpt2Bf16, test::AllBf16Kernels(), test::Bf16KernelTestName);
 
 // Backward writes gradients (it does not accumulate): a second pass gives the same bits, and a
 // different pool size gives the same loss to rounding.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "common/error.h"
 #include "common/log.h"
 #include "kernels/bf16.h"
 #include "topology/placement.h"
@@ -32,18 +33,33 @@ void AddTopoCommand(CLI::App& app) {
     const std::string binding = topo::AdoptLaunchBinding(t);
     if (!binding.empty()) log::Warn("{}", binding);
     topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
-    // Which train.precision values run natively on this CPU (kernels/bf16.h).
+    // Which train.precision values run natively on this CPU, and the kernel bf16's products
+    // would run on (train.bf16_kernel; kernels/bf16.h).
     const kernels::Bf16Support bf16 = kernels::DetectBf16();
+    const kernels::Bf16Kernel requested =
+        kernels::ParseBf16Kernel(cfg.train.bf16_kernel).value_or(kernels::Bf16Kernel::kAuto);
+    std::string kernel_line, kernel_name = "none";
+    try {
+      const kernels::Bf16Kernel k = kernels::UseBf16Kernel(requested);
+      kernel_line = kernels::Bf16KernelLine(k, requested);
+      kernel_name = kernels::Bf16KernelName(k);
+    } catch (const InputError& e) {
+      kernel_line = std::string("bf16 products: none (") + e.what() + ")";
+    }
     if (opts->json) {
       nlohmann::json j = topo::PlanToJson(plan);
       j["topology"] = topo::TopologyToJson(t);
-      j["precisions"] = {{"fp32", true}, {"bf16", bf16.native()}, {"bf16_detail", bf16.Describe()}};
+      j["precisions"] = {{"fp32", true},
+                         {"bf16", bf16.native()},
+                         {"bf16_detail", bf16.Describe()},
+                         {"bf16_kernel", kernel_name},
+                         {"bf16_kernel_detail", kernel_line}};
       std::printf("%s\n", j.dump(2).c_str());
       for (const std::string& w : plan.warnings) log::Warn("{}", w);
       return;
     }
     std::printf("%s%s", topo::DescribeTopology(t).c_str(), topo::DescribePlan(plan).c_str());
-    std::printf("precisions: fp32 native; %s\n", bf16.Describe().c_str());
+    std::printf("precisions: fp32 native; %s\n%s\n", bf16.Describe().c_str(), kernel_line.c_str());
   });
 }
 

@@ -541,13 +541,47 @@ const std::vector<Key>& Keys() {
             "one of fp32, bf16",
             "fp32, or bf16 mixed precision as torch.autocast: the matrix products (linear "
             "layers, LM head, attention) in bf16 with fp32 accumulation, the rest and the master "
-            "weights fp32 (needs AVX512_BF16; docs/bf16.md)",
+            "weights fp32 (needs AVX512_BF16 or AMX; docs/bf16.md)",
             nullptr,
             nullptr};
       k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
         c.train.bf16 = AsChoice(n, o, "train.precision", {"fp32", "bf16"}) == "bf16";
       };
       k.dump = [](const Config& c) { return YAML::Node(c.train.bf16 ? "bf16" : "fp32"); };
+      v.push_back(k);
+    }
+    {
+      Key k{"train",
+            "bf16_kernel",
+            "one of auto, amx, vdpbf16ps, tile-model, onednn",
+            "which kernel runs train.precision: bf16's products: auto (ours on AMX where the CPU "
+            "has it and Linux grants it, else on VDPBF16PS), or one forced: amx, vdpbf16ps, "
+            "tile-model "
+            "(our AMX kernel on a portable model of the tiles: any CPU, slow; for tests) or "
+            "onednn (builds with oneDNN); the environment's CPUTRAIN_BF16_KERNEL overrides auto "
+            "(docs/bf16.md)",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.train.bf16_kernel = AsChoice(n, o, "train.bf16_kernel",
+                                       {"auto", "amx", "vdpbf16ps", "tile-model", "onednn"});
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.train.bf16_kernel); };
+      v.push_back(k);
+    }
+    {
+      Key k{"train",
+            "fp32_kernel",
+            "one of auto, openblas, onednn",
+            "which library runs the fp32 matrix products (fp32 training, and LoRA's adapters in "
+            "either precision): auto (OpenBLAS), openblas or onednn (builds with oneDNN); the "
+            "environment's CPUTRAIN_FP32_KERNEL overrides auto (docs/bf16.md)",
+            nullptr,
+            nullptr};
+      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+        c.train.fp32_kernel = AsChoice(n, o, "train.fp32_kernel", {"auto", "openblas", "onednn"});
+      };
+      k.dump = [](const Config& c) { return YAML::Node(c.train.fp32_kernel); };
       v.push_back(k);
     }
     // ---- train.lora (nested under train; "lora.r" is the key, so --set train.lora.r=16)

@@ -2,8 +2,9 @@
 // kv_len keys (BERT), with optional dropout of the probabilities. The matrix products run in
 // blocks of query rows; causal, the masked upper triangle is mostly skipped: rows [r0, r1) only
 // multiply keys [0, r1); bidirectional, every row multiplies keys [0, kv_len). The fp32 products
-// run in OpenBLAS; the bf16 ones (train.precision: bf16) run the same blocks in Bf16Gemm, with the
-// softmax and its backward in fp32 between them.
+// run in the fp32 sgemm (kernels/sgemm.h: OpenBLAS or oneDNN); the bf16 ones (train.precision:
+// bf16) run the same blocks in Bf16Gemm (the active bf16 kernel: AMX, VDPBF16PS, oneDNN, ...),
+// with the softmax and its backward in fp32 between them.
 //
 // Dropout stores no mask: forward and backward both ask DropoutKeep for each element. Forward
 // multiplies the dropped probabilities (fp32: through a stack buffer, as `att` must keep the
@@ -24,15 +25,15 @@
 #include "common/error.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "kernels/sgemm.h"
 #include "kernels/vmath.h"
 
 namespace cputrain::kernels {
 namespace {
 
 constexpr int kRowBlock = 64;
-// The bf16 products' row block: a multiple of Bf16Gemm's 12-row micro-tile, so that no tile
-// runs mostly empty.
-constexpr int kRowBlockBf16 = 72;
+// The bf16 products' row block is Bf16RowBlock(): a multiple of the active kernel's micro-tile
+// rows (VDPBF16PS 12, AMX 32), so that no tile runs mostly empty.
 
 // p[0..t] = softmax(scale * p[0..t]); p[t+1..T) = 0. (scale = 1 multiplies exactly.)
 void CausalSoftmaxRow(float* p, int t, int T, float scale = 1.f) {
@@ -160,20 +161,20 @@ void DroppedProduct(const AttentionDropout& drop, std::size_t b, int h, int t0, 
       for (int i = i0; i < i1; ++i)
         drop.Apply(buf + static_cast<std::size_t>(i - i0) * w,
                    A + static_cast<std::size_t>(i) * T + c0, w, drop.Row(b, h, t0 + i) + c0);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, w, 1.f, buf, w,
-                  v + static_cast<std::size_t>(c0) * R, R, c0 == 0 ? 0.f : 1.f,
-                  y + static_cast<std::size_t>(i0) * C, C);
+      internal::Sgemm(false, false, i1 - i0, hs, w, 1.f, buf, w,
+                      v + static_cast<std::size_t>(c0) * R, R, c0 == 0 ? 0.f : 1.f,
+                      y + static_cast<std::size_t>(i0) * C, C);
     }
   }
 }
 
-// dst[j0:j1] (+)= M[i0:T, j0:j1]^T @ x[i0:T] (M's row stride T): fp32 in OpenBLAS, bf16 in
+// dst[j0:j1] (+)= M[i0:T, j0:j1]^T @ x[i0:T] (M's row stride T): fp32 in the fp32 sgemm, bf16 in
 // Bf16Gemm.
 void TransposedGemm(int j0, int j1, int i0, int T, int hs, const float* M, const float* x, int ldx,
                     float* dst, int R, bool add) {
   const std::size_t o = static_cast<std::size_t>(j0), i = static_cast<std::size_t>(i0);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - i0, 1.f, M + i * T + o, T,
-              x + i * ldx, ldx, add ? 1.f : 0.f, dst + o * R, R);
+  internal::Sgemm(true, false, j1 - j0, hs, T - i0, 1.f, M + i * T + o, T, x + i * ldx, ldx,
+                  add ? 1.f : 0.f, dst + o * R, R);
 }
 void TransposedGemm(int j0, int j1, int i0, int T, int hs, const uint16_t* M, const uint16_t* x,
                     int ldx, float* dst, int R, bool add) {
@@ -218,9 +219,8 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
       for (int r0 = 0; r0 < T; r0 += kRowBlock) {
         const int r1 = std::min(T, r0 + kRowBlock), n = mask.Keys(b, r1);
         // A[r0:r1, 0:n] = scale * q[r0:r1] @ k[0:n]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, hs, scale,
-                    q + static_cast<std::size_t>(r0) * R, R, k, R, 0.f,
-                    A + static_cast<std::size_t>(r0) * T, T);
+        internal::Sgemm(false, true, r1 - r0, n, hs, scale, q + static_cast<std::size_t>(r0) * R, R,
+                        k, R, 0.f, A + static_cast<std::size_t>(r0) * T, T);
         for (int t = r0; t < r1; ++t)
           CausalSoftmaxRow(A + static_cast<std::size_t>(t) * T, mask.Last(b, t), T);
         // y[r0:r1] = drop(A[r0:r1, 0:n]) @ v[0:n]
@@ -229,9 +229,8 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
                          hs, y + static_cast<std::size_t>(r0) * C, C);
           continue;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, n, 1.f,
-                    A + static_cast<std::size_t>(r0) * T, T, v, R, 0.f,
-                    y + static_cast<std::size_t>(r0) * C, C);
+        internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, A + static_cast<std::size_t>(r0) * T, T,
+                        v, R, 0.f, y + static_cast<std::size_t>(r0) * C, C);
       }
     }
   });
@@ -269,9 +268,8 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
         for (int r0 = 0; r0 < T; r0 += kRowBlock) {
           const int r1 = std::min(T, r0 + kRowBlock), n = mask.Keys(b, r1);
           // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T, kept in dS
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, n, hs, 1.f,
-                      dy + static_cast<std::size_t>(r0) * C, C, v, R, 0.f,
-                      dS + static_cast<std::size_t>(r0) * T, T);
+          internal::Sgemm(false, true, r1 - r0, n, hs, 1.f, dy + static_cast<std::size_t>(r0) * C,
+                          C, v, R, 0.f, dS + static_cast<std::size_t>(r0) * T, T);
           // dS on [0, T): exact zeros past the mask because the column-block products below read
           // the upper triangle of diagonal blocks. With dropout, dP is the gradient of the
           // dropped P: the mask and 1/(1-p) carry it back to P first.
@@ -281,9 +279,8 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
             SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * T, mask.Last(b, t), T, scale);
           }
           // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, n, 1.f,
-                      dS + static_cast<std::size_t>(r0) * T, T, k, R, 0.f,
-                      dq + static_cast<std::size_t>(r0) * R, R);
+          internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, dS + static_cast<std::size_t>(r0) * T,
+                          T, k, R, 0.f, dq + static_cast<std::size_t>(r0) * R, R);
         }
         // dk (+)= dS^T @ q
         TransposedProduct(mask, b, T, hs, first, dS, q, R, dk, R, kRowBlock);
@@ -330,6 +327,7 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int block = Bf16RowBlock();
   ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int tid) {
     uint16_t* Pb = scratch_bf16 + static_cast<std::size_t>(tid) * AttentionScratchBf16(1, T);
@@ -339,8 +337,8 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
       const auto [q, k, v] = QkvOf<const uint16_t>(qkv_bf16, H, b, h);
       float* A = att + task * T * T;
       float* y = out + H.Out(b, h);
-      for (int r0 = 0; r0 < T; r0 += kRowBlockBf16) {
-        const int r1 = std::min(T, r0 + kRowBlockBf16), n = mask.Keys(b, r1);
+      for (int r0 = 0; r0 < T; r0 += block) {
+        const int r1 = std::min(T, r0 + block), n = mask.Keys(b, r1);
         const std::size_t o = static_cast<std::size_t>(r0);
         // A[r0:r1, 0:n] = q[r0:r1] @ k[0:n]^T (scaled inside the softmax)
         Bf16Gemm(r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * T, T);
@@ -365,6 +363,7 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const int block = Bf16RowBlock();
   ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
   ConvertToBf16(pool, dout_bf16, dout, static_cast<std::size_t>(B) * T * C);
   const std::size_t tasks = static_cast<std::size_t>(B) * H.NKV;
@@ -380,8 +379,8 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
         const uint16_t* dy = dout_bf16 + H.Out(b, h);
         // Row t of dSb and Pb is written on columns [0, n), n the keys of t's block, which is
         // every column the products below read of it (zeros past the mask).
-        for (int r0 = 0; r0 < T; r0 += kRowBlockBf16) {
-          const int r1 = std::min(T, r0 + kRowBlockBf16), n = mask.Keys(b, r1);
+        for (int r0 = 0; r0 < T; r0 += block) {
+          const int r1 = std::min(T, r0 + block), n = mask.Keys(b, r1);
           const std::size_t o = static_cast<std::size_t>(r0);
           // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T
           Bf16Gemm(r1 - r0, n, hs, dy + o * C, false, C, v, true, R, dP + o * T, T);
@@ -399,8 +398,8 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
           Bf16Gemm(r1 - r0, hs, n, dSb + o * T, false, T, k, false, R, dq + o * R, R);
         }
         // dk (+)= dS^T @ q;  dv (+)= drop(P)^T @ dy
-        TransposedProduct(mask, b, T, hs, first, dSb, q, R, dk, R, kRowBlockBf16);
-        TransposedProduct(mask, b, T, hs, first, Pb, dy, C, dv, R, kRowBlockBf16);
+        TransposedProduct(mask, b, T, hs, first, dSb, q, R, dk, R, block);
+        TransposedProduct(mask, b, T, hs, first, Pb, dy, C, dv, R, block);
       });
     }
   });

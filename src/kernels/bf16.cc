@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/amx_gemm.h"
 #include "kernels/vmath.h"
 
 namespace cputrain::kernels {
@@ -25,6 +26,7 @@ Bf16Support ReadCpu() {
   // (XGETBV); CPUID's AVX512_BF16 bit on top of that.
   s.avx512_bf16 = __builtin_cpu_supports("avx512f") && CpuidBit(1, 0, 5);
   s.amx_bf16 = CpuidBit(0, 3, 22);
+  s.amx_granted = amx::Granted();
   return s;
 }
 
@@ -40,7 +42,9 @@ std::string Bf16Support::Missing() const {
 std::string Bf16Support::Describe() const {
   if (!native()) return "bf16 not native: missing " + Missing();
   std::string isa = avx512_bf16 ? "AVX512_BF16" : "";
-  if (amx_bf16) isa += isa.empty() ? "AMX-BF16" : ", AMX-BF16";
+  if (amx_bf16)
+    isa += (isa.empty() ? "AMX-BF16" : ", AMX-BF16") +
+           std::string(amx_granted ? "" : " (not granted)");
   return "bf16 native (" + isa + ")";
 }
 

@@ -21,19 +21,15 @@
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/bf16_kernel.h"
+#include "kernels/bf16_pack.h"
 
 namespace cputrain::kernels {
+namespace internal {
 namespace {
 
 constexpr int kMR = 12, kNR = 32;
 constexpr int kMC = 120, kKC = 512, kNC = 4096;  // kMC % kMR == 0, kKC even, kNC % kNR == 0
-
-// Element (i, j) of a bf16 matrix stored row-major with row stride ld, or transposed.
-struct View {
-  const uint16_t* p;
-  bool trans;
-  int ld;
-};
 
 // Interleaves n <= 32 bf16 of row r0 and row r1 (null: zeros) into n (r0[i], r1[i]) pairs.
 __attribute__((target("avx512f,avx512bw"))) void InterleaveRows(const uint16_t* r0,
@@ -55,9 +51,10 @@ __attribute__((target("avx512f,avx512bw"))) void InterleaveRows(const uint16_t* 
 }
 
 // The k-contiguous case of Pack, for `pairs` whole pairs: lane r of pair p is the 32-bit word p
-// of row r (rows past `rows`, up to `width`, are zero). One gather of 16 rows' word p per store,
-// instead of a load and a store per word (the scalar loop made packing the slow part of every
-// product with a k-contiguous operand: the forward's two, the backward's dout).
+// of row r (rows past `rows`, up to `width`, are zero). 16 pairs of 16 rows at a time by a word
+// transpose (TransposeWords16), the last pairs by one gather of 16 rows' word p each: a gather per
+// pair throughout ran the forward products (both operands k-contiguous) at 290-330 GFLOP/s per
+// core on Zen 5 against 420-500 for oneDNN, the transposes brought them to (docs/bf16.md).
 __attribute__((target("avx512f"))) void GatherPairs(const uint16_t* row0, std::ptrdiff_t ld,
                                                     int rows, int pairs, int width, uint32_t* dst) {
   // Byte offsets of 16 consecutive rows from the first (< 16 * ld * 2 bytes: far below 2^31).
@@ -68,8 +65,14 @@ __attribute__((target("avx512f"))) void GatherPairs(const uint16_t* row0, std::p
     const int n = std::clamp(rows - r, 0, 16);
     const __mmask16 load = static_cast<__mmask16>((1u << n) - 1);
     const __mmask16 store = static_cast<__mmask16>((1u << std::min(16, width - r)) - 1);
-    const char* base = reinterpret_cast<const char*>(row0 + (n > 0 ? r * ld : 0));
-    for (int p = 0; p < pairs; ++p) {
+    const uint16_t* first = row0 + (n > 0 ? r * ld : 0);
+    int p = 0;
+    for (; p + 16 <= pairs; p += 16) {
+      TransposeWords16(first + 2 * p, ld, n, dst + static_cast<std::ptrdiff_t>(p) * width + r,
+                       width, store);
+    }
+    const char* base = reinterpret_cast<const char*>(first);
+    for (; p < pairs; ++p) {
       const __m512i v =
           _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), load, offsets, base + 4 * p, 1);
       _mm512_mask_storeu_epi32(dst + static_cast<std::ptrdiff_t>(p) * width + r, store, v);
@@ -77,12 +80,73 @@ __attribute__((target("avx512f"))) void GatherPairs(const uint16_t* row0, std::p
   }
 }
 
-// Packs `rows` x kc of a matrix into kc/2 pairs x `width` (pair-major, rows past `rows` zero):
-// element (r, k) at M.at(r0 + r, k0 + k) for A, or at B.at(k0 + k, c0 + r) for B (`by_column`).
+}  // namespace
+
+// GCC 12's avx512fintrin.h writes the unpacks with _mm512_undefined_epi32() as the masked-off
+// source, which -Wuninitialized reports at every use (GCC bug 105593): a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) void TransposeWords16(const uint16_t* src, std::ptrdiff_t ld,
+                                                         int rows, uint32_t* dst,
+                                                         std::ptrdiff_t ld_dst, uint16_t store) {
+  __m512i r[16], a[16], b[16];
+  for (int i = 0; i < 16; ++i) {
+    r[i] = i < rows ? _mm512_loadu_si512(src + i * ld) : _mm512_setzero_si512();
+  }
+  // 32-bit interleaves within 128-bit lanes, then 64-bit ones: lane l of b[4q + j] is column
+  // 4l + j of rows 4q..4q+3.
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    b[4 * q + 0] = _mm512_unpacklo_epi64(a[4 * q], a[4 * q + 2]);
+    b[4 * q + 1] = _mm512_unpackhi_epi64(a[4 * q], a[4 * q + 2]);
+    b[4 * q + 2] = _mm512_unpacklo_epi64(a[4 * q + 1], a[4 * q + 3]);
+    b[4 * q + 3] = _mm512_unpackhi_epi64(a[4 * q + 1], a[4 * q + 3]);
+  }
+  // Column 4l + j gathers lane l of b[j], b[4 + j], b[8 + j], b[12 + j].
+  const __mmask16 m = store;
+  for (int j = 0; j < 4; ++j) {
+    const __m512i u0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x44);
+    const __m512i u1 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xee);
+    const __m512i v0 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x44);
+    const __m512i v1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xee);
+    _mm512_mask_storeu_epi32(dst + (0 + j) * ld_dst, m, _mm512_shuffle_i32x4(u0, v0, 0x88));
+    _mm512_mask_storeu_epi32(dst + (4 + j) * ld_dst, m, _mm512_shuffle_i32x4(u0, v0, 0xdd));
+    _mm512_mask_storeu_epi32(dst + (8 + j) * ld_dst, m, _mm512_shuffle_i32x4(u1, v1, 0x88));
+    _mm512_mask_storeu_epi32(dst + (12 + j) * ld_dst, m, _mm512_shuffle_i32x4(u1, v1, 0xdd));
+  }
+}
+#pragma GCC diagnostic pop
+
+bool PackVectorized() {
+  static const bool vectorized =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  return vectorized;
+}
+
+void PackScalar(const View& v, bool by_column, int r0, int k0, int rows, int kc, int width,
+                uint32_t* dst) {
+  const int pairs = (kc + 1) / 2;
+  for (int p = 0; p < pairs; ++p) {
+    for (int r = 0; r < width; ++r) {
+      uint32_t lo = 0, hi = 0;
+      if (r < rows) {
+        const int k = k0 + 2 * p;
+        lo = by_column ? v.at(k, r0 + r) : v.at(r0 + r, k);
+        if (2 * p + 1 < kc) hi = by_column ? v.at(k + 1, r0 + r) : v.at(r0 + r, k + 1);
+      }
+      dst[static_cast<std::ptrdiff_t>(p) * width + r] = lo | hi << 16;
+    }
+  }
+}
+
 // Where k pairs are contiguous in memory they are copied as 32-bit words; where they lie in two
 // rows of memory they are interleaved 32 at a time.
 void Pack(const View& v, bool by_column, int r0, int k0, int rows, int kc, int width,
           uint32_t* dst) {
+  if (!PackVectorized()) return PackScalar(v, by_column, r0, k0, rows, kc, width, dst);
   const int pairs = (kc + 1) / 2;
   // A's rows, or B's columns, hold k contiguously when A is stored (M,K) or B is stored (N,K).
   const bool k_contiguous = by_column ? v.trans : !v.trans;
@@ -107,6 +171,8 @@ void Pack(const View& v, bool by_column, int r0, int k0, int rows, int kc, int w
     }
   }
 }
+
+namespace {
 
 // The mc x kc block of A at (i0, k0) as ceil(mc/12) panels of kc/2 pairs x 12 rows (pair-major),
 // zero padded in rows and in the last k.
@@ -176,8 +242,8 @@ __attribute__((target("avx512f,avx512bf16"))) void Kernel12x32(int pairs, const 
 
 }  // namespace
 
-void Bf16Gemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B, bool tb,
-              int ldb, float* C, int ldc, bool add) {
+void Vdpbf16psGemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B,
+                   bool tb, int ldb, float* C, int ldc, bool add) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     if (add) return;
@@ -215,4 +281,5 @@ void Bf16Gemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const ui
   }
 }
 
+}  // namespace internal
 }  // namespace cputrain::kernels

@@ -22,6 +22,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "runtime/worker_pool.h"
 
@@ -31,6 +33,31 @@ namespace cputrain::kernels {
 // it on its own slice; docs/machine-notes.md: the pthread build set to one thread is safe for
 // concurrent callers, the serial build is not — this refuses a serial build with a RuntimeError).
 void InitBlas();
+
+// Which library runs the fp32 matrix products (every sgemm of the kernels below): OpenBLAS, or
+// oneDNN's matmul (kernels/onednn.h; builds with oneDNN). auto is OpenBLAS: with its AVX-512
+// kernels it matched oneDNN's on Zen 5 (docs/bf16.md), and it allocates nothing per call. Where
+// OpenBLAS runs 256-bit kernels on an AVX-512 CPU (OPENBLAS_CORETYPE=Haswell, as the project's
+// Zen 5 machines set it) oneDNN is ~1.8x faster per core, and the "fp32 products" line says so.
+// The environment's CPUTRAIN_FP32_KERNEL overrides auto (train.fp32_kernel sets it in a config).
+enum class Fp32Kernel { kAuto, kOpenblas, kOnednn };
+inline constexpr const char* kFp32KernelEnv = "CPUTRAIN_FP32_KERNEL";
+const char* Fp32KernelName(Fp32Kernel k);  // "auto", "openblas", "onednn"
+std::optional<Fp32Kernel> ParseFp32Kernel(const std::string& name);
+// "" when `k` can run in this build, else why not.
+std::string Fp32KernelMissing(Fp32Kernel k);
+// What auto picks here (OpenBLAS).
+Fp32Kernel BestFp32Kernel();
+// OpenBLAS runs its 256-bit (Haswell or Zen) kernels on a CPU with AVX-512F.
+bool OpenblasNarrowerThanCpu();
+// Resolves `requested` (kAuto: $CPUTRAIN_FP32_KERNEL when set, else BestFp32Kernel()) and makes it
+// the one the kernels run from now on; InputError naming `what` when it cannot run here.
+Fp32Kernel UseFp32Kernel(Fp32Kernel requested, const std::string& what = "train.fp32_kernel");
+// The active one (first use without a choice: auto's).
+Fp32Kernel ActiveFp32Kernel();
+// "fp32 products: onednn (oneDNN's matmul), chosen by auto; OpenBLAS core Haswell": for train's
+// log and bench's header.
+std::string Fp32KernelLine(Fp32Kernel active, Fp32Kernel requested);
 
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]. inp (B,T), wte (Vp,C), wpe (maxT,C). wpe == nullptr: a
 // model without learned positions (Llama: RoPE inside attention instead), out = wte rows alone.

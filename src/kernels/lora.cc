@@ -1,5 +1,6 @@
 // LoRA's two small products on one adapted linear layer (kernels.h: LoraForward, LoraBackward),
-// through OpenBLAS sgemm, one single-threaded call per worker on its own block (matmul.cc).
+// through the fp32 sgemm (kernels/sgemm.h), one single-threaded call per worker on its own block
+// (matmul.cc).
 //
 // Forward, each worker on its rows [b,e) of the N (16-aligned, MatmulSlice): xd rows dropped
 // (only when p > 0), h = xd A^T, out += scale h B^T. Every product is row-local, so no barrier.
@@ -9,11 +10,11 @@
 //   2. dA's columns [c0,c1) = dh^T xd (needs every row of dh and xd: after the barrier).
 //   3. (p > 0 only) rows [b,e): xd = dh A (xd is free once phase 2 read it), dinp += mask(xd).
 // The splits depend on the pool size alone, so results are bit-identical run to run.
-#include <cblas.h>
 
 #include <algorithm>
 
 #include "kernels/kernels.h"
+#include "kernels/sgemm.h"
 
 namespace cputrain::kernels {
 namespace {
@@ -42,11 +43,10 @@ void LoraForward(WorkerPool& pool, float* out, float* h, float* xd, const float*
     if (b >= e) return;
     if (dropped) DropRows(xd, x, b, e, IC, mask, drop.offset);
     // h[b:e] (N,r) = xd[b:e] (N,IC) @ A (r,IC)^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(e - b), r, IC, 1.f, in + b * IC, IC, A,
-                IC, 0.f, h + b * r, r);
+    internal::Sgemm(false, true, I(e - b), r, IC, 1.f, in + b * IC, IC, A, IC, 0.f, h + b * r, r);
     // out[b:e, 0:rows] += scale * h[b:e] (N,r) @ B (rows,r)^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(e - b), rows, r, scale, h + b * r, r, B,
-                r, 1.f, out + b * ldo, ldo);
+    internal::Sgemm(false, true, I(e - b), rows, r, scale, h + b * r, r, B, r, 1.f, out + b * ldo,
+                    ldo);
   });
 }
 
@@ -66,33 +66,31 @@ void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh
     MatmulSlice(static_cast<std::size_t>(IC), nt, tid, &c0, &c1);
     // 1. dB[o0:o1] (rows,r) (+)= scale * dout[:, o0:o1]^T (N,rows) @ h (N,r)
     if (o0 < o1) {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(o1 - o0), r, I(N), scale, dout + o0,
-                  ldd, h, r, beta, dB + o0 * r, r);
+      internal::Sgemm(true, false, I(o1 - o0), r, I(N), scale, dout + o0, ldd, h, r, beta,
+                      dB + o0 * r, r);
     }
     if (b < e) {
       // dh[b:e] (N,r) = scale * dout[b:e] (N,rows) @ B (rows,r)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), r, rows, scale,
-                  dout + b * ldd, ldd, B, r, 0.f, dh + b * r, r);
+      internal::Sgemm(false, false, I(e - b), r, rows, scale, dout + b * ldd, ldd, B, r, 0.f,
+                      dh + b * r, r);
       if (dropped) {
         DropRows(xd, x, b, e, IC, mask, drop.offset);
       } else if (dinp) {
         // dinp[b:e] (N,IC) += dh[b:e] (N,r) @ A (r,IC)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), IC, r, 1.f, dh + b * r, r,
-                    A, IC, 1.f, dinp + b * IC, IC);
+        internal::Sgemm(false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC, 1.f,
+                        dinp + b * IC, IC);
       }
     }
     pool.Barrier();
     // 2. dA[:, c0:c1] (r,IC) (+)= dh^T (r,N) @ xd[:, c0:c1] (N,IC)
     if (c0 < c1) {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, I(c1 - c0), I(N), 1.f, dh, r, in + c0,
-                  IC, beta, dA + c0, IC);
+      internal::Sgemm(true, false, r, I(c1 - c0), I(N), 1.f, dh, r, in + c0, IC, beta, dA + c0, IC);
     }
     if (!dropped || dinp == nullptr) return;
     pool.Barrier();
     // 3. dinp[b:e] += dropout'(dh[b:e] @ A), the product staged in xd's rows.
     if (b >= e) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), IC, r, 1.f, dh + b * r, r, A,
-                IC, 0.f, xd + b * IC, IC);
+    internal::Sgemm(false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC, 0.f, xd + b * IC, IC);
     for (std::size_t i = b * IC; i < e * IC; ++i)
       if (mask.Keep(drop.offset + i)) dinp[i] += xd[i] * mask.scale;
   });

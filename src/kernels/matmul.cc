@@ -1,8 +1,8 @@
-// Matrix products through OpenBLAS sgemm, one single-threaded call per pool worker on its own
-// slice of the output (see InitBlas). The slice is the output's larger dimension, rounded to 16
+// Matrix products through the fp32 sgemm (kernels/sgemm.h: OpenBLAS, or oneDNN where it measured
+// faster; kernels.h, Fp32Kernel), one single-threaded call per pool worker on its own slice of
+// the output (see InitBlas). The slice is the output's larger dimension, rounded to 16
 // (a 64-byte line of floats): for the LM head (N = B*T = 512, OC = 50257) splitting OC keeps each
 // worker reading only its rows of the 154 MB weight once.
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul_split.h"
+#include "kernels/sgemm.h"
 
 extern "C" {
 // OpenBLAS extensions (declared in openblas_config.h of some builds; declared here to be sure).
@@ -56,8 +57,8 @@ void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* 
       pool, out, bias, N, OC, ldo,
       [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, bool add) {
         // out[r0:r1, c0:c1] (+)= inp[r0:r1, :] @ weight[c0:c1, :]^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, I(r1 - r0), I(c1 - c0), C, 1.f,
-                    inp + r0 * C, C, weight + c0 * C, C, add ? 1.f : 0.f, out + r0 * ldo + c0, ldo);
+        internal::Sgemm(false, true, I(r1 - r0), I(c1 - c0), C, 1.f, inp + r0 * C, C,
+                        weight + c0 * C, C, add ? 1.f : 0.f, out + r0 * ldo + c0, ldo);
       });
 }
 
@@ -69,17 +70,17 @@ void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
       [&](bool split_rows, std::size_t b, std::size_t e) {
         // dinp[N,C] = dout[N,OC] @ weight[OC,C], rows or columns [b,e)
         if (split_rows) {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(e - b), C, OC, 1.f,
-                      dout + b * ldd, ldd, weight, C, 0.f, dinp + b * C, C);
+          internal::Sgemm(false, false, I(e - b), C, OC, 1.f, dout + b * ldd, ldd, weight, C, 0.f,
+                          dinp + b * C, C);
         } else {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, I(N), I(e - b), OC, 1.f, dout, ldd,
-                      weight + b, C, 0.f, dinp + b, C);
+          internal::Sgemm(false, false, I(N), I(e - b), OC, 1.f, dout, ldd, weight + b, C, 0.f,
+                          dinp + b, C);
         }
       },
       [&](std::size_t o0, std::size_t o1) {
         // dweight[o0:o1, :] (+)= dout[:, o0:o1]^T @ inp
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, I(o1 - o0), C, I(N), 1.f, dout + o0,
-                    ldd, inp, C, accumulate ? 1.f : 0.f, dweight + o0 * C, C);
+        internal::Sgemm(true, false, I(o1 - o0), C, I(N), 1.f, dout + o0, ldd, inp, C,
+                        accumulate ? 1.f : 0.f, dweight + o0 * C, C);
       });
 }
 

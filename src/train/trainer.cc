@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "kernels/peak.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/lora.h"
@@ -339,20 +340,20 @@ void InitState(Run& run) {
   run.pos = {run.resume->state.next_window, run.resume->state.tokens};
 }
 
-// train.precision: bf16 runs its products on VDPBF16PS (kernels/bf16.h): refused up front on a
-// CPU without it, before any memory is touched.
+// The kernels of the products (kernels/kernels.h: train.fp32_kernel; kernels/bf16.h:
+// train.bf16_kernel with train.precision: bf16), resolved up front: one that cannot run here is
+// refused before any memory is touched. The kernels that run are said, and where bf16's
+// instruction measured slower than this core's fp32 FMAs, a warning says so with both rates.
 void CheckPrecision(const Config& cfg) {
+  const kernels::Fp32Kernel fp32 =
+      kernels::ParseFp32Kernel(cfg.train.fp32_kernel).value_or(kernels::Fp32Kernel::kAuto);
+  log::Info("{}", kernels::Fp32KernelLine(kernels::UseFp32Kernel(fp32), fp32));
   if (!cfg.train.bf16) return;
-  const kernels::Bf16Support s = kernels::DetectBf16();
-  if (s.trains()) return;
-  throw InputError(
-      fmt::format("train.precision is bf16 but this CPU lacks {}",
-                  s.native() ? "AVX512_BF16 (it has AMX-BF16 only; the bf16 products use "
-                               "VDPBF16PS)"
-                             : s.Missing()),
-      "set train.precision: fp32, or train on a CPU with AVX512_BF16 (Intel Cooper Lake, "
-      "Sapphire Rapids or later; AMD Zen 4 or later); `cputrain-numa topo` prints which "
-      "precisions this machine runs natively");
+  const kernels::Bf16Kernel requested =
+      kernels::ParseBf16Kernel(cfg.train.bf16_kernel).value_or(kernels::Bf16Kernel::kAuto);
+  const kernels::Bf16Kernel k = kernels::UseBf16Kernel(requested);
+  log::Info("{}", kernels::Bf16KernelLine(k, requested));
+  if (const std::string note = kernels::Bf16RateNote(k); !note.empty()) log::Warn("{}", note);
 }
 
 // Plans the groups and reads the model's shape; checks the batch splits over them.

@@ -366,10 +366,11 @@ def main(argv=None):
             bf16 = kind.endswith("-bf16")
             if bf16:
                 kind = kind[:-len("-bf16")]
-                with open("/proc/cpuinfo") as f:
-                    if " avx512_bf16" not in f.read():
-                        print("skipped: this CPU lacks AVX512_BF16 (qa train --bf16 refuses)")
-                        return 77
+                ok, kernel = tp.engine_trains_bf16(args.cli)
+                print(kernel, flush=True)
+                if not ok:
+                    print("skipped: qa train --bf16 is refused here")
+                    return 77
             train_check(args.cli, kind, tmp, checks, bf16=bf16)
         else:
             check(args.engine_logits, args.mode, tmp, checks)

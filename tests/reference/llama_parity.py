@@ -34,8 +34,11 @@ rope scaling, original_max_position_embeddings 16, so it matters at T = 64), mqa
 mha (4 KV heads = heads) and bf16: train.precision bf16 against torch.autocast("cpu", bfloat16)
 with fp32 master weights, losses within 2e-3 and grad norms within 5e-2 (tests/train_test.cc's
 bounds for the GPT-2 bf16 fixture); its import, export and gradient checks are fp32 as above, and
-the trained weights are not compared (bf16 rounding moves them further than WEIGHTS_TOL). On a
-CPU without AVX512_BF16 (the trainer refuses bf16 there) the bf16 mode exits 77 (a CTest skip).
+the trained weights are not compared (bf16 rounding moves them further than WEIGHTS_TOL). The bf16
+products run on the kernel the engine picks (AMX, else VDPBF16PS) or CPUTRAIN_BF16_KERNEL forces
+(tests/reference/CMakeLists.txt runs the bf16 modes once per kernel); where the trainer refuses
+bf16 (`topo --json` says: no AVX512_BF16 or AMX, or a forced kernel that cannot run here) the
+bf16 mode exits 77 (a CTest skip).
 
 --self-check runs a mode with a stand-in for the engine (StandIn: transformers itself, writing the
 engine's files: metrics.jsonl, the logits and gradient safetensors, the export) so every
@@ -439,15 +442,6 @@ def self_check(tmp: str) -> int:
     return 1 if problems else 0
 
 
-def cpu_trains_bf16() -> bool:
-    """What the trainer requires for train.precision bf16 (src/kernels/bf16.h, trains()):
-    AVX512_BF16, and the test hook CPUTRAIN_DISABLE_BF16 unset."""
-    if os.environ.get("CPUTRAIN_DISABLE_BF16") == "1":
-        return False
-    with open("/proc/cpuinfo") as f:
-        return any(line.startswith("flags") and " avx512_bf16" in line for line in f)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("mode", choices=sorted(CASES) + ["self-check"])
@@ -474,10 +468,12 @@ def main(argv=None) -> int:
         case = CASES[args.mode]
         if not real:
             return check_case(StandIn(case.run()), case, work)
-        if case.precision == "bf16" and not cpu_trains_bf16():
-            print("SKIP: this CPU has no AVX512_BF16 (or CPUTRAIN_DISABLE_BF16=1): the trainer "
-                  "refuses train.precision bf16 here")
-            return EXIT_SKIP
+        if case.precision == "bf16":
+            ok, kernel = tp.engine_trains_bf16(args.cli)
+            print(kernel, flush=True)
+            if not ok:
+                print("SKIP: the trainer refuses train.precision bf16 here")
+                return EXIT_SKIP
         return check_case(tp.Engine(args.cli, args.engine_logits), case, work)
 
 

@@ -131,6 +131,16 @@ def run(cmd, cwd=None) -> str:
     return r.stdout
 
 
+def engine_trains_bf16(cli: str) -> Tuple[bool, str]:
+    """Whether the engine runs train.precision bf16 here, and on which kernel, as its own `topo
+    --json` says (kernels/bf16.h: auto picks AMX, else VDPBF16PS; CPUTRAIN_BF16_KERNEL forces one,
+    tile-model on any CPU; CPUTRAIN_DISABLE_BF16=1 turns auto off). The environment is this
+    process's, which the engine runs inherit: (False, why) means the bf16 mode is a skip (77)."""
+    out = subprocess.run([cli, "topo", "--json"], capture_output=True, text=True, check=True)
+    p = json.loads(out.stdout)["precisions"]
+    return p.get("bf16_kernel", "none") != "none", p.get("bf16_kernel_detail", "")
+
+
 class Engine:
     """The engine's commands as these tests call them (llama_parity.py's stand-in for
     --self-check has the same methods)."""
