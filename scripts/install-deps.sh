@@ -3,11 +3,11 @@
 # and PyPI only (no npm, no model or data hub):
 #   --runtime     run a built binary, and the quickstart's corpus (the Bible text)
 #   --build       compile it (compiler, CMake, the -dev packages); without --mpi the bridge is
-#                 left out (CPUTRAIN_MPI=auto finds no MPI), without --bench bench gemm's oneDNN
-#                 rows (CPUTRAIN_ONEDNN=auto finds no oneDNN)
+#                 left out (CPUTRAIN_MPI=auto finds no MPI), without --bench oneDNN (bench
+#                 gemm's onednn rows, train.*_kernel: onednn; CPUTRAIN_ONEDNN=auto finds none)
 #   --mpi         the multi-node bridge: Open MPI to build with and mpirun to launch
-#   --bench       oneDNN for bench gemm's bf16 rows: libdnnl-dev and the OpenCL headers its CMake
-#                 config requires
+#   --bench       oneDNN for bench gemm's onednn rows and the selectable oneDNN kernels: libdnnl-dev
+#                 and the OpenCL headers its CMake config requires
 #   --gpt2-vocab  the GPT-2 vocabulary for `--tokenizer gpt2`: pip downloads the openai-whisper
 #                 source distribution from PyPI, its gpt2.tiktoken (SHA-256 checked) becomes
 #                 third_party/gpt2/{encoder.json,vocab.bpe} (scripts/gpt2_vocab.py)
@@ -41,7 +41,8 @@ BUILD=(
 )
 # The multi-node bridge (CPUTRAIN_MPI): Open MPI's headers and libraries, and mpirun.
 MPI=(libopenmpi-dev openmpi-bin)
-# oneDNN (Debian's 2.6.3, on OpenMP) for bench gemm's bf16 rows. Its dnnl-config.cmake calls
+# oneDNN (Debian's 2.6.3, on OpenMP) for bench gemm's onednn rows and the kernels a config may
+# name (train.bf16_kernel / train.fp32_kernel: onednn). Its dnnl-config.cmake calls
 # find_dependency(OpenCL), so the OpenCL headers and loader are part of it.
 BENCH=(libdnnl-dev ocl-icd-opencl-dev opencl-c-headers)
 # pip (to download one source distribution from PyPI) and the CA certificates it checks PyPI's

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "kernels/bf16.h"
+#include "kernels/kernels.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
 
@@ -38,6 +39,9 @@ void AddTopoCommand(CLI::App& app) {
     const kernels::Bf16Support bf16 = kernels::DetectBf16();
     const kernels::Bf16Kernel requested =
         kernels::ParseBf16Kernel(cfg.train.bf16_kernel).value_or(kernels::Bf16Kernel::kAuto);
+    const kernels::Fp32Kernel fp32 =
+        kernels::ParseFp32Kernel(cfg.train.fp32_kernel).value_or(kernels::Fp32Kernel::kAuto);
+    const std::string fp32_line = kernels::Fp32KernelLine(kernels::UseFp32Kernel(fp32), fp32);
     std::string kernel_line, kernel_name = "none";
     try {
       const kernels::Bf16Kernel k = kernels::UseBf16Kernel(requested);
@@ -53,13 +57,16 @@ void AddTopoCommand(CLI::App& app) {
                          {"bf16", bf16.native()},
                          {"bf16_detail", bf16.Describe()},
                          {"bf16_kernel", kernel_name},
-                         {"bf16_kernel_detail", kernel_line}};
+                         {"bf16_kernel_detail", kernel_line},
+                         {"fp32_kernel", kernels::Fp32KernelName(kernels::ActiveFp32Kernel())},
+                         {"fp32_kernel_detail", fp32_line}};
       std::printf("%s\n", j.dump(2).c_str());
       for (const std::string& w : plan.warnings) log::Warn("{}", w);
       return;
     }
     std::printf("%s%s", topo::DescribeTopology(t).c_str(), topo::DescribePlan(plan).c_str());
-    std::printf("precisions: fp32 native; %s\n%s\n", bf16.Describe().c_str(), kernel_line.c_str());
+    std::printf("precisions: fp32 native; %s\n%s\n%s\n", bf16.Describe().c_str(), fp32_line.c_str(),
+                kernel_line.c_str());
   });
 }
 
