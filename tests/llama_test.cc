@@ -237,14 +237,14 @@ TEST(Llama, ShardedHfDirectoryLoadsAsOneFile) {
 // the keys of a model this engine cannot run are refused by name.
 TEST(Llama, HfConfigKeysAndRefusals) {
   const Shape s = SmallLlama();
-  nlohmann::json cfg = kLlamaFamily.to_hf_config(s);
+  nlohmann::json cfg = FamilyOf(Arch::kLlama).to_hf_config(s);
   EXPECT_EQ(cfg["num_key_value_heads"], 2);
   EXPECT_EQ(cfg["rope_scaling"]["rope_type"], "llama3");
   EXPECT_EQ(cfg["rms_norm_eps"], 1e-6);
-  EXPECT_EQ(kLlamaFamily.from_hf_config(cfg, "c.json"), s);
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(cfg, "c.json"), s);
   nlohmann::json no_kv = cfg;
   no_kv["num_key_value_heads"] = nullptr;  // transformers' default: as many as the heads
-  EXPECT_EQ(kLlamaFamily.from_hf_config(no_kv, "c.json").kv_heads(), 4);
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(no_kv, "c.json").kv_heads(), 4);
   for (const auto& [key, value, needle] :
        std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
            {"hidden_act", "gelu", "hidden_act"},
@@ -255,7 +255,7 @@ TEST(Llama, HfConfigKeysAndRefusals) {
     nlohmann::json bad = cfg;
     bad[key] = value;
     try {
-      kLlamaFamily.from_hf_config(bad, "c.json");
+      FamilyOf(Arch::kLlama).from_hf_config(bad, "c.json");
       ADD_FAILURE() << key << " accepted";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();

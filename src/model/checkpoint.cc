@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "kernels/bf16.h"
 #include "model/checkpoint_path.h"
+#include "model/family.h"
 #include "model/hf.h"
 
 namespace cputrain::model {
@@ -237,7 +238,7 @@ void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* p
 FileDigest SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params) {
   const Shape& s = layout.shape();
   int32_t h[kHeaderInts] = {};
-  if (s.arch == Arch::kGpt2) {  // llm.c's header: llm.c and its scripts read our GPT-2 files
+  if (FamilyOf(s.arch).llmc) {  // llm.c's header: llm.c and its scripts read our GPT-2 files
     h[0] = kCheckpointMagic;
     h[1] = kCheckpointVersion;
     h[2] = s.maxT;

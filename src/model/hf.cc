@@ -291,6 +291,7 @@ Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
                      "files");
   }
   Shape s = family->from_hf_config(cfg, path);
+  s.arch = family->arch;
   if (head && s.head != *head && s.encoder()) {
     // Read as the task model the caller trains: a new head over the checkpoint's body.
     const char* arch =
@@ -301,6 +302,7 @@ Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
     }
     cfg["architectures"] = json::array({arch});
     s = family->from_hf_config(cfg, path);
+    s.arch = family->arch;
   }
   const std::string problem = s.Problem();
   if (!problem.empty()) {
@@ -399,10 +401,7 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
           fmt::format("the weights in '{}': lm_head.weight differs from the token embedding, but "
                       "config.json ties them",
                       dir),
-          s.arch == Arch::kGpt2
-              ? "cputrain-numa ties GPT-2's LM head to the token embedding as GPT-2 does; an "
-                "untied head cannot be loaded"
-              : "set \"tie_word_embeddings\": false in config.json if the head is its own tensor");
+          family.hf_untied_hint);
     }
   }
 }
