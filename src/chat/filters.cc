@@ -394,7 +394,7 @@ Value NumberFilter(bool is_int, const Value& v, Args& args, int line) {
   return p[0];
 }
 
-const std::map<std::string, FilterFn>& Filters() {
+const std::map<std::string, FilterFn>& FirstFilters() {
   static const std::map<std::string, FilterFn> k = {
       {"abs",
        [](const Value& v, Args&, int line) {
@@ -467,6 +467,13 @@ const std::map<std::string, FilterFn>& Filters() {
          }
          return Value::Str(std::move(out));
        }},
+  };
+  return k;
+}
+
+// The second half of the table (Filters() joins both).
+const std::map<std::string, FilterFn>& MoreFilters() {
+  static const std::map<std::string, FilterFn> k = {
       {"last",
        [](const Value& v, Args&, int line) {
          if (v.is_iterator) Fail(line, "'generator' object is not reversible");
@@ -588,6 +595,15 @@ const std::map<std::string, FilterFn>& Filters() {
        }},
       {"__slice__", [](const Value& v, Args& a, int line) { return Slice(v, a, line); }},
   };
+  return k;
+}
+
+const std::map<std::string, FilterFn>& Filters() {
+  static const std::map<std::string, FilterFn> k = [] {
+    std::map<std::string, FilterFn> all = FirstFilters();
+    all.insert(MoreFilters().begin(), MoreFilters().end());
+    return all;
+  }();
   return k;
 }
 
