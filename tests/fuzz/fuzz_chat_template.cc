@@ -28,8 +28,9 @@ jinja::Dict Context() {
   jinja::Value assistant = Message("assistant", "  caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd\n");
   assistant.dict->Set("tool_calls", jinja::Value::List({call}));
   jinja::Dict ctx;
-  ctx.Set("messages", jinja::Value::List({Message("system", "be brief"), Message("user", "hi <s> {{x}}"),
-                                           assistant, Message("tool", "42")}));
+  ctx.Set("messages",
+          jinja::Value::List({Message("system", "be brief"), Message("user", "hi <s> {{x}}"),
+                              assistant, Message("tool", "42")}));
   ctx.Set("add_generation_prompt", jinja::Value::Bool(true));
   ctx.Set("bos_token", jinja::Value::Str("<s>"));
   ctx.Set("eos_token", jinja::Value::Str("</s>"));
