@@ -112,13 +112,24 @@ Shape LlamaFromHf(const nlohmann::json& cfg, const std::string& path) {
         hf::BadConfig(path, fmt::format("rope_scaling type '{}' is not supported", type),
                       "cputrain-numa runs rope_scaling of type llama3 (or none)");
       }
+      // transformers refuses a llama3 rope_scaling without these ("Missing required keys"):
+      // no made-up defaults here either.
+      for (const char* key :
+           {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+        if (!r.contains(key) || r[key].is_null()) {
+          hf::BadConfig(path, fmt::format("rope_scaling of type llama3 has no '{}'", key),
+                        "add it, as transformers requires (Llama 3.1's: factor 8, "
+                        "low_freq_factor 1, high_freq_factor 4, "
+                        "original_max_position_embeddings 8192)");
+        }
+      }
       RopeScaling& rs = s.rope_scaling;
       rs.kind = RopeScaling::kLlama3;
-      rs.factor = static_cast<float>(hf::FloatKey(r, "factor", where, 8.0));
-      rs.low_freq_factor = static_cast<float>(hf::FloatKey(r, "low_freq_factor", where, 1.0));
-      rs.high_freq_factor = static_cast<float>(hf::FloatKey(r, "high_freq_factor", where, 4.0));
+      rs.factor = static_cast<float>(hf::FloatKey(r, "factor", where, 0));  // (all present)
+      rs.low_freq_factor = static_cast<float>(hf::FloatKey(r, "low_freq_factor", where, 0));
+      rs.high_freq_factor = static_cast<float>(hf::FloatKey(r, "high_freq_factor", where, 0));
       rs.original_max_position =
-          hf::IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen, 8192);
+          hf::IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen);
     }
   }
   return s;
