@@ -176,7 +176,7 @@ Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr) {
 
 }  // namespace
 
-Shape ReadCheckpointShape(const std::string& path, std::optional<Head> head) {
+Shape ReadCheckpointShape(const std::string& path, std::optional<HeadSpec> head) {
   if (IsHfDir(path)) return ReadHfShape(path, head);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;

@@ -8,8 +8,8 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
-#include "task/python_text.h"
-#include "task/squad_eval.h"
+#include "task/qa/python_text.h"
+#include "task/qa/squad_eval.h"
 
 namespace cputrain::task {
 namespace {

@@ -1,4 +1,4 @@
-#include "task/python_text.h"
+#include "task/qa/python_text.h"
 
 #include <algorithm>
 #include <iterator>
@@ -12,7 +12,7 @@ struct CodeRange {
 struct LowerPair {
   char32_t from, to;
 };
-#include "task/python_text_table.inc"
+#include "task/qa/python_text_table.inc"
 
 template <std::size_t N>
 bool InRanges(const CodeRange (&table)[N], char32_t c) {

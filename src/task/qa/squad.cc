@@ -1,5 +1,5 @@
 // ReadSquad: the two SQuAD layouts into Examples, every record checked (squad.h).
-#include "task/squad.h"
+#include "task/qa/squad.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
-#include "task/python_text.h"
+#include "task/qa/python_text.h"
 
 namespace cputrain::task {
 namespace {
