@@ -313,7 +313,7 @@ TEST(Llama, TensorInTwoShardsWithDifferentValuesLoadedSilently) {
 // defaults (8, 1, 4, 8192); transformers refuses it ("Missing required keys"). Each missing (or
 // null) key is refused by name; "default" needs none.
 TEST(Llama, Llama3RopeScalingWithoutItsFactorsGotMadeUpDefaults) {
-  const nlohmann::json cfg = kLlamaFamily.to_hf_config(SmallLlama());
+  const nlohmann::json cfg = FamilyOf(Arch::kLlama).to_hf_config(SmallLlama());
   for (const char* key :
        {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
     for (const bool null : {false, true}) {
@@ -324,7 +324,7 @@ TEST(Llama, Llama3RopeScalingWithoutItsFactorsGotMadeUpDefaults) {
         bad["rope_scaling"].erase(key);
       }
       try {
-        kLlamaFamily.from_hf_config(bad, "c.json");
+        FamilyOf(Arch::kLlama).from_hf_config(bad, "c.json");
         ADD_FAILURE() << key << " missing, accepted";
       } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find(std::string("rope_scaling of type llama3 has no '") +
@@ -336,10 +336,10 @@ TEST(Llama, Llama3RopeScalingWithoutItsFactorsGotMadeUpDefaults) {
   }
   nlohmann::json only_type = cfg;
   only_type["rope_scaling"] = {{"rope_type", "llama3"}};
-  EXPECT_THROW(kLlamaFamily.from_hf_config(only_type, "c.json"), InputError);
+  EXPECT_THROW(FamilyOf(Arch::kLlama).from_hf_config(only_type, "c.json"), InputError);
   nlohmann::json plain = cfg;
   plain["rope_scaling"] = {{"rope_type", "default"}};
-  EXPECT_EQ(kLlamaFamily.from_hf_config(plain, "c.json").rope_scaling.kind, RopeScaling::kNone);
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(plain, "c.json").rope_scaling.kind, RopeScaling::kNone);
 }
 
 // config.json: what Llama configs say (defaults, null num_key_value_heads, rope_scaling), and

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "space_tokenizer.h"
-#include "task/squad.h"
-#include "task/squad_features.h"
+#include "task/qa/squad.h"
+#include "task/qa/squad_features.h"
 
 namespace cputrain::task {
 namespace {

@@ -10,7 +10,7 @@
 //   - normalize_answer, EM and F1 (v1.1 and v2.0) of crafted pairs, and `qa evaluate` on crafted
 //     predictions, within 1e-9;
 //   - each bad input exits 2 naming the file and the fix.
-#include "task/squad.h"
+#include "task/qa/squad.h"
 
 #include <gtest/gtest.h>
 
@@ -27,8 +27,8 @@
 #include "common/subprocess.h"
 #include "data/tokenizer.h"
 #include "task/python_text.h"
-#include "task/squad_eval.h"
-#include "task/squad_features.h"
+#include "task/qa/squad_eval.h"
+#include "task/qa/squad_features.h"
 #include "test_util.h"
 
 namespace cputrain::task {

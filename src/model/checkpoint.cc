@@ -200,7 +200,7 @@ void CheckTrailer(InputFile& f, uint32_t* crc) {
 
 }  // namespace
 
-Shape ReadCheckpointShape(const std::string& path, std::optional<Head> head) {
+Shape ReadCheckpointShape(const std::string& path, std::optional<HeadSpec> head) {
   if (IsHfDir(path)) return ReadHfShape(path, head);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;

@@ -32,7 +32,7 @@ inline constexpr int kFamilyCheckpointVersionUnchecked = 1;  // without: read, n
 // Reads and validates the header: magic, version, a sane shape, and a file size that matches
 // it. Throws InputError naming the file, what is wrong, and a fix-it hint.
 // head: as ReadHfShape's (an encoder directory read for a task); our files record their head.
-Shape ReadCheckpointShape(const std::string& path, std::optional<Head> head = std::nullopt);
+Shape ReadCheckpointShape(const std::string& path, std::optional<HeadSpec> head = std::nullopt);
 
 // Loads the parameters into `params` (layout.total() floats, flat layer-major layout); a
 // version-5 file's bf16 values are widened exactly to fp32 (the master weights). The one load

@@ -287,7 +287,7 @@ bool IsHfDir(const std::string& path) {
          fs::symlink_status(fs::path(path) / kHfConfigFile, ec).type() != fs::file_type::not_found;
 }
 
-Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
+Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
   std::string path;
   json cfg = ReadConfig(dir, &path);
   const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string()
@@ -315,17 +315,21 @@ Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
   }
   Shape s = family->from_hf_config(cfg, path);
   s.arch = family->arch;
-  if (head && s.head != *head && s.encoder()) {
+  if (head && s.head != head->head && s.encoder()) {
     // Read as the task model the caller trains: a new head over the checkpoint's body.
-    const char* arch =
-        *head == Head::kClassify ? family->hf_classify_architecture : family->hf_span_architecture;
+    const char* arch = head->head == Head::kClassify ? family->hf_classify_architecture
+                                                     : family->hf_span_architecture;
     if (*arch == '\0') {
-      hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(*head)),
+      hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(head->head)),
                     "see docs/question-answering.md for what each family runs");
     }
     cfg["architectures"] = json::array({arch});
     s = family->from_hf_config(cfg, path);
     s.arch = family->arch;
+  }
+  if (head && head->head == Head::kClassify && s.head == Head::kClassify) {
+    if (head->labels > 0) s.labels = head->labels;
+    if (head->problem) s.problem = *head->problem;
   }
   const std::string problem = s.Problem();
   if (!problem.empty()) {
@@ -346,7 +350,10 @@ std::string CanonicalName(const std::string& name) {
 }
 
 void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, uint64_t head_seed) {
-  const Shape s = ReadHfShape(dir, layout.shape().head);
+  HeadSpec spec(layout.shape().head);
+  spec.labels = layout.shape().labels;
+  spec.problem = layout.shape().problem;
+  const Shape s = ReadHfShape(dir, spec);
   if (!(s == layout.shape())) {
     throw InputError(
         fmt::format("'{}' has shape {}, expected {}", dir, s.ToString(), layout.shape().ToString()),

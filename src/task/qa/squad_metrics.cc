@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "common/utf8.h"
 #include "task/python_text.h"
-#include "task/squad_eval.h"
+#include "task/qa/squad_eval.h"
 
 namespace cputrain::task {
 namespace {

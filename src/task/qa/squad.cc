@@ -1,5 +1,5 @@
 // ReadSquad: the two SQuAD layouts into Examples, every record checked (squad.h).
-#include "task/squad.h"
+#include "task/qa/squad.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // MakeQaFeatures: run_qa.py's prepare_train_features / prepare_validation_features
 // (squad_features.h).
-#include "task/squad_features.h"
+#include "task/qa/squad_features.h"
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
