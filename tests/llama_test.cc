@@ -339,7 +339,8 @@ TEST(Llama, Llama3RopeScalingWithoutItsFactorsGotMadeUpDefaults) {
   EXPECT_THROW(FamilyOf(Arch::kLlama).from_hf_config(only_type, "c.json"), InputError);
   nlohmann::json plain = cfg;
   plain["rope_scaling"] = {{"rope_type", "default"}};
-  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(plain, "c.json").rope_scaling.kind, RopeScaling::kNone);
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(plain, "c.json").rope_scaling.kind,
+            RopeScaling::kNone);
 }
 
 // config.json: what Llama configs say (defaults, null num_key_value_heads, rope_scaling), and
