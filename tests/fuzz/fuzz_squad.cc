@@ -1,4 +1,4 @@
-// Fuzz target: SQuAD files (src/task/squad.h: the official JSON, Hugging Face JSON Lines or a
+// Fuzz target: SQuAD files (src/task/qa/squad.h: the official JSON, Hugging Face JSON Lines or a
 // JSON list), on the input as the file, then the features of what it accepts (squad_features.h).
 //
 // An accepted file must give examples whose text is UTF-8 (the file was checked whole) and
@@ -14,8 +14,8 @@
 #include "common/error.h"
 #include "common/utf8.h"
 #include "fuzz_util.h"
-#include "task/squad.h"
-#include "task/squad_features.h"
+#include "task/qa/squad.h"
+#include "task/qa/squad_features.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   using namespace cputrain;
