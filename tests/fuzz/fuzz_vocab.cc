@@ -28,7 +28,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   static const std::string kTexts[] = {"Hello world, it's 2024! [CLS] [SEP]",
                                        "  caf\xc3\xa9 e\xcc\x81 \xe4\xbd\xa0\xe5\xa5\xbd\t\r\n",
                                        "unaffable ##ing [UNK] [MASK]", "\xff\xfe \xc3",
-                                       "\xc3\x89" "COLE na\xc3\xaf" "ve \xf0\x9f\x98\x80"};
+                                       "\xc3\x89"
+                                       "COLE na\xc3\xaf"
+                                       "ve \xf0\x9f\x98\x80"};
   for (const std::string& text : kTexts) {
     std::vector<int> ids;
     std::vector<data::Offset> offsets;
