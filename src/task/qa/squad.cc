@@ -221,7 +221,7 @@ SquadData ReadSquad(const std::string& path) {
   std::string whole_error;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     whole_error = e.what();
   }
   if (whole_error.empty()) {

@@ -48,7 +48,7 @@ ojson ParseJson(const std::string& path, const InputKind& kind) {
   const std::string text = ReadUtf8File(path, kind);
   try {
     return ojson::parse(text);
-  } catch (const ojson::parse_error& e) {
+  } catch (const ojson::exception& e) {  // parse_error, and out_of_range for 1e999
     throw InputError(fmt::format("{}: not JSON: {}", path, e.what()),
                      fmt::format("give {}", kind.expected));
   }
