@@ -53,6 +53,11 @@ struct HfTensor {
   int head = -1;
 };
 
+// Sequence classification's pooling (model/head.h): the last token that is not padding
+// (decoders' XForSequenceClassification), or the first token through a dense layer and tanh
+// (BERT's pooler) or ReLU (DistilBERT's pre_classifier).
+enum class Pooling { kLastToken, kFirstTanh, kFirstRelu };
+
 // Rows [*begin, *begin + *rows) of our tensor (info, of a model of shape s) that an HF tensor
 // of part `part` covers.
 void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
@@ -86,7 +91,11 @@ struct Family {
   std::vector<const char*> hf_dropped_prefixes = {};
   // The task head's model class per head (BertForQuestionAnswering, ...), "" if none.
   const char* hf_span_architecture = "";
+  // Sequence classification (model/head.h): the class ("" if the family has no classifier here)
+  // and how it pools a row. A decoder family needs only its class name: its score tensor is the
+  // head module's.
   const char* hf_classify_architecture = "";
+  Pooling classify_pooling = Pooling::kLastToken;
   // LoRA (model/lora.h): the modules adapted when target_modules is not given: PEFT's own
   // default for the model type where it has one (DistilBERT: none; ours is its query and value).
   std::vector<const char*> lora_default_targets = {};

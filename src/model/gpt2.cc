@@ -131,6 +131,7 @@ extern const Family kGpt2Family = {
                    {kLnfb, "ln_f.bias"}},
     .hf_optional_prefix = "transformer.",
     .hf_ignored_suffixes = {".attn.bias", ".attn.masked_bias"},
+    .hf_classify_architecture = "GPT2ForSequenceClassification",
     .lora_default_targets = {"c_attn"},
 };
 

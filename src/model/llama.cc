@@ -154,6 +154,7 @@ extern const Family kLlamaFamily = {
                    {kLmHead, "lm_head.weight"}},
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
+    .hf_classify_architecture = "LlamaForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},
 };
 

@@ -58,12 +58,21 @@ void CheckExplicitShape(const Config& cfg, const model::Shape& s) {
   }
 }
 
+// The head model.head, model.num_labels and model.problem_type ask a checkpoint to be read with.
+model::HeadSpec HeadSpecOf(const ModelConfig& m) {
+  model::HeadSpec h(model::HeadFromName(m.head));
+  h.labels = m.num_labels;
+  if (!m.problem_type.empty()) h.problem = model::ProblemFromName(m.problem_type);
+  h.pad_token = m.pad_token_id;
+  return h;
+}
+
 // The model's shape: the checkpoint's when training starts from one, else the config's.
 model::Shape ModelShape(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from.empty()) {
-    const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(m.init_from),
-                                                      model::HeadFromName(m.head));
+    const model::Shape s =
+        model::ReadCheckpointShape(model::ResolveModelFile(m.init_from), HeadSpecOf(m));
     CheckExplicitShape(cfg, s);
     return s;
   }
@@ -389,12 +398,13 @@ void BuildGroups(Run& run) {
 // A task model (BERT's span head) trains on its task's rows, not on token files.
 void CheckLanguageModel(const Run& run, const char* command) {
   if (run.shape.head == model::Head::kLm) return;
-  throw InputError(fmt::format("model.init_from '{}' is a {} {} model, not a language model",
-                               run.cfg.model.init_from, model::ArchName(run.shape.arch),
-                               model::HeadName(run.shape.head)),
-                   fmt::format("{} runs GPT-2 and Llama; fine-tune and evaluate this one with "
-                               "cputrain-numa qa train / qa predict",
-                               command));
+  throw InputError(
+      fmt::format("model.init_from '{}' is a {} {} model, not a language model",
+                  run.cfg.model.init_from, model::ArchName(run.shape.arch),
+                  model::HeadName(run.shape.head)),
+      fmt::format("{} runs GPT-2 and Llama language models; fine-tune and evaluate this one with "
+                  "cputrain-numa qa or classify (train, predict)",
+                  command));
 }
 
 void SetUp(Run& run, const TrainOptions& options) {
@@ -458,7 +468,12 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
                         cfg.optim.grad_clip, cfg.train.skip_nonfinite);
   if (options.step_probe) options.step_probe(false);
   run.skipped += r.skipped ? 1 : 0;
-  const uint64_t step_tokens = static_cast<uint64_t>(run.k) * run.B * run.T;
+  // Positions trained on: B x T per micro-batch, or its padded length (dynamic padding).
+  uint64_t step_tokens = 0;
+  for (int j = 0; j < run.k; ++j) {
+    const int P = run.train->Positions(static_cast<std::size_t>(j));
+    step_tokens += static_cast<uint64_t>(run.B) * (P > 0 ? P : run.T);
+  }
   const uint64_t epoch = run.train->EpochOf(run.pos.next_window + run.k - 1);
   run.pos.next_window += static_cast<uint64_t>(run.k);
   run.pos.tokens += step_tokens;
@@ -534,6 +549,10 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
   s.arch = model::ArchFromName(m.arch);
   s.head = model::HeadFromName(m.head);
   if (s.encoder()) {  // BERT-shaped: every bias, post-norm LayerNorm eps from the config
+    if (s.head == model::Head::kClassify) {
+      s.labels = m.num_labels > 0 ? m.num_labels : 2;
+      if (!m.problem_type.empty()) s.problem = model::ProblemFromName(m.problem_type);
+    }
     s.F = m.ffn_hidden;
     s.norm_eps = static_cast<float>(m.norm_eps);
     s.types = s.arch == model::Arch::kBert ? m.token_types : 0;
