@@ -105,8 +105,9 @@ TEST(ClassifyTable, BadFilesAreRefusedNamingTheLine) {
            {"f.csv", "a,b\n1,2\n3\n", "f.csv, line 3: 1 fields, the header has 2"},
            {"f.csv", "a,b\n\"1,2\n", "f.csv, line 2: a quoted field is not closed"},
            {"f.csv", "a,b\n", "has no rows"},
-           {"f.csv", "a\nx\xC0\x84y\n", "f.csv, line 2 (byte 3): not UTF-8 (byte 0xC0)"},
-           {"f.csv", "a\n\xED\xA0\x80\n", "not UTF-8 (byte 0xED)"},  // a surrogate
+           {"f.csv", "a\nx\xC0\x84y\n",
+            "not valid UTF-8 at byte 3 (line 2, column 2): 0xC0 0x84 is an overlong encoding"},
+           {"f.csv", "a\n\xED\xA0\x80\n", "not valid UTF-8 at byte 2 (line 2"},  // a surrogate
            {"f.jsonl", "{\"a\": 1}\n{\"a\": \n", "f.jsonl, line 2: not JSON"},
            {"f.jsonl", "[1]\n", "line 1: not a JSON object"},
            {"f.txt", "a\n1\n", "is not a .csv, .tsv, .json or .jsonl file"},

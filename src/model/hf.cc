@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "model/family.h"
 #include "model/head.h"
 #include "model/hf_config.h"
@@ -117,8 +118,8 @@ void ToHf(const Placed& p, const float* ours, float* hf) {
 json ReadConfig(const std::string& dir, std::string* path) {
   *path = (fs::path(dir) / kHfConfigFile).string();
   const std::string text =
-      ReadFile(*path, InputKind{"Hugging Face config", "a config.json file", kMaxConfigBytes,
-                                "pass a Hugging Face model directory"});
+      ReadUtf8File(*path, InputKind{"Hugging Face config", "a config.json file", kMaxConfigBytes,
+                                    "pass a Hugging Face model directory"});
   json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (cfg.is_discarded()) hf::BadConfig(*path, "not valid JSON", "fix config.json");
   if (!cfg.is_object()) hf::BadConfig(*path, "not a JSON object", "fix config.json");
@@ -135,9 +136,9 @@ class Weights {
       files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::Open(single.string())));
       return;
     }
-    const std::string text =
-        ReadFile(index.string(), InputKind{"safetensors index", "a model.safetensors.index.json",
-                                           kMaxConfigBytes, "pass a Hugging Face model directory"});
+    const std::string text = ReadUtf8File(
+        index.string(), InputKind{"safetensors index", "a model.safetensors.index.json",
+                                  kMaxConfigBytes, "pass a Hugging Face model directory"});
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
         !j["weight_map"].is_object()) {
@@ -161,6 +162,7 @@ class Weights {
             std::make_unique<SafetensorsFile>(SafetensorsFile::Open((fs::path(dir) / f).string())));
       }
     }
+    RefuseRepeatedTensors(index.string());
   }
   // The file holding `name` and its entry, or {null, null}.
   std::pair<SafetensorsFile*, const SafeTensor*> Find(const std::string& name) {
@@ -179,6 +181,24 @@ class Weights {
   }
 
  private:
+  // A tensor stored in two shards makes one directory two models: transformers loads the later
+  // shard's copy, an index-first reader the index's. Refused, naming both files.
+  void RefuseRepeatedTensors(const std::string& index) const {
+    std::map<std::string_view, const std::string*> seen;  // tensor -> the file that holds it
+    for (const auto& f : files_) {
+      for (const SafeTensor& t : f->tensors()) {
+        auto [it, fresh] = seen.emplace(t.name, &f->path());
+        if (fresh) continue;
+        const auto [a, b] = std::minmax(*it->second, f->path());
+        throw InputError(fmt::format("tensor '{}' is stored twice, in '{}' and in '{}' (the "
+                                     "shards of '{}')",
+                                     t.name, a, b, index),
+                         "keep one copy: transformers would load one and this engine the other. "
+                         "Re-save the model with save_pretrained");
+      }
+    }
+  }
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
 };
 
@@ -262,7 +282,10 @@ void FixedKey(const json& cfg, const std::string& key, const std::vector<json>& 
 
 bool IsHfDir(const std::string& path) {
   std::error_code ec;
-  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kHfConfigFile, ec);
+  // Any config.json (or a link to one, even dangling): one that is a FIFO, a directory or
+  // /dev/zero is then refused by ReadConfig for what it is, not taken for "not a checkpoint".
+  return fs::is_directory(path, ec) &&
+         fs::symlink_status(fs::path(path) / kHfConfigFile, ec).type() != fs::file_type::not_found;
 }
 
 Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
@@ -292,6 +315,7 @@ Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
                      "files");
   }
   Shape s = family->from_hf_config(cfg, path);
+  s.arch = family->arch;
   ReadHfHead(cfg, path, &s);  // the head its architectures name (model/head.h)
   const char* want = !head                           ? ""
                      : head->head == Head::kClassify ? family->hf_classify_architecture
@@ -302,6 +326,7 @@ Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
     // without that head keeps its own: the caller names what it cannot run.)
     cfg["architectures"] = json::array({want});
     s = family->from_hf_config(cfg, path);
+    s.arch = family->arch;
     ReadHfHead(cfg, path, &s);
   }
   if (head && s.head == Head::kClassify) {  // the outputs and loss the caller trains
@@ -396,6 +421,11 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
       continue;
     }
     Read(w, stored.count(name) ? stored[name] : name, p.shape, buf);
+    if (const std::size_t i = FirstNonFinite(buf.data(), buf.size()); i < buf.size()) {
+      throw InputError(fmt::format("checkpoint '{}': tensor '{}', element {} is {}", dir,
+                                   stored.count(name) ? stored[name] : name, i, buf[i]),
+                       kDivergedHint);
+    }
     ToOurs(p, buf.data(), params + layout.offset(p.t, p.layer));
   }
   if (!initialized.empty()) {
@@ -413,10 +443,7 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
           fmt::format("the weights in '{}': lm_head.weight differs from the token embedding, but "
                       "config.json ties them",
                       dir),
-          s.arch == Arch::kGpt2
-              ? "cputrain-numa ties GPT-2's LM head to the token embedding as GPT-2 does; an "
-                "untied head cannot be loaded"
-              : "set \"tie_word_embeddings\": false in config.json if the head is its own tensor");
+          family.hf_untied_hint);
     }
   }
 }

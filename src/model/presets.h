@@ -1,4 +1,5 @@
-// model/: named model shapes — the sizes the benchmarks run and configs can start from.
+// model/: named model shapes — the sizes the benchmarks run and configs can start from. Each
+// family lists its own (family.h, Family::presets; src/model/families/); today:
 //
 //   tiny          gpt2  L=2  C=128  NH=4                 V=256     B=4 T=64  (smoke runs)
 //   small         gpt2  L=6  C=384  NH=6                 V=50257   B=4 T=256
@@ -31,6 +32,7 @@ struct Preset {
   int B = 0, T = 0;
 };
 
+// Every family's presets, in registry order.
 const std::vector<Preset>& Presets();
 // The preset called `name`, or null.
 const Preset* FindPreset(const std::string& name);

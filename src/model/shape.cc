@@ -15,8 +15,7 @@ namespace cputrain::model {
 const char* ArchName(Arch a) { return FamilyOf(a).name; }
 
 Arch ArchFromName(const std::string& name) {
-  for (const Family* f : Families())
-    if (name == f->name) return f->arch;
+  if (const Family* f = FindFamily(name)) return f->arch;
   throw InputError(fmt::format("unknown model family '{}'", name), "use one of: " + FamilyNames());
 }
 
@@ -53,6 +52,8 @@ bool Shape::operator==(const Shape& o) const {
          (head != Head::kClassify || problem == o.problem);
 }
 
+bool Shape::encoder() const { return FamilyOf(arch).kind.encoder; }
+
 int Shape::mlp_in_width() const { return FamilyOf(arch).kind.swiglu ? 2 * ffn() : ffn(); }
 
 int Shape::head_width() const {
@@ -69,7 +70,7 @@ int Shape::head_width() const {
 
 std::string Shape::ToString() const {
   std::string s = fmt::format("L={} C={} NH={} V={} (padded {}) maxT={}", L, C, NH, V, Vp, maxT);
-  if (arch == Arch::kGpt2) return s;  // GPT-2's shape is these six
+  if (FamilyOf(arch).llmc) return s;  // GPT-2's shape is these six
   if (encoder()) {
     s += fmt::format(" {} F={} types={} head={}", ArchName(arch), ffn(), types, HeadName(head));
     if (head == Head::kClassify) s += fmt::format(" labels={}", labels);
@@ -114,20 +115,15 @@ std::string Shape::Problem() const {
     return "rope_scaling llama3 needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
            "original_max_position_embeddings >= 1";
   }
-  if (arch == Arch::kGpt2 && (kv_heads() != NH || ffn() != 4 * C || !tied)) {
-    return "GPT-2 has NKV = NH, F = 4C and a tied head";
-  }
   if (encoder() && head == Head::kLm) {
     return fmt::format("{} runs with a task head (qa or classify), not an LM head", ArchName(arch));
   }
   if (!encoder() && head == Head::kSpan) {
     return fmt::format("{} runs with its LM head or a classifier, not a span head", ArchName(arch));
   }
-  if (encoder() && kv_heads() != NH) return "BERT-style encoders have NKV = NH";
   if (types < 0 || types > kMaxTypes) {
     return fmt::format("the token types are {}: they must be in [0, {}]", types, kMaxTypes);
   }
-  if (arch == Arch::kBert && types < 1) return "BERT has at least one token type";
   if (pad_token < -1 || pad_token >= V) {
     return fmt::format("the padding token {} is not an id below V = {}", pad_token, V);
   }
@@ -155,6 +151,9 @@ std::string Shape::Problem() const {
   if (head_size() % 2 != 0 && FamilyOf(arch).kind.rope) {
     return fmt::format("the head size C/NH = {} is odd: rotary embeddings need it even",
                        head_size());
+  }
+  if (const auto problem = FamilyOf(arch).problem) {
+    if (std::string p = problem(*this); !p.empty()) return p;
   }
   // Every dimension is bounded now, so the count below cannot overflow (model/limits.h).
   const std::uint64_t n = ParamCount();

@@ -9,11 +9,19 @@
 #include <optional>
 #include <string>
 
+#include "model/families.h"
+
 namespace cputrain::model {
 
-// The model families the engine runs (family.h has one table each).
-enum class Arch : int { kGpt2 = 0, kLlama = 1, kBert = 2, kDistilBert = 3 };
-// "gpt2", "llama", "bert", "distilbert"; and back (InputError naming the valid names).
+// The model families the engine runs: one value per line of the registry (families.h), in its
+// order — Arch::kGpt2, Arch::kLlama, ... The family's table (family.h, FamilyOf) says everything
+// about it; code outside src/model asks the table, never compares an Arch with a family.
+enum class Arch : int {
+#define CPUTRAIN_ARCH_ID(id, table) id,
+  CPUTRAIN_MODEL_FAMILIES(CPUTRAIN_ARCH_ID)
+#undef CPUTRAIN_ARCH_ID
+};
+// "gpt2", "llama", ... (the family's name); and back (InputError naming the valid names).
 const char* ArchName(Arch a);
 Arch ArchFromName(const std::string& name);
 
@@ -100,15 +108,17 @@ struct Shape {
   // Columns of the head's output per position (kLm: Vp, kSpan: 2) or per sequence (kClassify:
   // labels).
   int head_width() const;
-  bool encoder() const { return arch == Arch::kBert || arch == Arch::kDistilBert; }
+  // An encoder family (BlockKind::encoder: BERT, DistilBERT).
+  bool encoder() const;
 
   // Equal models: NKV 0 and NH (F 0 and 4C) are the same model.
   bool operator==(const Shape& o) const;
   std::string ToString() const;
   // What is wrong with this shape ("" if nothing): a dimension below 1 or above its bound in
   // model/limits.h, NH not dividing C, NKV not dividing NH, Vp < V, a non-finite or non-positive
-  // eps or theta, or more than kMaxParams parameters. Computed without overflow for any values,
-  // so a damaged header is judged before it sizes memory.
+  // eps or theta, a head the family has not, what the family's own rules refuse
+  // (Family::problem), or more than kMaxParams parameters. Computed without overflow for any
+  // values, so a damaged header is judged before it sizes memory.
   std::string Problem() const;
   // Parameters of a valid shape (Problem() == ""), as ParamLayout(*this).total() but without
   // building the layout.

@@ -17,6 +17,7 @@
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
+#include "model/family.h"
 #include "model/lora.h"
 #include "model/peft.h"
 #include "model/transformer.h"
@@ -402,8 +403,8 @@ void CheckLanguageModel(const Run& run, const char* command) {
       fmt::format("model.init_from '{}' is a {} {} model, not a language model",
                   run.cfg.model.init_from, model::ArchName(run.shape.arch),
                   model::HeadName(run.shape.head)),
-      fmt::format("{} runs GPT-2 and Llama language models; fine-tune and evaluate this one with "
-                  "cputrain-numa qa or classify (train, predict)",
+      fmt::format("{} runs the decoder families' language models; fine-tune and evaluate this "
+                  "one with cputrain-numa qa or classify (train, predict)",
                   command));
 }
 
@@ -544,37 +545,36 @@ void CheckFinite(const StepRecord& rec, bool skip_nonfinite) {
 }  // namespace
 
 model::Shape ShapeFromConfig(const ModelConfig& m) {
-  model::Shape s{m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
-                 m.layers,      m.heads,      m.channels};
-  s.arch = model::ArchFromName(m.arch);
-  s.head = model::HeadFromName(m.head);
-  if (s.encoder()) {  // BERT-shaped: every bias, post-norm LayerNorm eps from the config
-    if (s.head == model::Head::kClassify) {
-      s.labels = m.num_labels > 0 ? m.num_labels : 2;
-      if (!m.problem_type.empty()) s.problem = model::ProblemFromName(m.problem_type);
-    }
-    s.F = m.ffn_hidden;
-    s.norm_eps = static_cast<float>(m.norm_eps);
-    s.types = s.arch == model::Arch::kBert ? m.token_types : 0;
-    s.tied = false;
-    s.hidden_dropout = static_cast<float>(m.hidden_dropout);
-    s.attn_dropout = static_cast<float>(m.attention_dropout);
-    return s;
+  const model::Family* family = model::FindFamily(m.arch);
+  if (!family) {
+    throw InputError(
+        fmt::format("model.arch is '{}': the families are {}", m.arch, model::FamilyNames()),
+        "fix the config or pass --set to override");
   }
-  if (s.arch != model::Arch::kGpt2) {
-    s.NKV = m.kv_heads;
-    s.F = m.ffn_hidden;
-    s.norm_eps = static_cast<float>(m.norm_eps);
-    s.rope_theta = static_cast<float>(m.rope_theta);
-    s.tied = m.tied_embeddings;
-    s.attn_bias = s.mlp_bias = false;
-    if (m.rope_scaling == "llama3") {
-      s.rope_scaling.kind = model::RopeScaling::kLlama3;
-      s.rope_scaling.factor = static_cast<float>(m.rope_factor);
-      s.rope_scaling.low_freq_factor = static_cast<float>(m.rope_low_freq_factor);
-      s.rope_scaling.high_freq_factor = static_cast<float>(m.rope_high_freq_factor);
-      s.rope_scaling.original_max_position = m.rope_original_max_position;
-    }
+  // Every key in its field; the family keeps what applies to it (model/family.h, from_config).
+  model::Shape k{m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
+                 m.layers,      m.heads,      m.channels};
+  k.arch = family->arch;
+  k.head = model::HeadFromName(m.head);
+  k.NKV = m.kv_heads;
+  k.F = m.ffn_hidden;
+  k.norm_eps = static_cast<float>(m.norm_eps);
+  k.rope_theta = static_cast<float>(m.rope_theta);
+  k.tied = m.tied_embeddings;
+  k.types = m.token_types;
+  k.hidden_dropout = static_cast<float>(m.hidden_dropout);
+  k.attn_dropout = static_cast<float>(m.attention_dropout);
+  if (m.rope_scaling == "llama3") {
+    k.rope_scaling.kind = model::RopeScaling::kLlama3;
+    k.rope_scaling.factor = static_cast<float>(m.rope_factor);
+    k.rope_scaling.low_freq_factor = static_cast<float>(m.rope_low_freq_factor);
+    k.rope_scaling.high_freq_factor = static_cast<float>(m.rope_high_freq_factor);
+    k.rope_scaling.original_max_position = m.rope_original_max_position;
+  }
+  model::Shape s = model::ShapeFromConfigKeys(k);
+  if (s.head == model::Head::kClassify) {  // a random classifier's outputs and loss
+    s.labels = m.num_labels > 0 ? m.num_labels : 2;
+    if (!m.problem_type.empty()) s.problem = model::ProblemFromName(m.problem_type);
   }
   return s;
 }

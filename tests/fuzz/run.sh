@@ -2,7 +2,7 @@
 # Fuzzes every input the project parses for a bounded time (docs/fuzzing.md); CI runs it.
 #
 #   bash tests/fuzz/run.sh [target...]     targets: config checkpoint token_file topology tokenizer
-#                                            tokenizer_json
+#                                            tokenizer_json chat_template
 #
 # 1. configures build-fuzz with clang, ASan+UBSan and libFuzzer (CPUTRAIN_FUZZ=ON) and builds
 #    only the fuzz targets and the libraries they link;
@@ -21,13 +21,13 @@ fuzz_dir=$root/tests/fuzz
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-45}
 jobs=${FUZZ_JOBS:-2}
-all_targets=(config checkpoint safetensors token_file topology tokenizer tokenizer_json)
+all_targets=(config checkpoint safetensors token_file topology tokenizer tokenizer_json chat_template)
 targets=("${@:-${all_targets[@]}}")
 
 # Longest input per target: enough for every seed (the largest, an hwloc XML, is 7.5 KB) and
 # small enough that one run stays fast under ASan.
 declare -A max_len=([config]=4096 [checkpoint]=4096 [safetensors]=4096 [token_file]=2048 [topology]=12288
-                    [tokenizer]=2048 [tokenizer_json]=4096)
+                    [tokenizer]=2048 [tokenizer_json]=4096 [chat_template]=4096)
 for t in "${targets[@]}"; do
   [[ -n ${max_len[$t]:-} ]] || { echo "run.sh: unknown target '$t' (${all_targets[*]})" >&2; exit 2; }
 done

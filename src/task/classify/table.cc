@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/utf8.h"
 
 namespace cputrain::task {
 namespace {
@@ -23,44 +24,6 @@ constexpr std::uint64_t kMaxTableBytes = 4ull << 30;
 [[noreturn]] void Bad(const std::string& path, std::size_t line, const std::string& what,
                       const std::string& hint) {
   throw InputError(fmt::format("{}, line {}: {}", path, line, what), hint);
-}
-
-// The one place text files are checked as UTF-8: strict (no overlong forms, surrogates, code
-// points past U+10FFFF, stray or missing continuation bytes). To be switched to the shared
-// validator of src/common when it lands there (issue 32, item 12).
-void CheckUtf8(const std::string& text, const std::string& path) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const std::size_t n = text.size();
-  std::size_t line = 1;
-  for (std::size_t i = 0; i < n;) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      line += c == '\n';
-      ++i;
-      continue;
-    }
-    int len = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // the second byte's range (RFC 3629's table)
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      lo = c == 0xE0 ? 0xA0 : 0x80;
-      hi = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      lo = c == 0xF0 ? 0x90 : 0x80;
-      hi = c == 0xF4 ? 0x8F : 0xBF;
-    }
-    bool ok = len > 0 && i + len <= n && s[i + 1] >= lo && s[i + 1] <= hi;
-    for (int k = 2; ok && k < len; ++k) ok = s[i + k] >= 0x80 && s[i + k] <= 0xBF;
-    if (!ok) {
-      throw InputError(
-          fmt::format("{}, line {} (byte {}): not UTF-8 (byte 0x{:02X})", path, line, i, c),
-          "save the file as UTF-8 (Python's open(..., encoding='utf-8') writes it)");
-    }
-    i += static_cast<std::size_t>(len);
-  }
 }
 
 // pandas.read_csv's default missing-value spellings (its na_values), read as missing.
@@ -244,9 +207,9 @@ Table ReadTable(const std::string& path, const std::string& flag) {
     throw InputError(fmt::format("{} '{}' is not a .csv, .tsv, .json or .jsonl file", flag, path),
                      "run_glue.py reads CSV or JSON Lines: name the file by what it holds");
   }
-  const std::string text = ReadFile(
+  // Strict UTF-8 (common/utf8.h), as every text input.
+  const std::string text = ReadUtf8File(
       path, InputKind{"data file", "a CSV or JSON Lines file", kMaxTableBytes, "check " + flag});
-  CheckUtf8(text, path);
   if (ext == ".json" || ext == ".jsonl") {
     ReadJson(text, &t);
   } else {

@@ -8,7 +8,7 @@
 //   - TSV (.tsv): the same with tabs and no quoting (GLUE's original files, csv.QUOTE_NONE);
 //   - JSON Lines (.json, .jsonl): one object per line (a file holding one JSON list of objects is
 //     read too); the columns are the keys in the order they first appear, a missing key missing.
-// Every file is read whole (at most 4 GiB), checked as strict UTF-8 first, and every row must
+// Every file is read whole (at most 4 GiB), checked as strict UTF-8 first (common/utf8.h), and every row must
 // have the header's fields: an InputError names the file, the line and the fix.
 //
 // Thread safety: ReadTable may be called from any thread.

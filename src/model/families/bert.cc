@@ -137,6 +137,51 @@ Shape DistilBertFromHf(const json& cfg, const std::string& path) {
   return s;
 }
 
+std::string DistilBertProblem(const Shape& s) {
+  return s.kv_heads() != s.NH ? "BERT-style encoders have NKV = NH" : "";
+}
+
+std::string BertProblem(const Shape& s) {
+  if (s.types < 1) return "BERT has at least one token type";
+  return DistilBertProblem(s);
+}
+
+// model.*: an encoder with every bias, untied, the post-norm LayerNorm's eps and the dropouts
+// from the config (BERT also its token types); no KV heads or rotary embeddings.
+Shape EncoderFromConfig(const Shape& k, int types) {
+  Shape s{k.maxT, k.V, k.Vp, k.L, k.NH, k.C};
+  s.arch = k.arch;
+  s.head = k.head;
+  s.F = k.F;
+  s.norm_eps = k.norm_eps;
+  s.types = types;
+  s.tied = false;
+  s.hidden_dropout = k.hidden_dropout;
+  s.attn_dropout = k.attn_dropout;
+  return s;
+}
+Shape BertFromConfig(const Shape& k) { return EncoderFromConfig(k, k.types); }
+Shape DistilBertFromConfig(const Shape& k) { return EncoderFromConfig(k, 0); }
+
+// A BERT-shaped encoder with a span head (question answering), as transformers' config defaults
+// make it: every bias, untied, maxT 512 positions, LayerNorm eps 1e-12, pad token 0, dropout
+// 0.1 on the hidden states and the attention probabilities; B and T are run_qa.py's recipe
+// (--per_device_train_batch_size 12 --max_seq_length 384).
+Preset EncoderPreset(const char* name, Arch arch, int L, int B, int T) {
+  Shape s{512, 30522, Shape::PadVocab(30522), L, 12, 768};
+  s.arch = arch;
+  s.F = 3072;
+  s.norm_eps = 1e-12f;
+  s.tied = false;
+  s.head = Head::kSpan;
+  s.types = arch == Arch::kBert ? 2 : 0;  // BertConfig.type_vocab_size; DistilBERT has none
+  s.pad_token = 0;
+  s.hidden_dropout = s.attn_dropout = 0.1f;
+  // BertForQuestionAnswering has no dropout before qa_outputs; DistilBERT's qa_dropout is 0.1.
+  s.head_dropout = arch == Arch::kDistilBert ? 0.1f : 0.f;
+  return {name, s, B, T};
+}
+
 // Hugging Face writes the probabilities as the decimals they were given.
 double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
 
@@ -201,6 +246,8 @@ extern const Family kBertFamily = {
     .arch = Arch::kBert,
     .kind = {.encoder = true, .gelu_erf = true, .attn_out_dropout = true},
     .tensors = EncoderTensors,
+    .problem = BertProblem,
+    .from_config = BertFromConfig,
     .hf_model_type = "bert",
     .hf_architecture = "BertForQuestionAnswering",
     .from_hf_config = BertFromHf,
@@ -239,6 +286,8 @@ extern const Family kBertFamily = {
     .hf_classify_architecture = "BertForSequenceClassification",
     .classify_pooling = Pooling::kFirstTanh,
     .lora_default_targets = {"query", "value"},
+    // bert-base-uncased with a span head (BertForQuestionAnswering).
+    .presets = {EncoderPreset("bert-base-qa", Arch::kBert, 12, 12, 384)},
 };
 
 extern const Family kDistilBertFamily = {
@@ -246,6 +295,8 @@ extern const Family kDistilBertFamily = {
     .arch = Arch::kDistilBert,
     .kind = {.encoder = true, .gelu_erf = true, .attn_out_dropout = false},
     .tensors = EncoderTensors,
+    .problem = DistilBertProblem,
+    .from_config = DistilBertFromConfig,
     .hf_model_type = "distilbert",
     .hf_architecture = "DistilBertForQuestionAnswering",
     .from_hf_config = DistilBertFromHf,
@@ -284,6 +335,8 @@ extern const Family kDistilBertFamily = {
     .hf_classify_architecture = "DistilBertForSequenceClassification",
     .classify_pooling = Pooling::kFirstRelu,
     .lora_default_targets = {"q_lin", "v_lin"},
+    // distilbert-base-uncased with a span head (DistilBertForQuestionAnswering).
+    .presets = {EncoderPreset("distilbert-qa", Arch::kDistilBert, 6, 12, 384)},
 };
 
 }  // namespace cputrain::model

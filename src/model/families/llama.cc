@@ -40,6 +40,42 @@ std::vector<TensorInfo> LlamaTensors(const Shape& s) {
   return t;
 }
 
+// model.*: the keys as given; no biases (a random init's Llama has none, as transformers'
+// default attention_bias and mlp_bias false).
+Shape LlamaFromConfig(const Shape& keys) {
+  Shape s = keys;
+  s.attn_bias = s.mlp_bias = false;
+  s.types = 0;
+  s.hidden_dropout = s.attn_dropout = s.head_dropout = 0;
+  return s;
+}
+
+// A named Llama without biases (Hugging Face's defaults), tied as SmolLM2 and Llama 3.2 are; B
+// is the global batch, maxT is T.
+Preset LlamaPreset(const char* name, int L, int C, int NH, int NKV, int F, int V, float theta,
+                   int B, int T) {
+  Shape s{T, V, Shape::PadVocab(V), L, NH, C};
+  s.arch = Arch::kLlama;
+  s.NKV = NKV;
+  s.F = F;
+  s.rope_theta = theta;
+  s.tied = true;
+  s.attn_bias = s.mlp_bias = false;
+  return {name, s, B, T};
+}
+
+// Llama 3.2 1B: tied, theta 5e5, llama3 rope scaling 32/1/4/8192.
+Preset Llama1b() {
+  Preset p = LlamaPreset("llama-1b", 16, 2048, 32, 8, 8192, 128256, 500000.f, 1, 128);
+  RopeScaling& r = p.shape.rope_scaling;
+  r.kind = RopeScaling::kLlama3;
+  r.factor = 32;
+  r.low_freq_factor = 1;
+  r.high_freq_factor = 4;
+  r.original_max_position = 8192;
+  return p;
+}
+
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06).
 double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
 
@@ -76,13 +112,24 @@ Shape LlamaFromHf(const nlohmann::json& cfg, const std::string& path) {
         hf::BadConfig(path, fmt::format("rope_scaling type '{}' is not supported", type),
                       "cputrain-numa runs rope_scaling of type llama3 (or none)");
       }
+      // transformers refuses a llama3 rope_scaling without these ("Missing required keys"):
+      // no made-up defaults here either.
+      for (const char* key :
+           {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+        if (!r.contains(key) || r[key].is_null()) {
+          hf::BadConfig(path, fmt::format("rope_scaling of type llama3 has no '{}'", key),
+                        "add it, as transformers requires (Llama 3.1's: factor 8, "
+                        "low_freq_factor 1, high_freq_factor 4, "
+                        "original_max_position_embeddings 8192)");
+        }
+      }
       RopeScaling& rs = s.rope_scaling;
       rs.kind = RopeScaling::kLlama3;
-      rs.factor = static_cast<float>(hf::FloatKey(r, "factor", where, 8.0));
-      rs.low_freq_factor = static_cast<float>(hf::FloatKey(r, "low_freq_factor", where, 1.0));
-      rs.high_freq_factor = static_cast<float>(hf::FloatKey(r, "high_freq_factor", where, 4.0));
+      rs.factor = static_cast<float>(hf::FloatKey(r, "factor", where, 0));  // (all present)
+      rs.low_freq_factor = static_cast<float>(hf::FloatKey(r, "low_freq_factor", where, 0));
+      rs.high_freq_factor = static_cast<float>(hf::FloatKey(r, "high_freq_factor", where, 0));
       rs.original_max_position =
-          hf::IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen, 8192);
+          hf::IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen);
     }
   }
   return s;
@@ -129,6 +176,7 @@ extern const Family kLlamaFamily = {
     .arch = Arch::kLlama,
     .kind = {.rms_norm = true, .swiglu = true, .rope = true},
     .tensors = LlamaTensors,
+    .from_config = LlamaFromConfig,
     .hf_model_type = "llama",
     .hf_architecture = "LlamaForCausalLM",
     .from_hf_config = LlamaFromHf,
@@ -156,6 +204,8 @@ extern const Family kLlamaFamily = {
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
     .hf_classify_architecture = "LlamaForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},
+    .presets = {LlamaPreset("smollm2-135m", 30, 576, 9, 3, 1536, 49152, 100000.f, 4, 128),
+                Llama1b()},
 };
 
 }  // namespace cputrain::model

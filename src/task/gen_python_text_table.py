@@ -8,7 +8,7 @@ rather than from the Unicode data files, so they are CPython's by construction:
                                               lowered to two, handled in python_text.cc)
   final sigma context      -> kCaseIgnorableRanges, kCasedRanges (how str.lower() picks the
                               final form of U+03A3; measured from lower()'s own results)
-Usage: python3 src/task/qa/gen_python_text_table.py > src/task/qa/python_text_table.inc
+Usage: python3 src/task/gen_python_text_table.py > src/task/python_text_table.inc
 """
 import sys
 import unicodedata

@@ -6,9 +6,12 @@
 // present, must equal wte (a file where it differs is refused, not silently untied); the
 // causal-mask buffers h.l.attn.bias / attn.masked_bias are ignored; the `transformer.` prefix may
 // be absent (GPT2Model saves, the hub's gpt2).
+#include <fmt/format.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
 #include "model/family.h"
 #include "model/hf_config.h"
 #include "model/limits.h"
@@ -43,6 +46,26 @@ std::vector<TensorInfo> Gpt2Tensors(const Shape& s) {
           MakeTensor(kLnfb, "lnfb", !L, !D, I::kZeros, {C})};
 }
 
+std::string Gpt2Problem(const Shape& s) {
+  if (s.kv_heads() != s.NH || s.ffn() != 4 * s.C || !s.tied) {
+    return "GPT-2 has NKV = NH, F = 4C and a tied head";
+  }
+  return "";
+}
+
+// model.*: GPT-2's shape is its six dimensions; the keys of other families must be left at what
+// GPT-2 is (LayerNorm's eps is GPT-2's 1e-5 whatever norm_eps says).
+Shape Gpt2FromConfig(const Shape& k) {
+  if ((k.NKV != 0 && k.NKV != k.NH) || (k.F != 0 && k.F != 4 * k.C) || !k.tied ||
+      k.rope_scaling.kind != RopeScaling::kNone) {
+    throw InputError(
+        "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels and tied embeddings",
+        "set model.arch: llama for grouped-query attention, another MLP width or an untied "
+        "head");
+  }
+  return Shape{k.maxT, k.V, k.Vp, k.L, k.NH, k.C};
+}
+
 Shape Gpt2FromHf(const nlohmann::json& cfg, const std::string& path) {
   using nlohmann::json;
   const char* family = "GPT-2";
@@ -52,6 +75,7 @@ Shape Gpt2FromHf(const nlohmann::json& cfg, const std::string& path) {
   hf::FixedKey(cfg, "add_cross_attention", {false}, path, family);
   hf::FixedKey(cfg, "tie_word_embeddings", {true}, path, family);
   Shape s;
+  s.arch = Arch::kGpt2;
   s.C = hf::IntKey(cfg, "n_embd", path, kMaxChannels);
   s.L = hf::IntKey(cfg, "n_layer", path, kMaxLayers);
   s.NH = hf::IntKey(cfg, "n_head", path, kMaxChannels);
@@ -109,6 +133,8 @@ extern const Family kGpt2Family = {
     .arch = Arch::kGpt2,
     .kind = {.rms_norm = false, .swiglu = false, .rope = false},
     .tensors = Gpt2Tensors,
+    .problem = Gpt2Problem,
+    .from_config = Gpt2FromConfig,
     .hf_model_type = "gpt2",
     .hf_architecture = "GPT2LMHeadModel",
     .from_hf_config = Gpt2FromHf,
@@ -132,7 +158,16 @@ extern const Family kGpt2Family = {
     .hf_optional_prefix = "transformer.",
     .hf_ignored_suffixes = {".attn.bias", ".attn.masked_bias"},
     .hf_classify_architecture = "GPT2ForSequenceClassification",
+    .hf_untied_hint =
+        "cputrain-numa ties GPT-2's LM head to the token embedding as GPT-2 does; an "
+        "untied head cannot be loaded",
     .lora_default_targets = {"c_attn"},
+    .llmc = true,
+    .vocab_tokenizer = "gpt2",
+    // B is the global batch (sequences per step); maxT is T: the position table covers the run.
+    .presets = {{"tiny", Shape{64, 256, 256, 2, 4, 128}, 4, 64},
+                {"small", Shape{256, 50257, Shape::PadVocab(50257), 6, 6, 384}, 4, 256},
+                {"gpt2-124M", Shape{128, 50257, Shape::PadVocab(50257), 12, 12, 768}, 4, 128}},
 };
 
 }  // namespace cputrain::model

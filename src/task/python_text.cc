@@ -1,4 +1,4 @@
-#include "task/qa/python_text.h"
+#include "task/python_text.h"
 
 #include <algorithm>
 #include <iterator>
@@ -12,7 +12,7 @@ struct CodeRange {
 struct LowerPair {
   char32_t from, to;
 };
-#include "task/qa/python_text_table.inc"
+#include "task/python_text_table.inc"
 
 template <std::size_t N>
 bool InRanges(const CodeRange (&table)[N], char32_t c) {
@@ -68,24 +68,6 @@ char32_t NextCodePoint(std::string_view s, std::size_t* i) {
   }
   *i += len;
   return c;
-}
-
-void AppendUtf8(char32_t c, std::string* out) {
-  if (c < 0x80) {
-    out->push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
 }
 
 std::size_t CountCodePoints(std::string_view s) {
