@@ -72,9 +72,10 @@ std::string Ref(const std::string& file) { return Models() + "/ref/" + file; }
 using test::Flags;
 using test::kLeaveOut;
 
-// run_qa.py's command line for a short run: 5 examples (20 features, T=48), 12 steps of 4
-// features a group (several epochs, batches that run past an epoch's end), a checkpoint every 4,
-// a high learning rate so the steps differ visibly.
+// run_qa.py's command line for a short run: 5 examples (20 features, T=48, of which run_qa.py's
+// --max_train_samples keeps the first 5), 12 steps of 4 features a group (several epochs,
+// batches that run past an epoch's end), a checkpoint every 4, a high learning rate so the steps
+// differ visibly.
 // `more` replaces the value of a flag given here (CLI11 refuses a repeated option) or adds one;
 // --set always adds.
 std::vector<std::string> TrainArgs(const std::string& model, const std::string& out,
@@ -140,7 +141,7 @@ TEST_P(QaResume, ResumedFromACheckpointIsBitIdentical) {
   Train(TrainArgs(model, straight.path(), more));
   const std::vector<json> rows = Rows(straight.path());
   ASSERT_EQ(rows.size(), 12u);
-  // The 12 steps run over more than one epoch (20 features, 4 or 8 a step), and the resume
+  // The 12 steps run over more than one epoch (5 features, 4 or 8 a step), and the resume
   // starts mid-epoch (after 16 or 32 features).
   EXPECT_GE(rows.back().at("epoch").get<int>(), 2) << rows.back();
 
@@ -461,6 +462,19 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
   }
 }
 
+// Issue 33, item 6: --max_train_samples N keeps run_qa.py's training set — the first N features
+// of the first N examples (it kept every feature of the N examples: 20 for 5 here).
+TEST(QaTrain, MaxTrainSamplesKeepsTheFirstNFeaturesAsRunQaPy) {
+  ASSERT_FALSE(Models().empty());
+  test::TempDir out;
+  const test::CliResult r = RunCli(TrainArgs(Models() + "/bert", out.path(),
+                                             {{"--max_train_samples", "3"}, {"--max_steps", "1"}}),
+                                   {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("3 training features from 3 examples"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the first 3 of "), std::string::npos) << r.err;
+}
+
 // Issue 32, item 8: a rerun into an output_dir whose run was trained on another file or feature
 // length is refused in qa train's own words — its flags and its unit (features), not train's
 // config keys (data.train, data.seq_len, train.resume) and tokens; --overwrite_output_dir then
@@ -482,7 +496,7 @@ TEST(QaBadInput, ResumeMismatchesNameTheCommandsFlags) {
              "set --max_seq_length back to 48 to resume, or start a new run: another "
              "--output_dir, or --overwrite_output_dir"},
         Case{{{"--max_steps", "4"}, {"--train_file", copy}},
-             "--train_file is " + fs::canonical(copy).string() + " (20 features)",
+             "--train_file is " + fs::canonical(copy).string() + " (5 features)",
              "set --train_file back to"}}) {
     const test::CliResult r = RunCli(TrainArgs(model, out.path(), c.flags), {}, 120);
     EXPECT_EQ(r.exit_code, 2) << r.err;
