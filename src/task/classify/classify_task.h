@@ -52,7 +52,7 @@ class ClassifySplit final : public Split {
   }
   bool dynamic_padding() const override { return dynamic_; }
   const std::string& path() const override { return path_; }
-  const char* unit() const override { return "examples"; }
+  const char* unit() const override { return "rows"; }
 
   std::string path_;
   std::vector<std::int32_t> ids_;
