@@ -572,9 +572,10 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
     k.rope_scaling.original_max_position = m.rope_original_max_position;
   }
   model::Shape s = model::ShapeFromConfigKeys(k);
-  if (s.head == model::Head::kClassify) {  // a random classifier's outputs and loss
+  if (s.head == model::Head::kClassify) {  // a random classifier's outputs, loss, padding token
     s.labels = m.num_labels > 0 ? m.num_labels : 2;
     if (!m.problem_type.empty()) s.problem = model::ProblemFromName(m.problem_type);
+    if (!s.encoder()) s.pad_token = m.pad_token_id;
   }
   return s;
 }

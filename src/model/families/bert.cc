@@ -167,18 +167,20 @@ Shape DistilBertFromConfig(const Shape& k) { return EncoderFromConfig(k, 0); }
 // make it: every bias, untied, maxT 512 positions, LayerNorm eps 1e-12, pad token 0, dropout
 // 0.1 on the hidden states and the attention probabilities; B and T are run_qa.py's recipe
 // (--per_device_train_batch_size 12 --max_seq_length 384).
-Preset EncoderPreset(const char* name, Arch arch, int L, int B, int T) {
+Preset EncoderPreset(const char* name, Arch arch, int L, int B, int T, Head head = Head::kSpan) {
   Shape s{512, 30522, Shape::PadVocab(30522), L, 12, 768};
   s.arch = arch;
   s.F = 3072;
   s.norm_eps = 1e-12f;
   s.tied = false;
-  s.head = Head::kSpan;
-  s.types = arch == Arch::kBert ? 2 : 0;  // BertConfig.type_vocab_size; DistilBERT has none
+  s.head = head;
+  s.labels = head == Head::kClassify ? 2 : 0;  // a binary classifier (SST-2, MRPC)
+  s.types = arch == Arch::kBert ? 2 : 0;       // BertConfig.type_vocab_size; DistilBERT has none
   s.pad_token = 0;
   s.hidden_dropout = s.attn_dropout = 0.1f;
-  // BertForQuestionAnswering has no dropout before qa_outputs; DistilBERT's qa_dropout is 0.1.
-  s.head_dropout = arch == Arch::kDistilBert ? 0.1f : 0.f;
+  // BertForQuestionAnswering has no dropout before qa_outputs; DistilBERT's qa_dropout is 0.1;
+  // BertForSequenceClassification's classifier_dropout is hidden_dropout_prob's.
+  s.head_dropout = arch == Arch::kDistilBert || head == Head::kClassify ? 0.1f : 0.f;
   return {name, s, B, T};
 }
 
@@ -287,7 +289,11 @@ extern const Family kBertFamily = {
     .classify_pooling = Pooling::kFirstTanh,
     .lora_default_targets = {"query", "value"},
     // bert-base-uncased with a span head (BertForQuestionAnswering).
-    .presets = {EncoderPreset("bert-base-qa", Arch::kBert, 12, 12, 384)},
+    .presets = {EncoderPreset("bert-base-qa", Arch::kBert, 12, 12, 384),
+                // bert-base-uncased with a classifier (BertForSequenceClassification): GLUE's
+                // usual batch and length (run_glue.py --per_device_train_batch_size 32
+                // --max_seq_length 128)
+                EncoderPreset("bert-base-cls", Arch::kBert, 12, 32, 128, Head::kClassify)},
 };
 
 extern const Family kDistilBertFamily = {
