@@ -339,7 +339,8 @@ TEST(Llama, Llama3RopeScalingWithoutItsFactorsGotMadeUpDefaults) {
   EXPECT_THROW(FamilyOf(Arch::kLlama).from_hf_config(only_type, "c.json"), InputError);
   nlohmann::json plain = cfg;
   plain["rope_scaling"] = {{"rope_type", "default"}};
-  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(plain, "c.json").rope_scaling.kind, RopeScaling::kNone);
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(plain, "c.json").rope_scaling.kind,
+            RopeScaling::kNone);
 }
 
 // config.json: what Llama configs say (defaults, null num_key_value_heads, rope_scaling), and
@@ -386,6 +387,11 @@ TEST(Llama, PresetsAreValidAndHaveTheirParameterCounts) {
   EXPECT_EQ(real(FindPreset("llama-1b")->shape), 1'235'814'400u);
   EXPECT_EQ(real(FindPreset("bert-base-qa")->shape), 108'893'186u);
   EXPECT_EQ(real(FindPreset("distilbert-qa")->shape), 66'364'418u);
+  // The classifiers, as transformers 4.55.4 counts BertForSequenceClassification(BertConfig(
+  // num_labels=2)) (with its pooler) and LlamaForSequenceClassification of SmolLM2's config with
+  // num_labels=2 (score Linear(576, 2, bias=False), no LM head).
+  EXPECT_EQ(real(FindPreset("bert-base-cls")->shape), 109'483'778u);
+  EXPECT_EQ(real(FindPreset("smollm2-135m-cls")->shape), 134'516'160u);
 }
 
 }  // namespace

@@ -200,8 +200,6 @@ std::size_t Table::Column(const std::string& name, const std::string& flag) cons
 }
 
 Table ReadTable(const std::string& path, const std::string& flag) {
-  Table t;
-  t.path = path;
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".csv" && ext != ".tsv" && ext != ".json" && ext != ".jsonl") {
     throw InputError(fmt::format("{} '{}' is not a .csv, .tsv, .json or .jsonl file", flag, path),
@@ -210,13 +208,27 @@ Table ReadTable(const std::string& path, const std::string& flag) {
   // Strict UTF-8 (common/utf8.h), as every text input.
   const std::string text = ReadUtf8File(
       path, InputKind{"data file", "a CSV or JSON Lines file", kMaxTableBytes, "check " + flag});
-  if (ext == ".json" || ext == ".jsonl") {
+  const TableFormat format = ext == ".csv"   ? TableFormat::kCsv
+                             : ext == ".tsv" ? TableFormat::kTsv
+                                             : TableFormat::kJsonLines;
+  try {
+    return ParseTable(text, path, format);
+  } catch (const InputError& e) {
+    if (std::string(e.what()).find("has no rows") == std::string::npos) throw;
+    throw InputError(fmt::format("{} {}", flag, e.what()), e.hint());
+  }
+}
+
+Table ParseTable(const std::string& text, const std::string& path, TableFormat format) {
+  Table t;
+  t.path = path;
+  if (format == TableFormat::kJsonLines) {
     ReadJson(text, &t);
   } else {
-    ReadDelimited(text, ext == ".csv" ? ',' : '\t', &t);
+    ReadDelimited(text, format == TableFormat::kCsv ? ',' : '\t', &t);
   }
   if (t.rows.empty()) {
-    throw InputError(fmt::format("{} '{}' has no rows", flag, path),
+    throw InputError(fmt::format("'{}' has no rows", path),
                      "pass a file with a header and at least one example");
   }
   return t;

@@ -8,8 +8,8 @@
 //   - TSV (.tsv): the same with tabs and no quoting (GLUE's original files, csv.QUOTE_NONE);
 //   - JSON Lines (.json, .jsonl): one object per line (a file holding one JSON list of objects is
 //     read too); the columns are the keys in the order they first appear, a missing key missing.
-// Every file is read whole (at most 4 GiB), checked as strict UTF-8 first (common/utf8.h), and every row must
-// have the header's fields: an InputError names the file, the line and the fix.
+// Every file is read whole (at most 4 GiB), checked as strict UTF-8 first (common/utf8.h), and
+// every row must have the header's fields: an InputError names the file, the line and the fix.
 //
 // Thread safety: ReadTable may be called from any thread.
 #pragma once
@@ -31,7 +31,13 @@ struct Table {
   std::size_t Column(const std::string& name, const std::string& flag) const;
 };
 
-// flag: the option that named the file (--train_file), for messages.
+// flag: the option that named the file (--train_file), for messages. The format is the file's
+// extension's.
 Table ReadTable(const std::string& path, const std::string& flag);
+
+// The same for text already read and checked as UTF-8 (tests/fuzz/fuzz_classify_table.cc):
+// path names it in messages.
+enum class TableFormat { kCsv, kTsv, kJsonLines };
+Table ParseTable(const std::string& text, const std::string& path, TableFormat format);
 
 }  // namespace cputrain::task
