@@ -156,7 +156,9 @@ TEST(Config, CrossFieldRules) {
   EXPECT_NE(ErrorOf("optim: {warmup_steps: 10}\ntrain: {steps: 10}").find("warmup_steps (10)"),
             std::string::npos);
   EXPECT_NE(ErrorOf("model: {vocab_size: 5000000}").find("more than 4194304"), std::string::npos);
-  EXPECT_NE(ErrorOf("model: {head: classify}").find("it is lm or qa"), std::string::npos);
+  EXPECT_NE(ErrorOf("model: {head: span}").find("it is lm, qa or classify"), std::string::npos);
+  EXPECT_NE(ErrorOf("model: {problem_type: ordinal}").find("model.problem_type is 'ordinal'"),
+            std::string::npos);
   EXPECT_NE(ErrorOf("model: {heads: 12, kv_heads: 5}").find("must divide model.heads"),
             std::string::npos);
 }

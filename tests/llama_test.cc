@@ -387,6 +387,11 @@ TEST(Llama, PresetsAreValidAndHaveTheirParameterCounts) {
   EXPECT_EQ(real(FindPreset("llama-1b")->shape), 1'235'814'400u);
   EXPECT_EQ(real(FindPreset("bert-base-qa")->shape), 108'893'186u);
   EXPECT_EQ(real(FindPreset("distilbert-qa")->shape), 66'364'418u);
+  // The classifiers, as transformers 4.55.4 counts BertForSequenceClassification(BertConfig(
+  // num_labels=2)) (with its pooler) and LlamaForSequenceClassification of SmolLM2's config with
+  // num_labels=2 (score Linear(576, 2, bias=False), no LM head).
+  EXPECT_EQ(real(FindPreset("bert-base-cls")->shape), 109'483'778u);
+  EXPECT_EQ(real(FindPreset("smollm2-135m-cls")->shape), 134'516'160u);
 }
 
 }  // namespace

@@ -154,6 +154,9 @@ Config BaseConfig(const TaskCommand& c, const std::string& init_from, const std:
   Config cfg = common.Load();
   cfg.model.init_from = init_from;
   cfg.model.head = model::HeadName(head.head);
+  cfg.model.num_labels = head.labels;
+  cfg.model.problem_type = head.problem ? model::ProblemName(*head.problem) : "";
+  cfg.model.pad_token_id = head.pad_token;
   cfg.model.seed = a.seed;
   cfg.data.train.clear();
   cfg.data.val.clear();
@@ -303,8 +306,12 @@ void PredictSplit(const TaskCommand& c, SplitKind kind, const task::Split& split
   if (kind == SplitKind::kValidation && !o.metrics.empty()) {
     nlohmann::ordered_json r;
     if (epoch >= 0) r["epoch"] = epoch;
-    for (const auto& [name, value] : o.metrics) r["eval_" + name] = value;
-    r["eval_samples"] = split.rows();
+    bool samples = false;
+    for (const auto& [name, value] : o.metrics) {
+      r["eval_" + name] = value;
+      samples = samples || name == "samples";
+    }
+    if (!samples) r["eval_samples"] = split.rows();
     WriteFileAtomic((fs::path(c.args.output_dir) / "eval_results.json").string(), r.dump(4) + "\n");
   }
   Print(o.printed);

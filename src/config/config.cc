@@ -355,9 +355,22 @@ const std::vector<Key>& Keys() {
                           "name the engine does not know is refused when training starts)",
                           [](Config& c) -> std::string& { return c.model.arch; }));
     v.push_back(StringKey("model", "head",
-                          "what the model computes: lm (the decoder families) or qa (the encoder "
-                          "families: extractive question answering, as `qa train` sets)",
+                          "what the model computes: lm (the decoder families), qa (the encoder "
+                          "families: extractive question answering, as `qa train` sets) or "
+                          "classify (sequence classification, as `classify train` sets)",
                           [](Config& c) -> std::string& { return c.model.head; }));
+    v.push_back(IntKey(
+        "model", "num_labels",
+        "a classifier's outputs (its labels; 1 for a regression); 0 = the checkpoint's", 0,
+        [](Config& c) -> int& { return c.model.num_labels; }, model::kMaxLabels));
+    v.push_back(IntKey(
+        "model", "pad_token_id",
+        "a decoder classifier's padding token where its config.json names none; -1 = none", -1,
+        [](Config& c) -> int& { return c.model.pad_token_id; }, model::kMaxVocab));
+    v.push_back(StringKey("model", "problem_type",
+                          "a classifier's loss: single_label_classification, regression or "
+                          "multi_label_classification; empty = the checkpoint's",
+                          [](Config& c) -> std::string& { return c.model.problem_type; }));
     v.push_back(IntKey(
         "model", "token_types", "token types of a random bert init (type_vocab_size)", 1,
         [](Config& c) -> int& { return c.model.token_types; }, model::kMaxTypes));
@@ -851,8 +864,17 @@ void Validate(const Config& c) {
                                  c.model.channels),
                      hint);
   }
-  if (c.model.head != "lm" && c.model.head != "qa") {
-    throw InputError(fmt::format("model.head is '{}': it is lm or qa", c.model.head), hint);
+  if (c.model.head != "lm" && c.model.head != "qa" && c.model.head != "classify") {
+    throw InputError(fmt::format("model.head is '{}': it is lm, qa or classify", c.model.head),
+                     hint);
+  }
+  const std::string& p = c.model.problem_type;
+  if (!p.empty() && p != "single_label_classification" && p != "regression" &&
+      p != "multi_label_classification") {
+    throw InputError(fmt::format("model.problem_type is '{}': it is single_label_classification, "
+                                 "regression or multi_label_classification",
+                                 p),
+                     hint);
   }
   if (c.model.rope_scaling != "none" && c.model.rope_scaling != "llama3") {
     throw InputError(

@@ -48,12 +48,13 @@ const Family* FamilyOfHfType(const std::string& model_type) {
 
 Shape ShapeFromConfigKeys(const Shape& keys) {
   const Family& f = FamilyOf(keys.arch);
-  const bool task_head = keys.head != Head::kLm;
-  if (f.kind.encoder != task_head) {
+  // Encoders have a task head; decoders their LM head, or a classifier (model/head.h).
+  if (f.kind.encoder ? keys.head == Head::kLm : keys.head == Head::kSpan) {
     throw InputError(
         fmt::format("model.arch {} with model.head {}: {} has {}", f.name, HeadName(keys.head),
-                    f.name, f.kind.encoder ? "a task head (qa)" : "the lm head"),
-        "set model.head to match the family (`qa train` sets qa)");
+                    f.name,
+                    f.kind.encoder ? "a task head (qa or classify)" : "the lm head or classify"),
+        "set model.head to match the family (`qa train` sets qa, `classify train` classify)");
   }
   Shape s = f.from_config(keys);
   s.arch = keys.arch;

@@ -58,6 +58,11 @@ struct HfTensor {
   int head = -1;
 };
 
+// Sequence classification's pooling (model/head.h): the last token that is not padding
+// (decoders' XForSequenceClassification), or the first token through a dense layer and tanh
+// (BERT's pooler) or ReLU (DistilBERT's pre_classifier).
+enum class Pooling { kLastToken, kFirstTanh, kFirstRelu };
+
 // Rows [*begin, *begin + *rows) of our tensor (info, of a model of shape s) that an HF tensor
 // of part `part` covers.
 void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
@@ -100,7 +105,11 @@ struct Family {
   std::vector<const char*> hf_dropped_prefixes = {};
   // The task head's model class per head (BertForQuestionAnswering, ...), "" if none.
   const char* hf_span_architecture = "";
+  // Sequence classification (model/head.h): the class ("" if the family has no classifier here)
+  // and how it pools a row. A decoder family needs only its class name: its score tensor is the
+  // head module's.
   const char* hf_classify_architecture = "";
+  Pooling classify_pooling = Pooling::kLastToken;
   // What to do about a tied model whose lm_head.weight differs from its embedding (the load
   // refuses it): the hint.
   const char* hf_untied_hint =

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/utf8.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/hf_config.h"
 #include "model/safetensors.h"
 
@@ -69,7 +70,7 @@ struct Placed {
 std::vector<Placed> Placements(const ParamLayout& layout) {
   const Shape& s = layout.shape();
   std::vector<Placed> out;
-  for (const HfTensor& h : FamilyOf(s.arch).hf_tensors) {
+  for (const HfTensor& h : HfTensorsOf(FamilyOf(s.arch))) {
     if (!layout.has(h.t)) continue;  // an optional tensor this model has not (biases, lm_head)
     if (h.head >= 0 && h.head != static_cast<int>(s.head)) continue;  // another head's
     const TensorInfo& info = layout.info(h.t);
@@ -315,21 +316,23 @@ Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
   }
   Shape s = family->from_hf_config(cfg, path);
   s.arch = family->arch;
-  if (head && s.head != head->head && s.encoder()) {
-    // Read as the task model the caller trains: a new head over the checkpoint's body.
-    const char* arch = head->head == Head::kClassify ? family->hf_classify_architecture
-                                                     : family->hf_span_architecture;
-    if (*arch == '\0') {
-      hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(head->head)),
-                    "see docs/question-answering.md for what each family runs");
-    }
-    cfg["architectures"] = json::array({arch});
+  ReadHfHead(cfg, path, &s);  // the head its architectures name (model/head.h)
+  const char* want = !head                           ? ""
+                     : head->head == Head::kClassify ? family->hf_classify_architecture
+                     : head->head == Head::kSpan     ? family->hf_span_architecture
+                                                     : family->hf_architecture;
+  if (head && s.head != head->head && *want != '\0') {
+    // Read as the task model the caller trains: a new head over the checkpoint's body. (A family
+    // without that head keeps its own: the caller names what it cannot run.)
+    cfg["architectures"] = json::array({want});
     s = family->from_hf_config(cfg, path);
     s.arch = family->arch;
+    ReadHfHead(cfg, path, &s);
   }
-  if (head && head->head == Head::kClassify && s.head == Head::kClassify) {
+  if (head && s.head == Head::kClassify) {  // the outputs and loss the caller trains
     if (head->labels > 0) s.labels = head->labels;
     if (head->problem) s.problem = *head->problem;
+    if (!s.encoder() && s.pad_token < 0) s.pad_token = head->pad_token;
   }
   const std::string problem = s.Problem();
   if (!problem.empty()) {
@@ -353,6 +356,7 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
   HeadSpec spec(layout.shape().head);
   spec.labels = layout.shape().labels;
   spec.problem = layout.shape().problem;
+  spec.pad_token = layout.shape().pad_token;
   const Shape s = ReadHfShape(dir, spec);
   if (!(s == layout.shape())) {
     throw InputError(
@@ -377,13 +381,16 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
   for (const auto& entry : w.Names()) {
     // (clang 14 cannot capture a structured binding in the lambda below)
     const std::string &file = entry.first, &name = CanonicalName(entry.second);
-    if (wanted.count(name) || (name == kTiedHeadName && !layout.has(kLmHead))) continue;
+    const bool lm = s.head == Head::kLm;
+    if (wanted.count(name) || (name == kTiedHeadName && !layout.has(kLmHead) && lm)) continue;
     auto has_suffix = [&](const char* sfx) { return EndsWith(name, sfx); };
     if (std::any_of(family.hf_ignored_suffixes.begin(), family.hf_ignored_suffixes.end(),
                     has_suffix))
       continue;
     auto under = [&](const char* pfx) { return name.rfind(pfx, 0) == 0; };
-    if (std::any_of(family.hf_dropped_prefixes.begin(), family.hf_dropped_prefixes.end(), under)) {
+    // A decoder read as a classifier drops its LM head, as transformers does.
+    if (std::any_of(family.hf_dropped_prefixes.begin(), family.hf_dropped_prefixes.end(), under) ||
+        (!lm && under("lm_head."))) {
       dropped.push_back(name);
       continue;
     }
@@ -428,7 +435,7 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
         dir, fmt::join(initialized, ", "));
   }
   // A tied head saved anyway must be the embedding.
-  if (!layout.has(kLmHead) && w.Find(kTiedHeadName).second) {
+  if (s.head == Head::kLm && !layout.has(kLmHead) && w.Find(kTiedHeadName).second) {
     const std::size_t n = static_cast<std::size_t>(s.V) * s.C;
     Read(w, kTiedHeadName, {static_cast<std::uint64_t>(s.V), static_cast<std::uint64_t>(s.C)}, buf);
     if (std::memcmp(buf.data(), params + layout.offset(kWte), n * sizeof(float)) != 0) {
@@ -441,7 +448,11 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
   }
 }
 
-std::string HfConfigJson(const Shape& s) { return FamilyOf(s.arch).to_hf_config(s).dump(2) + "\n"; }
+std::string HfConfigJson(const Shape& s) {
+  json cfg = FamilyOf(s.arch).to_hf_config(s);
+  WriteHfHead(s, &cfg);  // a classifier's keys (model/head.h)
+  return cfg.dump(2) + "\n";
+}
 
 std::vector<HfTensorData> ToHfTensors(const ParamLayout& layout, const float* flat) {
   std::vector<HfTensorData> out;

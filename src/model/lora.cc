@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/spelling.h"
+#include "model/head.h"
 
 namespace cputrain::model {
 namespace {
@@ -70,7 +71,7 @@ std::vector<Module> Modules(const ParamLayout& base) {
   const Shape& s = base.shape();
   const Family& f = FamilyOf(s.arch);
   std::vector<Module> out;
-  for (const HfTensor& h : f.hf_tensors) {
+  for (const HfTensor& h : HfTensorsOf(f)) {
     if (!base.has(h.t)) continue;
     if (h.head >= 0 && h.head != static_cast<int>(s.head)) continue;
     std::string name = h.name;

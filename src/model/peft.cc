@@ -17,6 +17,7 @@
 #include "common/utf8.h"
 #include "model/checkpoint.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/safetensors.h"
 
 namespace cputrain::model {
@@ -213,7 +214,7 @@ struct AdapterTensor {
 // The family's table row of a module to save.
 const HfTensor& HfOf(const Shape& s, const LoraSaved& x) {
   const Family& f = FamilyOf(s.arch);
-  for (const HfTensor& h : f.hf_tensors) {
+  for (const HfTensor& h : HfTensorsOf(f)) {
     if (h.t != x.t || (h.head >= 0 && h.head != static_cast<int>(s.head))) continue;
     if ((h.head >= 0 ? "" : std::string(f.hf_optional_prefix)) + h.name == x.hf_name) return h;
   }

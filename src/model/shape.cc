@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/limits.h"
 
 namespace cputrain::model {
@@ -114,10 +115,11 @@ std::string Shape::Problem() const {
     return "rope_scaling llama3 needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
            "original_max_position_embeddings >= 1";
   }
-  if (encoder() != (head != Head::kLm)) {
-    return encoder() ? fmt::format("{} runs with a task head (qa or classify), not an LM head",
-                                   ArchName(arch))
-                     : fmt::format("{} runs with its LM head only", ArchName(arch));
+  if (encoder() && head == Head::kLm) {
+    return fmt::format("{} runs with a task head (qa or classify), not an LM head", ArchName(arch));
+  }
+  if (!encoder() && head == Head::kSpan) {
+    return fmt::format("{} runs with its LM head or a classifier, not a span head", ArchName(arch));
   }
   if (types < 0 || types > kMaxTypes) {
     return fmt::format("the token types are {}: they must be in [0, {}]", types, kMaxTypes);
@@ -126,11 +128,21 @@ std::string Shape::Problem() const {
     return fmt::format("the padding token {} is not an id below V = {}", pad_token, V);
   }
   if (head == Head::kClassify) {
-    return "sequence classification heads are not implemented yet (BERT runs question "
-           "answering: `cputrain-numa qa train`)";
-  }
-  if (head == Head::kClassify && (labels < 1 || labels > kMaxLabels)) {
-    return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
+    if (*FamilyOf(arch).hf_classify_architecture == '\0') {
+      return fmt::format("{} has no sequence classifier here", ArchName(arch));
+    }
+    if (labels < 1 || labels > kMaxLabels) {
+      return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
+    }
+    if (problem == ProblemType::kSingleLabel && labels < 2) {
+      return "a single-label classifier has 2 or more labels (one output is a regression)";
+    }
+    if (!encoder() && pad_token < 0) {
+      return fmt::format(
+          "a {} classifier finds each row's last token by the padding token, and "
+          "there is none (config.json's pad_token_id)",
+          ArchName(arch));
+    }
   }
   for (float p : {hidden_dropout, attn_dropout, head_dropout}) {
     if (!(p >= 0 && p < 1))
@@ -154,7 +166,7 @@ std::string Shape::Problem() const {
 
 std::uint64_t Shape::ParamCount() const {
   std::uint64_t total = 0;
-  for (const TensorInfo& info : FamilyOf(arch).tensors(*this)) {
+  for (const TensorInfo& info : ModelTensors(*this)) {
     std::uint64_t n = 0;
     const bool overflow =
         __builtin_mul_overflow(info.numel, info.per_layer ? std::uint64_t(L) : 1, &n) ||

@@ -53,6 +53,8 @@ struct HeadSpec {
   Head head;
   int labels = 0;  // 0: the checkpoint's
   std::optional<ProblemType> problem;
+  // A decoder classifier's padding token where config.json names none (the tokenizer's).
+  int pad_token = -1;
 };
 
 // Rotary embeddings' frequency scaling (Hugging Face's rope_scaling): none, or Llama 3.1's

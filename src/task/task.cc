@@ -1,5 +1,6 @@
 #include "task/task.h"
 
+#include "task/classify/classify.h"
 #include "task/qa/qa.h"
 
 namespace cputrain::task {
@@ -32,6 +33,7 @@ int Args::Limit(SplitKind kind) const {
 const std::vector<TaskEntry>& Tasks() {
   static const std::vector<TaskEntry> tasks = {
       {"qa", MakeQaTask},
+      {"classify", MakeClassifyTask},
   };
   return tasks;
 }

@@ -136,7 +136,8 @@ struct Logits {
 };
 
 // What a prediction pass leaves besides its files: the metrics, in the order eval_results.json
-// writes them (without the "eval_" prefix the core adds), and what the command prints.
+// writes them (without the "eval_" prefix the core adds; the core adds eval_samples, the rows
+// predicted, unless they hold "samples"), and what the command prints.
 struct Outcome {
   std::vector<std::pair<std::string, nlohmann::json>> metrics;
   std::string printed;

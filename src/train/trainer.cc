@@ -59,12 +59,21 @@ void CheckExplicitShape(const Config& cfg, const model::Shape& s) {
   }
 }
 
+// The head model.head, model.num_labels and model.problem_type ask a checkpoint to be read with.
+model::HeadSpec HeadSpecOf(const ModelConfig& m) {
+  model::HeadSpec h(model::HeadFromName(m.head));
+  h.labels = m.num_labels;
+  if (!m.problem_type.empty()) h.problem = model::ProblemFromName(m.problem_type);
+  h.pad_token = m.pad_token_id;
+  return h;
+}
+
 // The model's shape: the checkpoint's when training starts from one, else the config's.
 model::Shape ModelShape(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from.empty()) {
-    const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(m.init_from),
-                                                      model::HeadFromName(m.head));
+    const model::Shape s =
+        model::ReadCheckpointShape(model::ResolveModelFile(m.init_from), HeadSpecOf(m));
     CheckExplicitShape(cfg, s);
     return s;
   }
@@ -395,8 +404,7 @@ void CheckLanguageModel(const Run& run, const char* command) {
                   run.cfg.model.init_from, model::ArchName(run.shape.arch),
                   model::HeadName(run.shape.head)),
       fmt::format("{} runs the decoder families' language models; fine-tune and evaluate this "
-                  "one with "
-                  "cputrain-numa qa train / qa predict",
+                  "one with cputrain-numa qa or classify (train, predict)",
                   command));
 }
 
@@ -461,7 +469,12 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
                         cfg.optim.grad_clip, cfg.train.skip_nonfinite);
   if (options.step_probe) options.step_probe(false);
   run.skipped += r.skipped ? 1 : 0;
-  const uint64_t step_tokens = static_cast<uint64_t>(run.k) * run.B * run.T;
+  // Positions trained on: B x T per micro-batch, or its padded length (dynamic padding).
+  uint64_t step_tokens = 0;
+  for (int j = 0; j < run.k; ++j) {
+    const int P = run.train->Positions(static_cast<std::size_t>(j));
+    step_tokens += static_cast<uint64_t>(run.B) * (P > 0 ? P : run.T);
+  }
   const uint64_t epoch = run.train->EpochOf(run.pos.next_window + run.k - 1);
   run.pos.next_window += static_cast<uint64_t>(run.k);
   run.pos.tokens += step_tokens;
@@ -558,7 +571,13 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
     k.rope_scaling.high_freq_factor = static_cast<float>(m.rope_high_freq_factor);
     k.rope_scaling.original_max_position = m.rope_original_max_position;
   }
-  return model::ShapeFromConfigKeys(k);
+  model::Shape s = model::ShapeFromConfigKeys(k);
+  if (s.head == model::Head::kClassify) {  // a random classifier's outputs, loss, padding token
+    s.labels = m.num_labels > 0 ? m.num_labels : 2;
+    if (!m.problem_type.empty()) s.problem = model::ProblemFromName(m.problem_type);
+    if (!s.encoder()) s.pad_token = m.pad_token_id;
+  }
+  return s;
 }
 
 TrainResult Train(const Config& cfg, const TrainOptions& options) {

@@ -6,7 +6,9 @@
 // on top (Shape::head): question answering's start|end Linear(C, 2), or classification.
 //
 // Hugging Face: BertForQuestionAnswering / DistilBertForQuestionAnswering (the body under
-// "bert." / "distilbert.", which BertModel saves lack), and BertForSequenceClassification.
+// "bert." / "distilbert.", which BertModel saves lack), and BertForSequenceClassification (the
+// pooler part of the body, "bert.pooler.dense") / DistilBertForSequenceClassification
+// (pre_classifier + ReLU + classifier: its pre_classifier is our pooler tensor; model/head.h).
 // query, key and value are the row parts of our fused qkvw, as Llama's q/k/v_proj; no tensor is
 // transposed. A pretraining checkpoint (BertForPreTraining, BertForMaskedLM,
 // DistilBertForMaskedLM) loads too: its heads are dropped with a note and the task head is
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/family.h"
+#include "model/head.h"
 #include "model/hf_config.h"
 #include "model/limits.h"
 
@@ -73,28 +76,6 @@ float ProbKey(const json& cfg, const std::string& key, const std::string& path, 
   return static_cast<float>(v.get<double>());
 }
 
-// The head a checkpoint was saved with (its first architecture); a body or pretraining
-// checkpoint gets question answering's (the task commands set the head they train anyway).
-void HeadFromArchitectures(const json& cfg, const std::string& path, Shape* s) {
-  std::string arch;
-  if (cfg.contains("architectures") && cfg["architectures"].is_array() &&
-      !cfg["architectures"].empty() && cfg["architectures"][0].is_string()) {
-    arch = cfg["architectures"][0].get<std::string>();
-  }
-  s->head = Head::kSpan;
-  if (arch.find("ForSequenceClassification") == std::string::npos) return;
-  s->head = Head::kClassify;
-  if (cfg.contains("id2label") && cfg["id2label"].is_object() && !cfg["id2label"].empty()) {
-    s->labels = static_cast<int>(std::min<std::size_t>(cfg["id2label"].size(), kMaxLabels + 1));
-  } else {
-    s->labels = hf::IntKey(cfg, "num_labels", path, kMaxLabels, 2);
-  }
-  if (s->labels < 2 || s->labels > kMaxLabels) {
-    hf::BadConfig(path, fmt::format("a classifier of {} labels", s->labels),
-                  "cputrain-numa classifies into 2 or more labels (regression is not supported)");
-  }
-}
-
 // The dimensions both families share under their own key names.
 struct Keys {
   const char *hidden, *layers, *heads, *ffn, *act, *dropout, *attn_dropout;
@@ -107,7 +88,6 @@ Shape EncoderFromHf(const json& cfg, const std::string& path, Arch arch, const K
   hf::FixedKey(cfg, "add_cross_attention", {false}, path, family);
   hf::FixedKey(cfg, "position_embedding_type", {"absolute"}, path, family);
   hf::FixedKey(cfg, "sinusoidal_pos_embds", {false}, path, family);
-  hf::FixedKey(cfg, "problem_type", {"single_label_classification"}, path, family);
   Shape s;
   s.arch = arch;
   s.C = hf::IntKey(cfg, k.hidden, path, kMaxChannels);
@@ -127,7 +107,7 @@ Shape EncoderFromHf(const json& cfg, const std::string& path, Arch arch, const K
   } else if (!cfg.contains("pad_token_id")) {
     s.pad_token = 0;  // BertConfig's and DistilBertConfig's default
   }
-  HeadFromArchitectures(cfg, path, &s);
+  ReadHfHead(cfg, path, &s);  // the task head its architectures name (model/head.h)
   return s;
 }
 
@@ -152,11 +132,8 @@ Shape DistilBertFromHf(const json& cfg, const std::string& path) {
       {"dim", "n_layers", "n_heads", "hidden_dim", "activation", "dropout", "attention_dropout"},
       "DistilBERT");
   s.norm_eps = 1e-12f;  // fixed in DistilBERT's modeling code
-  if (s.head == Head::kClassify) {
-    hf::BadConfig(path, "DistilBertForSequenceClassification is not supported",
-                  "fine-tune DistilBERT for question answering (qa train), or classify with BERT");
-  }
-  s.head_dropout = ProbKey(cfg, "qa_dropout", path, 0.1);
+  s.head_dropout = s.head == Head::kClassify ? ProbKey(cfg, "seq_classif_dropout", path, 0.2)
+                                             : ProbKey(cfg, "qa_dropout", path, 0.1);
   return s;
 }
 
@@ -190,18 +167,20 @@ Shape DistilBertFromConfig(const Shape& k) { return EncoderFromConfig(k, 0); }
 // make it: every bias, untied, maxT 512 positions, LayerNorm eps 1e-12, pad token 0, dropout
 // 0.1 on the hidden states and the attention probabilities; B and T are run_qa.py's recipe
 // (--per_device_train_batch_size 12 --max_seq_length 384).
-Preset EncoderPreset(const char* name, Arch arch, int L, int B, int T) {
+Preset EncoderPreset(const char* name, Arch arch, int L, int B, int T, Head head = Head::kSpan) {
   Shape s{512, 30522, Shape::PadVocab(30522), L, 12, 768};
   s.arch = arch;
   s.F = 3072;
   s.norm_eps = 1e-12f;
   s.tied = false;
-  s.head = Head::kSpan;
-  s.types = arch == Arch::kBert ? 2 : 0;  // BertConfig.type_vocab_size; DistilBERT has none
+  s.head = head;
+  s.labels = head == Head::kClassify ? 2 : 0;  // a binary classifier (SST-2, MRPC)
+  s.types = arch == Arch::kBert ? 2 : 0;       // BertConfig.type_vocab_size; DistilBERT has none
   s.pad_token = 0;
   s.hidden_dropout = s.attn_dropout = 0.1f;
-  // BertForQuestionAnswering has no dropout before qa_outputs; DistilBERT's qa_dropout is 0.1.
-  s.head_dropout = arch == Arch::kDistilBert ? 0.1f : 0.f;
+  // BertForQuestionAnswering has no dropout before qa_outputs; DistilBERT's qa_dropout is 0.1;
+  // BertForSequenceClassification's classifier_dropout is hidden_dropout_prob's.
+  s.head_dropout = arch == Arch::kDistilBert || head == Head::kClassify ? 0.1f : 0.f;
   return {name, s, B, T};
 }
 
@@ -211,18 +190,6 @@ double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
 const char* Architecture(const Shape& s) {
   const Family& f = FamilyOf(s.arch);
   return s.head == Head::kClassify ? f.hf_classify_architecture : f.hf_span_architecture;
-}
-
-json LabelMaps(const Shape& s, json cfg) {
-  if (s.head != Head::kClassify) return cfg;
-  json id2label = json::object(), label2id = json::object();
-  for (int i = 0; i < s.labels; ++i) {
-    id2label[std::to_string(i)] = fmt::format("LABEL_{}", i);
-    label2id[fmt::format("LABEL_{}", i)] = i;
-  }
-  cfg["id2label"] = id2label;
-  cfg["label2id"] = label2id;
-  return cfg;
 }
 
 json BertToHf(const Shape& s) {
@@ -248,7 +215,7 @@ json BertToHf(const Shape& s) {
   if (s.head == Head::kClassify && s.head_dropout != s.hidden_dropout) {
     cfg["classifier_dropout"] = Decimal(s.head_dropout);
   }
-  return LabelMaps(s, cfg);
+  return cfg;
 }
 
 json DistilBertToHf(const Shape& s) {
@@ -264,8 +231,8 @@ json DistilBertToHf(const Shape& s) {
           {"n_heads", s.NH},
           {"n_layers", s.L},
           {"pad_token_id", s.pad_token >= 0 ? json(s.pad_token) : json(nullptr)},
-          {"qa_dropout", Decimal(s.head_dropout)},
-          {"seq_classif_dropout", 0.2},
+          {"qa_dropout", s.head == Head::kSpan ? Decimal(s.head_dropout) : 0.1},
+          {"seq_classif_dropout", s.head == Head::kClassify ? Decimal(s.head_dropout) : 0.2},
           {"sinusoidal_pos_embds", false},
           {"tie_weights_", true},
           {"torch_dtype", "float32"},
@@ -319,9 +286,14 @@ extern const Family kBertFamily = {
     .hf_dropped_prefixes = {"cls.", "bert.pooler.", "pooler.", "qa_outputs.", "classifier."},
     .hf_span_architecture = "BertForQuestionAnswering",
     .hf_classify_architecture = "BertForSequenceClassification",
+    .classify_pooling = Pooling::kFirstTanh,
     .lora_default_targets = {"query", "value"},
     // bert-base-uncased with a span head (BertForQuestionAnswering).
-    .presets = {EncoderPreset("bert-base-qa", Arch::kBert, 12, 12, 384)},
+    .presets = {EncoderPreset("bert-base-qa", Arch::kBert, 12, 12, 384),
+                // bert-base-uncased with a classifier (BertForSequenceClassification): GLUE's
+                // usual batch and length (run_glue.py --per_device_train_batch_size 32
+                // --max_seq_length 128)
+                EncoderPreset("bert-base-cls", Arch::kBert, 12, 32, 128, Head::kClassify)},
 };
 
 extern const Family kDistilBertFamily = {
@@ -356,13 +328,18 @@ extern const Family kDistilBertFamily = {
                    {kLn2w, "transformer.layer.{}.output_layer_norm.weight"},
                    {kLn2b, "transformer.layer.{}.output_layer_norm.bias"},
                    {kHeadw, "qa_outputs.weight", HfTensor::kAll, false, kSpan},
-                   {kHeadb, "qa_outputs.bias", HfTensor::kAll, false, kSpan}},
+                   {kHeadb, "qa_outputs.bias", HfTensor::kAll, false, kSpan},
+                   {kPoolw, "pre_classifier.weight", HfTensor::kAll, false, kClassify},
+                   {kPoolb, "pre_classifier.bias", HfTensor::kAll, false, kClassify},
+                   {kHeadw, "classifier.weight", HfTensor::kAll, false, kClassify},
+                   {kHeadb, "classifier.bias", HfTensor::kAll, false, kClassify}},
     .hf_optional_prefix = "distilbert.",
     .hf_ignored_suffixes = {".position_ids"},
     .hf_dropped_prefixes = {"vocab_transform.", "vocab_layer_norm.", "vocab_projector.",
                             "qa_outputs.", "pre_classifier.", "classifier."},
     .hf_span_architecture = "DistilBertForQuestionAnswering",
-    .hf_classify_architecture = "",
+    .hf_classify_architecture = "DistilBertForSequenceClassification",
+    .classify_pooling = Pooling::kFirstRelu,
     .lora_default_targets = {"q_lin", "v_lin"},
     // distilbert-base-uncased with a span head (DistilBertForQuestionAnswering).
     .presets = {EncoderPreset("distilbert-qa", Arch::kDistilBert, 6, 12, 384)},

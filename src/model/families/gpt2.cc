@@ -157,6 +157,7 @@ extern const Family kGpt2Family = {
                    {kLnfb, "ln_f.bias"}},
     .hf_optional_prefix = "transformer.",
     .hf_ignored_suffixes = {".attn.bias", ".attn.masked_bias"},
+    .hf_classify_architecture = "GPT2ForSequenceClassification",
     .hf_untied_hint =
         "cputrain-numa ties GPT-2's LM head to the token embedding as GPT-2 does; an "
         "untied head cannot be loaded",

@@ -76,6 +76,16 @@ Preset Llama1b() {
   return p;
 }
 
+// SmolLM2-135M with a sequence classifier (LlamaForSequenceClassification: the last real token
+// through score, 2 labels; pad_token_id 0): a small decoder classifier or reward model, B=8 T=128.
+Preset SmolLm2Classifier() {
+  Preset p = LlamaPreset("smollm2-135m-cls", 30, 576, 9, 3, 1536, 49152, 100000.f, 8, 128);
+  p.shape.head = Head::kClassify;
+  p.shape.labels = 2;
+  p.shape.pad_token = 0;
+  return p;
+}
+
 // A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06).
 double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
 
@@ -202,9 +212,10 @@ extern const Family kLlamaFamily = {
                    {kLmHead, "lm_head.weight"}},
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
+    .hf_classify_architecture = "LlamaForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},
     .presets = {LlamaPreset("smollm2-135m", 30, 576, 9, 3, 1536, 49152, 100000.f, 4, 128),
-                Llama1b()},
+                Llama1b(), SmolLm2Classifier()},
 };
 
 }  // namespace cputrain::model

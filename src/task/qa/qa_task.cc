@@ -3,6 +3,7 @@
 // DistilBERT, and utils_qa.py's post-processing with the official scores after prediction.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -23,12 +24,12 @@ namespace cputrain::task {
 namespace {
 
 // One SQuAD file's examples and their features (padded to max_seq_length: run_qa.py's
-// pad_to_max_length default); rows: the features trained on or predicted (all of them).
+// pad_to_max_length default); rows: the first `rows` features are trained on or predicted.
 class QaSplit final : public Split {
  public:
-  QaSplit(SquadData data, QaFeatures features)
-      : data_(std::move(data)), features_(std::move(features)) {}
-  std::size_t rows() const override { return features_.size(); }
+  QaSplit(SquadData data, QaFeatures features, std::size_t rows)
+      : data_(std::move(data)), features_(std::move(features)), rows_(rows) {}
+  std::size_t rows() const override { return rows_; }
   std::size_t examples() const override { return data_.examples.size(); }
   int length(std::size_t i) const override { return features_.row(i).length; }
   void Load(std::size_t i, int r, int T, model::Activations& a) const override {
@@ -48,6 +49,7 @@ class QaSplit final : public Split {
  private:
   SquadData data_;
   QaFeatures features_;
+  std::size_t rows_;
 };
 
 // run_qa.py's own flags, with its defaults.
@@ -166,7 +168,17 @@ std::unique_ptr<Split> QaTask::Read(SplitKind kind, const Args& args) {
     throw InputError(fmt::format("{} '{}' has no examples", FileFlag(kind), data.path),
                      "pass a SQuAD file with questions");
   }
-  return std::make_unique<QaSplit>(std::move(data), std::move(f));
+  // run_qa.py's --max_train_samples selects N examples, makes their features, then keeps the
+  // first N of those (issue 33, item 6); prediction keeps every feature of its examples.
+  std::size_t rows = f.size();
+  const int limit = args.Limit(kind);
+  if (kind == SplitKind::kTrain && limit > 0)
+    rows = std::min(rows, static_cast<std::size_t>(limit));
+  if (rows < f.size()) {
+    log::Info("{}: the first {} of {} features ({})", data.path, rows, f.size(),
+              "--max_train_samples, as run_qa.py keeps them");
+  }
+  return std::make_unique<QaSplit>(std::move(data), std::move(f), rows);
 }
 
 Outcome QaTask::Finish(SplitKind kind, const Split& split, const Logits& logits, const Args& args) {

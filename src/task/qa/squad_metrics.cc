@@ -77,53 +77,61 @@ double F1V2(std::string_view prediction, std::string_view gold) {
   return F1FromTokens(same, pt.size(), gt.size());
 }
 
-SquadScores EvaluatePredictions(const std::vector<Example>& examples,
-                                const std::unordered_map<std::string, std::string>& predictions,
-                                bool v2,
-                                const std::vector<std::pair<std::string, double>>* na_probs,
-                                double na_prob_thresh) {
-  SquadScores s;
-  s.version_2 = v2;
-  if (!v2) {
-    double em = 0, f1 = 0;
-    for (const Example& ex : examples) {
-      ++s.total;
-      auto it = predictions.find(ex.id);
-      if (it == predictions.end()) {
-        ++s.missing;
-        continue;
-      }
-      if (ex.answer_texts.empty()) {
-        throw InputError(
-            fmt::format("question '{}' has no answers: SQuAD v1.1 scoring needs at least one",
-                        ex.id),
-            "for SQuAD v2.0 data (unanswerable questions), add --version_2_with_negative");
-      }
-      double best_em = 0, best_f1 = 0;
-      for (const std::string& g : ex.answer_texts) {
-        best_em = std::max(best_em, ExactMatch(it->second, g) ? 1.0 : 0.0);
-        best_f1 = std::max(best_f1, F1V1(it->second, g));
-      }
-      em += best_em;
-      f1 += best_f1;
-    }
-    if (s.missing > 0) {
-      log::Warn("{} of {} questions have no prediction: each scores 0, as evaluate-v1.1.py does",
-                s.missing, s.total);
-    }
-    s.exact = s.total ? 100.0 * em / static_cast<double>(s.total) : 0;
-    s.f1 = s.total ? 100.0 * f1 / static_cast<double>(s.total) : 0;
-    return s;
-  }
+namespace {
 
-  // evaluate-v2.0.py: raw scores, the no-answer threshold, totals over all / HasAns / NoAns.
+using Predictions = std::unordered_map<std::string, std::string>;
+using NaProbs = std::vector<std::pair<std::string, double>>;
+
+// evaluate-v1.1.py: EM and F1 maxed over each question's gold answers, a missing prediction 0.
+SquadScores EvaluateV1(const std::vector<Example>& examples, const Predictions& predictions) {
+  SquadScores s;
+  double em = 0, f1 = 0;
+  for (const Example& ex : examples) {
+    ++s.total;
+    auto it = predictions.find(ex.id);
+    if (it == predictions.end()) {
+      ++s.missing;
+      continue;
+    }
+    if (ex.answer_texts.empty()) {
+      throw InputError(
+          fmt::format("question '{}' has no answers: SQuAD v1.1 scoring needs at least one", ex.id),
+          "for SQuAD v2.0 data (unanswerable questions), add --version_2_with_negative");
+    }
+    double best_em = 0, best_f1 = 0;
+    for (const std::string& g : ex.answer_texts) {
+      best_em = std::max(best_em, ExactMatch(it->second, g) ? 1.0 : 0.0);
+      best_f1 = std::max(best_f1, F1V1(it->second, g));
+    }
+    em += best_em;
+    f1 += best_f1;
+  }
+  if (s.missing > 0) {
+    log::Warn("{} of {} questions have no prediction: each scores 0, as evaluate-v1.1.py does",
+              s.missing, s.total);
+  }
+  s.exact = s.total ? 100.0 * em / static_cast<double>(s.total) : 0;
+  s.f1 = s.total ? 100.0 * f1 / static_cast<double>(s.total) : 0;
+  return s;
+}
+
+// evaluate-v2.0.py's per-question scores: get_raw_scores (EM and F1 against the gold answers
+// that normalize to something, else ""), and apply_no_ans_threshold's (a no-answer probability
+// above the threshold predicts no answer).
+struct V2Scores {
+  std::vector<double> exact_raw, f1_raw, exact_t, f1_t;
+  std::vector<bool> has_ans;
+};
+
+V2Scores RawScores(const std::vector<Example>& examples, const Predictions& predictions,
+                   const NaProbs* na_probs, double na_prob_thresh) {
   std::unordered_map<std::string, double> probs;
   if (na_probs) {
     for (const auto& [id, p] : *na_probs) probs[id] = p;
   }
   const std::size_t n = examples.size();
-  std::vector<double> exact_raw(n), f1_raw(n), exact_t(n), f1_t(n);
-  std::vector<bool> has_ans(n);
+  V2Scores v{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n),
+             std::vector<double>(n), std::vector<bool>(n)};
   for (std::size_t i = 0; i < n; ++i) {
     const Example& ex = examples[i];
     auto it = predictions.find(ex.id);
@@ -132,7 +140,7 @@ SquadScores EvaluatePredictions(const std::vector<Example>& examples,
                        "SQuAD v2.0 scoring needs an answer for every question (\"\" for no "
                        "answer), as evaluate-v2.0.py does");
     }
-    has_ans[i] = !ex.answer_texts.empty();
+    v.has_ans[i] = !ex.answer_texts.empty();
     std::vector<std::string_view> gold;
     for (const std::string& g : ex.answer_texts) {
       if (!NormalizeAnswer(g).empty()) gold.push_back(g);
@@ -143,8 +151,8 @@ SquadScores EvaluatePredictions(const std::vector<Example>& examples,
       em = std::max(em, ExactMatch(g, it->second) ? 1.0 : 0.0);
       f1 = std::max(f1, F1V2(it->second, g));
     }
-    exact_raw[i] = em;
-    f1_raw[i] = f1;
+    v.exact_raw[i] = em;
+    v.f1_raw[i] = f1;
     double p = 0;
     if (na_probs) {
       auto pit = probs.find(ex.id);
@@ -155,69 +163,90 @@ SquadScores EvaluatePredictions(const std::vector<Example>& examples,
       p = pit->second;
     }
     const bool pred_na = p > na_prob_thresh;
-    exact_t[i] = pred_na ? (has_ans[i] ? 0.0 : 1.0) : em;
-    f1_t[i] = pred_na ? (has_ans[i] ? 0.0 : 1.0) : f1;
+    v.exact_t[i] = pred_na ? (v.has_ans[i] ? 0.0 : 1.0) : em;
+    v.f1_t[i] = pred_na ? (v.has_ans[i] ? 0.0 : 1.0) : f1;
   }
-  // make_eval_dict: sums in the dataset's order.
-  auto mean = [&](const std::vector<double>& v, int which) {
+  return v;
+}
+
+// make_eval_dict over all questions, those with answers and those without: sums in the
+// dataset's order.
+void MakeEvalDict(const V2Scores& v, SquadScores* s) {
+  const std::size_t n = v.has_ans.size();
+  auto mean = [&](const std::vector<double>& x, int which) {
     double sum = 0;
     std::int64_t count = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      if (which == 0 || (which == 1) == has_ans[i]) {
-        sum += v[i];
+      if (which == 0 || (which == 1) == v.has_ans[i]) {
+        sum += x[i];
         ++count;
       }
     }
     return std::pair<double, std::int64_t>{count ? 100.0 * sum / static_cast<double>(count) : 0,
                                            count};
   };
-  s.total = static_cast<std::int64_t>(n);
-  s.exact = mean(exact_t, 0).first;
-  s.f1 = mean(f1_t, 0).first;
-  if (auto [e, c] = mean(exact_t, 1); c > 0) {
-    s.has_ans_total = c;
-    s.has_ans_exact = e;
-    s.has_ans_f1 = mean(f1_t, 1).first;
+  s->total = static_cast<std::int64_t>(n);
+  s->exact = mean(v.exact_t, 0).first;
+  s->f1 = mean(v.f1_t, 0).first;
+  if (auto [e, c] = mean(v.exact_t, 1); c > 0) {
+    s->has_ans_total = c;
+    s->has_ans_exact = e;
+    s->has_ans_f1 = mean(v.f1_t, 1).first;
   }
-  if (auto [e, c] = mean(exact_t, 2); c > 0) {
-    s.no_ans_total = c;
-    s.no_ans_exact = e;
-    s.no_ans_f1 = mean(f1_t, 2).first;
+  if (auto [e, c] = mean(v.exact_t, 2); c > 0) {
+    s->no_ans_total = c;
+    s->no_ans_exact = e;
+    s->no_ans_f1 = mean(v.f1_t, 2).first;
   }
+}
+
+// find_best_thresh of one raw score: questions by no-answer probability (a stable sort of the
+// file's order), the threshold after the best running score.
+void FindBestThresh(const std::vector<Example>& examples, const Predictions& predictions,
+                    const NaProbs& na_probs, const V2Scores& v, const std::vector<double>& raw,
+                    double* score, double* thresh) {
+  const std::size_t n = examples.size();
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < n; ++i) index[examples[i].id] = i;
+  NaProbs order = na_probs;
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::int64_t num_no_ans = 0;
+  for (std::size_t i = 0; i < n; ++i) num_no_ans += v.has_ans[i] ? 0 : 1;
+  double cur = static_cast<double>(num_no_ans), best_score = cur, best_thresh = 0.0;
+  for (const auto& [id, p] : order) {
+    auto it = index.find(id);
+    if (it == index.end()) continue;  // `if qid not in scores: continue`
+    const std::size_t i = it->second;
+    cur += v.has_ans[i] ? raw[i] : (predictions.at(id).empty() ? 0 : -1);
+    if (cur > best_score) {
+      best_score = cur;
+      best_thresh = p;
+    }
+  }
+  *score = 100.0 * best_score / static_cast<double>(n);
+  *thresh = best_thresh;
+}
+
+}  // namespace
+
+SquadScores EvaluatePredictions(const std::vector<Example>& examples,
+                                const std::unordered_map<std::string, std::string>& predictions,
+                                bool v2,
+                                const std::vector<std::pair<std::string, double>>* na_probs,
+                                double na_prob_thresh) {
+  if (!v2) return EvaluateV1(examples, predictions);
+  // evaluate-v2.0.py: raw scores, the no-answer threshold, totals over all / HasAns / NoAns,
+  // and with no-answer probabilities the best thresholds.
+  SquadScores s;
+  s.version_2 = true;
+  const V2Scores v = RawScores(examples, predictions, na_probs, na_prob_thresh);
+  MakeEvalDict(v, &s);
   if (na_probs) {
-    // find_best_thresh: questions by no-answer probability (a stable sort of the file's
-    // order), the threshold after the best running score.
-    std::unordered_map<std::string, std::size_t> index;
-    for (std::size_t i = 0; i < n; ++i) index[examples[i].id] = i;
-    std::vector<std::pair<std::string, double>> order = *na_probs;
-    std::stable_sort(order.begin(), order.end(),
-                     [](const auto& a, const auto& b) { return a.second < b.second; });
-    std::int64_t num_no_ans = 0;
-    for (std::size_t i = 0; i < n; ++i) num_no_ans += has_ans[i] ? 0 : 1;
-    auto best = [&](const std::vector<double>& raw, double* score, double* thresh) {
-      double cur = static_cast<double>(num_no_ans), best_score = cur, best_thresh = 0.0;
-      for (const auto& [id, p] : order) {
-        auto it = index.find(id);
-        if (it == index.end()) continue;  // `if qid not in scores: continue`
-        const std::size_t i = it->second;
-        double diff;
-        if (has_ans[i]) {
-          diff = raw[i];
-        } else {
-          diff = predictions.at(id).empty() ? 0 : -1;
-        }
-        cur += diff;
-        if (cur > best_score) {
-          best_score = cur;
-          best_thresh = p;
-        }
-      }
-      *score = 100.0 * best_score / static_cast<double>(n);
-      *thresh = best_thresh;
-    };
     s.has_best = true;
-    best(exact_raw, &s.best_exact, &s.best_exact_thresh);
-    best(f1_raw, &s.best_f1, &s.best_f1_thresh);
+    FindBestThresh(examples, predictions, *na_probs, v, v.exact_raw, &s.best_exact,
+                   &s.best_exact_thresh);
+    FindBestThresh(examples, predictions, *na_probs, v, v.f1_raw, &s.best_f1, &s.best_f1_thresh);
   }
   return s;
 }
