@@ -68,6 +68,7 @@
 #include <random>
 #include <sstream>
 
+#include "bench/cls_rows.h"
 #include "bench/peak.h"
 #include "bench/qa_rows.h"
 #include "bench/train_suite.h"
@@ -440,8 +441,9 @@ void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const L
   // Random token ids below V: four windows of B*T (+1) tokens (a span head: random QA
   // features instead, made in each row's process, bench/qa_rows.h).
   const bool span = m.shape.head == model::Head::kSpan;
+  const bool task = m.shape.head != model::Head::kLm;  // a task head: rows of its own
   const std::string tokens = fmt::format("{}/{}.bin", scratch, m.name);
-  if (!span) {
+  if (!task) {
     data::TokenFileWriter w(tokens);
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int> id(0, m.shape.V - 1);
@@ -466,12 +468,13 @@ void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const L
         "a full fine-tune's\n",
         lora->lora().Describe().c_str());
   }
-  if (span) {
-    const RandomQaRows qa(m.shape, m.B, m.T, qa_seed_);
+  if (task) {
+    const std::string rows = span ? RandomQaRows(m.shape, m.B, m.T, qa_seed_).Describe()
+                                  : RandomClassifyRows(m.shape, m.B, m.T, qa_seed_).Describe();
     std::printf(
-        "  rows: %s; tokens/s counts every position, padding included (HF's Trainer's count), "
-        "seq/s the sequences\n",
-        qa.Describe().c_str());
+        "  rows: %s; tokens/s counts B x T (the preset's T) per step for both sides, seq/s the "
+        "sequences\n",
+        rows.c_str());
   }
   // measure -> rows (a failure keeps the records of the rows measured before it)
   ModelRows rows;

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "bench/cls_rows.h"
 #include "bench/peak.h"
 #include "bench/qa_rows.h"
 #include "bench/train_suite.h"
@@ -398,10 +399,17 @@ void TrainSuite::RowProcess(const BenchContext& ctx) const {
   opts.progress = train::Progress::kQuiet;
   // A span-head encoder trains on random question-answering features, as `qa train` trains on
   // its SQuAD features (the rows, not the ids, decide the work: bench/qa_rows.h).
-  if (train::ShapeFromConfig(ctx.config.model).head == model::Head::kSpan) {
-    const uint64_t seed = ctx.config.data.Seed(ctx.config.model.seed);
+  // A classifier on random GLUE-like sentences, each batch padded to its longest row, as
+  // `classify train` pads them (bench/cls_rows.h).
+  const model::Head head = train::ShapeFromConfig(ctx.config.model).head;
+  const uint64_t seed = ctx.config.data.Seed(ctx.config.model.seed);
+  if (head == model::Head::kSpan) {
     opts.train_rows = [seed](const model::Shape& shape, int B, int T) {
       return std::make_unique<RandomQaRows>(shape, B, T, seed);
+    };
+  } else if (head == model::Head::kClassify) {
+    opts.train_rows = [seed](const model::Shape& shape, int B, int T) {
+      return std::make_unique<RandomClassifyRows>(shape, B, T, seed);
     };
   }
   const train::TrainResult res = train::Train(ctx.config, opts);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "bench/cls_rows.h"
 #include "bench/peak.h"
 #include "bench/qa_rows.h"
 #include "bench/train_suite.h"
@@ -174,6 +175,16 @@ std::vector<std::string> TrainSuite::PytorchModelArgs(const ModelPreset& m,
       lengths += (f ? "," : "") + std::to_string(qa.length(f));
     }
     argv.insert(argv.end(), {"--qa-lengths", lengths});
+  }
+  // A classifier (transformers' *ForSequenceClassification): the same sentences' lengths, each
+  // batch padded to its longest on both sides.
+  if (m.shape.head == model::Head::kClassify) {
+    const RandomClassifyRows cls(m.shape, m.B, m.T, qa_seed_);
+    std::string lengths;
+    for (std::size_t f = 0; f < cls.windows() * static_cast<std::size_t>(m.B); ++f) {
+      lengths += (f ? "," : "") + std::to_string(cls.length(f));
+    }
+    argv.insert(argv.end(), {"--cls-lengths", lengths});
   }
   if (lora) {
     const std::vector<std::string> la = lora->PytorchArgs();

@@ -233,8 +233,8 @@ class TrainSuite : public Suite {
   std::optional<std::string> lora_text_;   // --lora, as given (even "")
   LoraSpec lora_;                          // parsed (lora_.on(): every row is a LoRA fine-tune)
   int batch_ = 0, seq_len_ = 0;            // 0 = the preset's
-  uint64_t qa_seed_ = 0;                   // a span head's random features (RandomQaRows)
-  std::string row_result_;                 // --row-process
+  uint64_t qa_seed_ = 0;    // a task head's random rows (RandomQaRows, RandomClassifyRows)
+  std::string row_result_;  // --row-process
   // Run state.
   bool quick_ = false;  // --quick: shorter peak loops
   int steps_run_ = 0, warmup_run_ = 0;

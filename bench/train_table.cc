@@ -13,7 +13,7 @@ void TrainSuite::AddRecords(const ModelRows& rows, SuiteRecords* report) {
 }
 
 void TrainSuite::PrintTable(const ModelPreset& m, const ModelRows& model_rows) const {
-  const bool span = m.shape.head == model::Head::kSpan;
+  const bool span = m.shape.head != model::Head::kLm;  // a task head: sequences/s too
   // The rows that ran, ours first (`ours` of them), then the peer's.
   std::vector<const Row*> rows = model_rows.Ours();
   const std::size_t ours = rows.size();
@@ -137,7 +137,7 @@ void TrainSuite::PrintBf16Ratios(const ModelPreset& m, const ModelRows& rows,
 
 void TrainSuite::PrintSummaries(const ModelPreset& m, const ModelRows& rows, const RowPlan& plan,
                                 const LoraRun* lora, SuiteRecords* report) const {
-  const bool span = m.shape.head == model::Head::kSpan;
+  const bool span = m.shape.head != model::Head::kLm;  // a task head: sequences/s too
   // The fp32 rows' best (the bf16 rows have their own summary, PrintBf16Ratios).
   auto best_of = [&](const std::vector<const Row*>& v) -> const Row* {
     const Row* best = nullptr;

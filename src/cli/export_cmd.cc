@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
+#include "model/family.h"
 #include "model/hf.h"
 #include "model/peft.h"
 #include "runtime/worker_pool.h"
@@ -83,7 +84,7 @@ void AddExportCommand(CLI::App& app) {
       fmt::print("wrote {}/{} and {}/{} ({})\n", o->out, model::kHfWeightsFile, o->out,
                  model::kHfConfigFile, shape.ToString());
     } else {
-      if (shape.arch != model::Arch::kGpt2) {
+      if (!model::FamilyOf(shape.arch).llmc) {
         throw InputError(fmt::format("--format llmc: llm.c's model.bin holds GPT-2 only, and "
                                      "'{}' is a {} model",
                                      o->checkpoint, model::ArchName(shape.arch)),
