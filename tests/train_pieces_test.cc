@@ -388,6 +388,29 @@ TEST(ShapeFromConfig, TheFamilyTableDecidesWhatTheKeysMean) {
                   "x", {})
           .model);
   EXPECT_EQ(d.types, 0);
+  // The decoder families' own: a head size apart from channels / heads (model.head_dim), the
+  // q/k/v biases Qwen2 always has, Gemma 3's scalars.
+  const model::Shape q3 = ShapeFromConfig(
+      ParseConfig("model: {arch: qwen3, layers: 2, channels: 64, heads: 4, kv_heads: 2, "
+                  "head_dim: 32, ffn_hidden: 96}",
+                  "x", {})
+          .model);
+  EXPECT_EQ(q3.head_size(), 32);
+  EXPECT_EQ(q3.attn_width(), 128);
+  EXPECT_EQ(q3.Problem(), "");
+  const model::Shape q2 = ShapeFromConfig(
+      ParseConfig("model: {arch: qwen2, layers: 2, channels: 64, heads: 4}", "x", {}).model);
+  EXPECT_TRUE(q2.attn_bias);
+  const model::Shape g3 = ShapeFromConfig(
+      ParseConfig("model: {arch: gemma3, layers: 2, channels: 64, heads: 4, head_dim: 32}", "x", {})
+          .model);
+  EXPECT_EQ(g3.attn_scalar, 32.f);
+  EXPECT_EQ(g3.pad_token, 0);
+  EXPECT_EQ(g3.Problem(), "");
+  EXPECT_NE(ShapeError("model: {head_dim: 32}").find("head_dim = channels / heads"),
+            std::string::npos);
+  EXPECT_NE(ShapeError("model: {channels: 60, heads: 8}").find("must divide model.channels"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -383,6 +383,11 @@ const std::vector<Key>& Keys() {
         "model", "ffn_hidden", "the MLP's hidden width (0: the family's, 4 * channels)", 0,
         [](Config& c) -> int& { return c.model.ffn_hidden; }, 4 * model::kMaxChannels));
     v.push_back(IntKey(
+        "model", "head_dim",
+        "the attention heads' size (0: channels / heads; qwen3, gemma3 set "
+        "their own)",
+        0, [](Config& c) -> int& { return c.model.head_dim; }, model::kMaxChannels));
+    v.push_back(IntKey(
         "model", "vocab_size", "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
         [](Config& c) -> int& { return c.model.vocab_size; }, model::kMaxVocab));
     v.push_back(NumberKey("model", "norm_eps", "epsilon of the norms (llama: RMSNorm's)", 1e-12, 1,
@@ -843,9 +848,10 @@ void ResolveBatch(Config& c) {
 
 void Validate(const Config& c) {
   const std::string hint = "fix the config or pass --set to override";
-  if (c.model.channels % c.model.heads != 0) {
-    throw InputError(fmt::format("model.heads ({}) must divide model.channels ({})", c.model.heads,
-                                 c.model.channels),
+  if (c.model.head_dim == 0 && c.model.channels % c.model.heads != 0) {
+    throw InputError(fmt::format("model.heads ({}) must divide model.channels ({}), or set "
+                                 "model.head_dim",
+                                 c.model.heads, c.model.channels),
                      hint);
   }
   if (c.model.head != "lm" && c.model.head != "qa") {

@@ -30,6 +30,7 @@ struct ModelConfig {
   int heads = 12;                                    // NH
   int kv_heads = 0;                                  // NKV (grouped-query attention); 0 = heads
   int ffn_hidden = 0;      // the MLP's hidden width; 0 = the family's (4 * channels)
+  int head_dim = 0;        // the heads' size; 0 = channels / heads
   int vocab_size = 50257;  // V (padded to Vp, a multiple of 128, in the parameter buffer)
   int max_seq_len = 1024;  // maxT
   double norm_eps = 1e-5;

@@ -549,6 +549,7 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
   k.head = model::HeadFromName(m.head);
   k.NKV = m.kv_heads;
   k.F = m.ffn_hidden;
+  k.HD = m.head_dim;
   k.norm_eps = static_cast<float>(m.norm_eps);
   k.rope_theta = static_cast<float>(m.rope_theta);
   k.tied = m.tied_embeddings;

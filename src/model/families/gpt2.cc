@@ -47,7 +47,7 @@ std::vector<TensorInfo> Gpt2Tensors(const Shape& s) {
 }
 
 std::string Gpt2Problem(const Shape& s) {
-  if (s.kv_heads() != s.NH || s.ffn() != 4 * s.C || !s.tied) {
+  if (s.kv_heads() != s.NH || s.ffn() != 4 * s.C || !s.tied || s.HD != 0 || s.window != 0) {
     return "GPT-2 has NKV = NH, F = 4C and a tied head";
   }
   return "";
@@ -57,9 +57,10 @@ std::string Gpt2Problem(const Shape& s) {
 // GPT-2 is (LayerNorm's eps is GPT-2's 1e-5 whatever norm_eps says).
 Shape Gpt2FromConfig(const Shape& k) {
   if ((k.NKV != 0 && k.NKV != k.NH) || (k.F != 0 && k.F != 4 * k.C) || !k.tied ||
-      k.rope_scaling.kind != RopeScaling::kNone) {
+      k.rope_scaling.kind != RopeScaling::kNone || (k.HD != 0 && k.NH * k.HD != k.C)) {
     throw InputError(
-        "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels and tied embeddings",
+        "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels, head_dim = channels / "
+        "heads and tied embeddings",
         "set model.arch: llama for grouped-query attention, another MLP width or an untied "
         "head");
   }

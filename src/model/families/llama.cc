@@ -6,11 +6,13 @@
 // Hugging Face: LlamaForCausalLM. q_proj, k_proj and v_proj are the row parts of our fused qkvw
 // ([NH | NKV | NKV] heads), gate_proj and up_proj those of fcw ([F | F]); every weight is
 // (out, in) as ours, so nothing is transposed or permuted (the rotary convention is HF's own).
+// The names are the lineage's (hf_config.h, LlamaHfTensors), which Mistral and Qwen share.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "model/decoder_family.h"
 #include "model/family.h"
 #include "model/hf_config.h"
 #include "model/limits.h"
@@ -19,35 +21,8 @@ namespace cputrain::model {
 namespace {
 
 std::vector<TensorInfo> LlamaTensors(const Shape& s) {
-  auto dim = [](int d) { return static_cast<std::size_t>(std::max(d, 0)); };
-  const std::size_t C = dim(s.C), Vp = dim(s.Vp), V = dim(s.V), F = dim(s.ffn());
-  const std::size_t Q = dim(s.NH) > 0 && C % dim(s.NH) == 0 ? dim(s.qkv_width()) : 3 * C;
-  constexpr bool L = true, D = true;  // per layer, weight decay
-  using I = Init;
-  std::vector<TensorInfo> t = {MakeTensor(kWte, "embed", !L, D, I::kNormal, {Vp, C}, V)};
-  t.push_back(MakeTensor(kLn1w, "attn_norm", L, !D, I::kOnes, {C}));
-  t.push_back(MakeTensor(kQkvw, "qkvw", L, D, I::kNormal, {Q, C}));
-  if (s.attn_bias) t.push_back(MakeTensor(kQkvb, "qkvb", L, !D, I::kZeros, {Q}));
-  t.push_back(MakeTensor(kAttprojw, "attn_out", L, D, I::kNormal, {C, C}));
-  if (s.attn_bias) t.push_back(MakeTensor(kAttprojb, "attn_out_b", L, !D, I::kZeros, {C}));
-  t.push_back(MakeTensor(kLn2w, "mlp_norm", L, !D, I::kOnes, {C}));
-  t.push_back(MakeTensor(kFcw, "gate_up", L, D, I::kNormal, {2 * F, C}));
-  if (s.mlp_bias) t.push_back(MakeTensor(kFcb, "gate_up_b", L, !D, I::kZeros, {2 * F}));
-  t.push_back(MakeTensor(kFcprojw, "down", L, D, I::kNormal, {C, F}));
-  if (s.mlp_bias) t.push_back(MakeTensor(kFcprojb, "down_b", L, !D, I::kZeros, {C}));
-  t.push_back(MakeTensor(kLnfw, "norm", !L, !D, I::kOnes, {C}));
-  if (!s.tied) t.push_back(MakeTensor(kLmHead, "lm_head", !L, D, I::kNormal, {Vp, C}, V));
-  return t;
-}
-
-// model.*: the keys as given; no biases (a random init's Llama has none, as transformers'
-// default attention_bias and mlp_bias false).
-Shape LlamaFromConfig(const Shape& keys) {
-  Shape s = keys;
-  s.attn_bias = s.mlp_bias = false;
-  s.types = 0;
-  s.hidden_dropout = s.attn_dropout = s.head_dropout = 0;
-  return s;
+  return DecoderTensors(s,
+                        {.qkv_bias = s.attn_bias, .out_bias = s.attn_bias, .mlp_bias = s.mlp_bias});
 }
 
 // A named Llama without biases (Hugging Face's defaults), tied as SmolLM2 and Llama 3.2 are; B
@@ -94,8 +69,20 @@ Shape LlamaFromHf(const nlohmann::json& cfg, const std::string& path) {
   s.V = hf::IntKey(cfg, "vocab_size", path, kMaxVocab);
   s.maxT = hf::IntKey(cfg, "max_position_embeddings", path, kMaxSeqLen);
   s.Vp = Shape::PadVocab(s.V);
-  if (s.C % s.NH == 0) {
-    hf::FixedKey(cfg, "head_dim", {s.C / s.NH}, path, family);
+  // head_dim (LlamaConfig's; default hidden / heads): kept as 0 when it is the default.
+  if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
+    const int hd = hf::IntKey(cfg, "head_dim", path, kMaxChannels);
+    s.HD = s.C % s.NH == 0 && hd == s.C / s.NH ? 0 : hd;
+  }
+  // pad_token_id: nn.Embedding's padding_idx, whose row learns nothing (null: none).
+  if (cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer()) {
+    const long long pad = cfg["pad_token_id"].get<long long>();
+    if (pad < 0 || pad >= s.V) {
+      hf::BadConfig(path,
+                    fmt::format("pad_token_id is {}, not a token id below vocab_size {}", pad, s.V),
+                    "fix config.json");
+    }
+    s.pad_token = static_cast<int>(pad);
   }
   s.norm_eps = static_cast<float>(hf::FloatKey(cfg, "rms_norm_eps", path, 1e-6));
   s.rope_theta = static_cast<float>(hf::FloatKey(cfg, "rope_theta", path, 10000.0));
@@ -148,6 +135,7 @@ nlohmann::json LlamaToHf(const Shape& s) {
           {"num_attention_heads", s.NH},
           {"num_hidden_layers", s.L},
           {"num_key_value_heads", s.kv_heads()},
+          {"pad_token_id", s.pad_token >= 0 ? nlohmann::json(s.pad_token) : nlohmann::json()},
           {"pretraining_tp", 1},
           {"rms_norm_eps", Decimal(s.norm_eps)},
           {"rope_scaling", rope},
@@ -165,30 +153,12 @@ extern const Family kLlamaFamily = {
     .arch = Arch::kLlama,
     .kind = {.rms_norm = true, .swiglu = true, .rope = true},
     .tensors = LlamaTensors,
-    .from_config = LlamaFromConfig,
+    .from_config = DecoderFromConfig,
     .hf_model_type = "llama",
     .hf_architecture = "LlamaForCausalLM",
     .from_hf_config = LlamaFromHf,
     .to_hf_config = LlamaToHf,
-    .hf_tensors = {{kWte, "model.embed_tokens.weight"},
-                   {kLn1w, "model.layers.{}.input_layernorm.weight"},
-                   {kQkvw, "model.layers.{}.self_attn.q_proj.weight", HfTensor::kQ},
-                   {kQkvw, "model.layers.{}.self_attn.k_proj.weight", HfTensor::kK},
-                   {kQkvw, "model.layers.{}.self_attn.v_proj.weight", HfTensor::kV},
-                   {kQkvb, "model.layers.{}.self_attn.q_proj.bias", HfTensor::kQ},
-                   {kQkvb, "model.layers.{}.self_attn.k_proj.bias", HfTensor::kK},
-                   {kQkvb, "model.layers.{}.self_attn.v_proj.bias", HfTensor::kV},
-                   {kAttprojw, "model.layers.{}.self_attn.o_proj.weight"},
-                   {kAttprojb, "model.layers.{}.self_attn.o_proj.bias"},
-                   {kLn2w, "model.layers.{}.post_attention_layernorm.weight"},
-                   {kFcw, "model.layers.{}.mlp.gate_proj.weight", HfTensor::kGate},
-                   {kFcw, "model.layers.{}.mlp.up_proj.weight", HfTensor::kUp},
-                   {kFcb, "model.layers.{}.mlp.gate_proj.bias", HfTensor::kGate},
-                   {kFcb, "model.layers.{}.mlp.up_proj.bias", HfTensor::kUp},
-                   {kFcprojw, "model.layers.{}.mlp.down_proj.weight"},
-                   {kFcprojb, "model.layers.{}.mlp.down_proj.bias"},
-                   {kLnfw, "model.norm.weight"},
-                   {kLmHead, "lm_head.weight"}},
+    .hf_tensors = hf::LlamaHfTensors(),
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
     .lora_default_targets = {"q_proj", "v_proj"},
