@@ -466,7 +466,7 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
       {"do_eval without a validation file",
        {{"--do_eval", ""}},
        "--do_eval needs --validation_file",
-       "SQuAD dev file"},
+       "--validation_file"},
       {"a BPE tokenizer",
        {{"--tokenizer_name", Models() + "/bpe"}},
        "is not WordPiece",
@@ -488,6 +488,17 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
        {{"--max_steps", kLeaveOut}, {"--num_train_epochs", "0"}},
        "0 training steps",
        "--num_train_epochs or --max_steps"},
+      // Issue 32, item 3: the files --do_eval will predict after training are read and checked
+      // before the first step (they were read after training: 10 steps trained and saved, then
+      // exit 2).
+      {"do_eval with a missing validation file",
+       {{"--do_eval", ""}, {"--validation_file", tmp.path() + "/nope.json"}},
+       "nope.json': cannot open: No such file",
+       "check --validation_file"},
+      {"do_eval with a validation file that is not JSON",
+       {{"--do_eval", ""}, {"--validation_file", not_json}},
+       "not.json: not JSON",
+       "official SQuAD"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -504,6 +515,53 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
     EXPECT_FALSE(fs::exists(out)) << "the refused run wrote " << out;
     fs::remove_all(out);
   }
+}
+
+// Issue 32, item 8: a rerun into an output_dir whose run was trained on another file or feature
+// length is refused in qa train's own words — its flags and its unit (features), not train's
+// config keys (data.train, data.seq_len, train.resume) and tokens; --overwrite_output_dir then
+// starts the run afresh there, the old run's checkpoints and metrics gone.
+TEST(QaBadInput, ResumeMismatchesNameTheCommandsFlags) {
+  ASSERT_FALSE(Models().empty());
+  test::TempDir out, tmp;
+  const std::string model = Models() + "/bert";
+  Train(TrainArgs(model, out.path(), {{"--max_steps", "2"}}));
+  const std::string copy = tmp.path() + "/copy.json";
+  fs::copy_file(Ref("v1.json"), copy);
+  struct Case {
+    Flags flags;
+    std::string message, hint;
+  };
+  for (const Case& c :
+       {Case{{{"--max_steps", "4"}, {"--max_seq_length", "40"}},
+             "--max_seq_length is 40 but the checkpoint",
+             "set --max_seq_length back to 48 to resume, or start a new run: another "
+             "--output_dir, or --overwrite_output_dir"},
+        Case{{{"--max_steps", "4"}, {"--train_file", copy}},
+             "--train_file is " + fs::canonical(copy).string() + " (20 features)",
+             "set --train_file back to"}}) {
+    const test::CliResult r = RunCli(TrainArgs(model, out.path(), c.flags), {}, 120);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const std::size_t e = r.err.find("error: "), h = r.err.find("hint: ");
+    ASSERT_NE(e, std::string::npos) << r.err;
+    ASSERT_NE(h, std::string::npos) << r.err;
+    EXPECT_NE(r.err.substr(e, h - e).find(c.message), std::string::npos) << r.err;
+    EXPECT_NE(r.err.substr(h).find(c.hint), std::string::npos) << r.err;
+    for (const char* key :
+         {"data.train", "data.seq_len", "train.resume", "train.out_dir", "tokens"}) {
+      EXPECT_EQ(r.err.find(key), std::string::npos) << key << " in:\n" << r.err;
+    }
+  }
+  // --overwrite_output_dir: the same command with another feature length trains afresh.
+  const test::CliResult r = RunCli(
+      TrainArgs(model, out.path(),
+                {{"--max_steps", "3"}, {"--max_seq_length", "40"}, {"--overwrite_output_dir", ""}}),
+      {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("resuming"), std::string::npos) << r.err;
+  EXPECT_EQ(Rows(out.path()).size(), 3u);
+  EXPECT_FALSE(fs::exists(out.path() + "/checkpoints/step_00000002"));
+  EXPECT_EQ(Slurp(out.path() + "/latest"), "checkpoints/step_00000003\n");
 }
 
 // An output_dir holding a BERT run, rerun with DistilBERT (the same dimensions): refused naming

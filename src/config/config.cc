@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/spelling.h"
+#include "common/utf8.h"
 #include "model/limits.h"
 
 namespace cputrain {
@@ -782,6 +783,8 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
 }
 
 void ApplySet(const std::string& set, Config& c) {
+  // Checked before the value is echoed in any message.
+  CheckUtf8(set, "a --set argument", "pass the value as UTF-8", /*with_line=*/false);
   const std::string where = fmt::format("--set {}", set);
   auto eq = set.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -907,6 +910,9 @@ const char* MpiModeName(MpiMode m) {
 Config ParseConfig(const std::string& yaml_text, const std::string& name,
                    const std::vector<std::string>& sets) {
   Config c;
+  // yaml-cpp passes bytes through: an overlong C0 84 would reach the values as U+0004, past the
+  // control-character check (found by fuzz_config). The whole text is checked first.
+  CheckUtf8(yaml_text, name, kUtf8Hint);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "model/family.h"
 #include "model/hf_config.h"
 #include "model/safetensors.h"
@@ -116,8 +117,8 @@ void ToHf(const Placed& p, const float* ours, float* hf) {
 json ReadConfig(const std::string& dir, std::string* path) {
   *path = (fs::path(dir) / kHfConfigFile).string();
   const std::string text =
-      ReadFile(*path, InputKind{"Hugging Face config", "a config.json file", kMaxConfigBytes,
-                                "pass a Hugging Face model directory"});
+      ReadUtf8File(*path, InputKind{"Hugging Face config", "a config.json file", kMaxConfigBytes,
+                                    "pass a Hugging Face model directory"});
   json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (cfg.is_discarded()) hf::BadConfig(*path, "not valid JSON", "fix config.json");
   if (!cfg.is_object()) hf::BadConfig(*path, "not a JSON object", "fix config.json");
@@ -134,9 +135,9 @@ class Weights {
       files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::Open(single.string())));
       return;
     }
-    const std::string text =
-        ReadFile(index.string(), InputKind{"safetensors index", "a model.safetensors.index.json",
-                                           kMaxConfigBytes, "pass a Hugging Face model directory"});
+    const std::string text = ReadUtf8File(
+        index.string(), InputKind{"safetensors index", "a model.safetensors.index.json",
+                                  kMaxConfigBytes, "pass a Hugging Face model directory"});
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
         !j["weight_map"].is_object()) {
@@ -160,6 +161,7 @@ class Weights {
             std::make_unique<SafetensorsFile>(SafetensorsFile::Open((fs::path(dir) / f).string())));
       }
     }
+    RefuseRepeatedTensors(index.string());
   }
   // The file holding `name` and its entry, or {null, null}.
   std::pair<SafetensorsFile*, const SafeTensor*> Find(const std::string& name) {
@@ -178,6 +180,24 @@ class Weights {
   }
 
  private:
+  // A tensor stored in two shards makes one directory two models: transformers loads the later
+  // shard's copy, an index-first reader the index's. Refused, naming both files.
+  void RefuseRepeatedTensors(const std::string& index) const {
+    std::map<std::string_view, const std::string*> seen;  // tensor -> the file that holds it
+    for (const auto& f : files_) {
+      for (const SafeTensor& t : f->tensors()) {
+        auto [it, fresh] = seen.emplace(t.name, &f->path());
+        if (fresh) continue;
+        const auto [a, b] = std::minmax(*it->second, f->path());
+        throw InputError(fmt::format("tensor '{}' is stored twice, in '{}' and in '{}' (the "
+                                     "shards of '{}')",
+                                     t.name, a, b, index),
+                         "keep one copy: transformers would load one and this engine the other. "
+                         "Re-save the model with save_pretrained");
+      }
+    }
+  }
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
 };
 
@@ -261,10 +281,13 @@ void FixedKey(const json& cfg, const std::string& key, const std::vector<json>& 
 
 bool IsHfDir(const std::string& path) {
   std::error_code ec;
-  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kHfConfigFile, ec);
+  // Any config.json (or a link to one, even dangling): one that is a FIFO, a directory or
+  // /dev/zero is then refused by ReadConfig for what it is, not taken for "not a checkpoint".
+  return fs::is_directory(path, ec) &&
+         fs::symlink_status(fs::path(path) / kHfConfigFile, ec).type() != fs::file_type::not_found;
 }
 
-Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
+Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
   std::string path;
   json cfg = ReadConfig(dir, &path);
   const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string()
@@ -301,17 +324,21 @@ Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
   }
   Shape s = family->from_hf_config(cfg, path);
   s.arch = family->arch;
-  if (head && s.head != *head && s.encoder()) {
+  if (head && s.head != head->head && s.encoder()) {
     // Read as the task model the caller trains: a new head over the checkpoint's body.
-    const char* arch =
-        *head == Head::kClassify ? family->hf_classify_architecture : family->hf_span_architecture;
+    const char* arch = head->head == Head::kClassify ? family->hf_classify_architecture
+                                                     : family->hf_span_architecture;
     if (*arch == '\0') {
-      hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(*head)),
+      hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(head->head)),
                     "see docs/question-answering.md for what each family runs");
     }
     cfg["architectures"] = json::array({arch});
     s = family->from_hf_config(cfg, path);
     s.arch = family->arch;
+  }
+  if (head && head->head == Head::kClassify && s.head == Head::kClassify) {
+    if (head->labels > 0) s.labels = head->labels;
+    if (head->problem) s.problem = *head->problem;
   }
   const std::string problem = s.Problem();
   if (!problem.empty()) {
@@ -332,7 +359,10 @@ std::string CanonicalName(const std::string& name) {
 }
 
 void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, uint64_t head_seed) {
-  const Shape s = ReadHfShape(dir, layout.shape().head);
+  HeadSpec spec(layout.shape().head);
+  spec.labels = layout.shape().labels;
+  spec.problem = layout.shape().problem;
+  const Shape s = ReadHfShape(dir, spec);
   if (!(s == layout.shape())) {
     throw InputError(
         fmt::format("'{}' has shape {}, expected {}", dir, s.ToString(), layout.shape().ToString()),
@@ -393,6 +423,11 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
       continue;
     }
     Read(w, stored.count(name) ? stored[name] : name, p.shape, buf);
+    if (const std::size_t i = FirstNonFinite(buf.data(), buf.size()); i < buf.size()) {
+      throw InputError(fmt::format("checkpoint '{}': tensor '{}', element {} is {}", dir,
+                                   stored.count(name) ? stored[name] : name, i, buf[i]),
+                       kDivergedHint);
+    }
     ToOurs(p, buf.data(), params + layout.offset(p.t, p.layer));
   }
   if (!initialized.empty()) {

@@ -89,14 +89,27 @@ void RopeScalingKey(const json& cfg, const std::string& path, const std::string&
     BadConfig(path, fmt::format("rope_scaling type '{}' is not supported for {}", type, family),
               fmt::format("cputrain-numa's {} runs rope_scaling of type {}or none", family, runs));
   }
+  // transformers refuses a rope_scaling without its keys ("Missing required keys"): no made-up
+  // defaults here either.
+  std::vector<const char*> keys = {"factor"};
+  if (kind == RopeScaling::kLlama3) {
+    keys = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+  }
+  for (const char* key : keys) {
+    if (r.contains(key) && !r[key].is_null()) continue;
+    BadConfig(path, fmt::format("rope_scaling of type {} has no '{}'", type, key),
+              kind == RopeScaling::kLlama3
+                  ? "add it, as transformers requires (Llama 3.1's: factor 8, low_freq_factor 1, "
+                    "high_freq_factor 4, original_max_position_embeddings 8192)"
+                  : "add it, as transformers requires");
+  }
   RopeScaling& rs = s->rope_scaling;
   rs.kind = kind;
-  rs.factor = static_cast<float>(FloatKey(r, "factor", where, 8.0));
+  rs.factor = static_cast<float>(FloatKey(r, "factor", where, 0));  // (all present)
   if (kind == RopeScaling::kLlama3) {
-    rs.low_freq_factor = static_cast<float>(FloatKey(r, "low_freq_factor", where, 1.0));
-    rs.high_freq_factor = static_cast<float>(FloatKey(r, "high_freq_factor", where, 4.0));
-    rs.original_max_position =
-        IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen, 8192);
+    rs.low_freq_factor = static_cast<float>(FloatKey(r, "low_freq_factor", where, 0));
+    rs.high_freq_factor = static_cast<float>(FloatKey(r, "high_freq_factor", where, 0));
+    rs.original_max_position = IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen);
   }
 }
 

@@ -20,7 +20,19 @@ Arch ArchFromName(const std::string& name) {
 
 namespace {
 constexpr const char* kHeadNames[] = {"lm", "qa", "classify"};
+constexpr const char* kProblemNames[] = {"single_label_classification", "regression",
+                                         "multi_label_classification"};
 }  // namespace
+
+const char* ProblemName(ProblemType p) { return kProblemNames[static_cast<int>(p)]; }
+
+ProblemType ProblemFromName(const std::string& name) {
+  for (int i = 0; i < 3; ++i)
+    if (name == kProblemNames[i]) return static_cast<ProblemType>(i);
+  throw InputError(fmt::format("unknown problem_type '{}'", name),
+                   "use one of: single_label_classification, regression, "
+                   "multi_label_classification");
+}
 
 const char* HeadName(Head h) { return kHeadNames[static_cast<int>(h)]; }
 
@@ -38,7 +50,8 @@ bool Shape::operator==(const Shape& o) const {
          rope_local_theta == o.rope_local_theta && attn_scalar == o.attn_scalar &&
          norm_eps == o.norm_eps && rope_theta == o.rope_theta && rope_scaling == o.rope_scaling &&
          tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias && types == o.types &&
-         head == o.head && labels == o.labels && pad_token == o.pad_token;
+         head == o.head && labels == o.labels && pad_token == o.pad_token &&
+         (head != Head::kClassify || problem == o.problem);
 }
 
 bool Shape::encoder() const { return FamilyOf(arch).kind.encoder; }
@@ -213,6 +226,7 @@ nlohmann::json ShapeToJson(const Shape& s) {
           {"types", s.types},
           {"head", HeadName(s.head)},
           {"labels", s.labels},
+          {"problem_type", ProblemName(s.problem)},
           {"pad_token", s.pad_token},
           {"hidden_dropout", s.hidden_dropout},
           {"attn_dropout", s.attn_dropout},
@@ -255,6 +269,8 @@ Shape ShapeFromJson(const nlohmann::json& j) {
   s.types = j.at("types").get<int>();
   s.head = HeadFromName(j.at("head").get<std::string>());
   s.labels = j.at("labels").get<int>();
+  if (j.contains("problem_type"))
+    s.problem = ProblemFromName(j.at("problem_type").get<std::string>());
   s.pad_token = j.at("pad_token").get<int>();
   s.hidden_dropout = j.at("hidden_dropout").get<float>();
   s.attn_dropout = j.at("attn_dropout").get<float>();

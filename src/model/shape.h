@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 
 #include "model/families.h"
@@ -33,6 +34,26 @@ enum class Head : int { kLm = 0, kSpan = 1, kClassify = 2 };
 // "lm", "qa", "classify"; and back.
 const char* HeadName(Head h);
 Head HeadFromName(const std::string& name);
+
+// A classifier's loss, as Hugging Face's problem_type: cross-entropy over the labels; mean squared
+// error of each output (regression, usually one); binary cross-entropy of each label's logit
+// (multi-label).
+enum class ProblemType : int { kSingleLabel = 0, kRegression = 1, kMultiLabel = 2 };
+// "single_label_classification", "regression", "multi_label_classification"; and back
+// (InputError naming the valid names).
+const char* ProblemName(ProblemType p);
+ProblemType ProblemFromName(const std::string& name);
+
+// The head a command reads a checkpoint with: its kind, and for a classifier how many outputs and
+// which loss (unset: the checkpoint's own, or Hugging Face's defaults for a body without one). A
+// checkpoint saved with another head (a pretrained body, another task's head) is read as this
+// head over its body, the head's tensors new (hf.h).
+struct HeadSpec {
+  HeadSpec(Head h = Head::kLm) : head(h) {}  // NOLINT: a Head is the spec of that head
+  Head head;
+  int labels = 0;  // 0: the checkpoint's
+  std::optional<ProblemType> problem;
+};
 
 // Rotary embeddings' frequency scaling (Hugging Face's rope_scaling): none, Llama 3.1's
 // "llama3" (low frequencies divided by factor, high ones kept, a smooth ramp between), or
@@ -75,7 +96,8 @@ struct Shape {
   bool mlp_bias = true;        // MLP biases
   int types = 0;               // token types (BERT's type_vocab_size; 0: the family has none)
   Head head = Head::kLm;
-  int labels = 0;  // classes of a kClassify head
+  int labels = 0;  // outputs of a kClassify head: its classes, or 1 for a regression
+  ProblemType problem = ProblemType::kSingleLabel;  // a kClassify head's loss
   // The padding token's id (BERT's pad_token_id, -1: none): its embedding row gets no gradient,
   // as nn.Embedding(padding_idx) gives it none.
   int pad_token = -1;

@@ -55,17 +55,23 @@ MetricsFile::~MetricsFile() {
 
 void MetricsFile::Write(const nlohmann::json& row) {
   const std::string line = row.dump() + "\n";
-  const ssize_t n = ::write(fd_, line.data(), line.size());
-  if (n == static_cast<ssize_t>(line.size())) {
-    size_ += n;
+  // One write(2) a line; a short one (the disk filled up in the middle of the line) has no
+  // errno, so the rest is written again: that gets the reason (ENOSPC: "No space left on
+  // device"), or the rest of the line if room came back.
+  std::size_t done = 0;
+  ssize_t n = 0;
+  while (done < line.size() && (n = ::write(fd_, line.data() + done, line.size() - done)) > 0) {
+    done += static_cast<std::size_t>(n);
+  }
+  if (done == line.size()) {
+    size_ += static_cast<off_t>(done);
     return;
   }
-  const int err = n < 0 ? errno : ENOSPC;  // a short write: the disk filled up
-  const std::string why = n < 0 ? std::strerror(err) : "short write";
+  const int err = n < 0 ? errno : ENOSPC;  // 0 bytes written: no room either
   if (::ftruncate(fd_, size_) != 0) {
     // Could not cut the torn line: a resumed run drops it when it rewrites the file.
   }
-  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, why), err, path_,
+  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, std::strerror(err)), err, path_,
                   "check free disk space");
 }
 
@@ -98,14 +104,16 @@ void RunOutputs::WritePlacement(const nlohmann::json& placement) {
   WriteFileAtomic(dir_ + "/placement.json", placement.dump(2) + "\n");
 }
 
-void RunOutputs::BeginTraining(int resumed_step) {
+void RunOutputs::BeginTraining(int resumed_step, bool fresh) {
   if (!writer_) return;
   // Resumed from an older checkpoint (train.resume: PATH): what came after it is abandoned.
   if (resumed_step >= 0) RemoveCheckpointsAfter(dir_, resumed_step);
+  if (fresh) RemoveCheckpointsAfter(dir_, 0);  // every step directory, and `latest`
   metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl", resumed_step);
 }
 
 void RunOutputs::Step(const StepRecord& rec) {
+  if (checkpoints_) checkpoints_->ThrowIfFailed();  // a background save that failed: stop now
   if (metrics_) {
     nlohmann::json row = {{"step", rec.step},
                           {"loss", rec.loss},

@@ -104,24 +104,25 @@ std::optional<model::LoraConfig> LoraOf(const Config& cfg) {
 // A resume continues what the checkpoint trained: adapters (a LoRA step directory) with the same
 // rank, alpha and modules, or every weight (a model.bin) — refused by name otherwise, before any
 // memory is touched.
-void CheckLoraResumable(const ResumePoint& resume, const Config& cfg, const model::Shape& shape) {
+void CheckLoraResumable(const ResumePoint& resume, const Config& cfg, const model::Shape& shape,
+                        const Names& names) {
   const std::optional<model::LoraConfig> now = LoraOf(cfg);
   const bool adapter = model::IsAdapterDir(resume.dir);
-  const std::string fresh =
-      "or start a new run: another train.out_dir (or train.resume: never after removing this "
-      "one)";
+  const std::string fresh = "or " + names.fresh_start;
+  const std::string lora = names.Key("train.lora");
   if (!now && adapter) {
     throw InputError(fmt::format("checkpoint '{}' holds LoRA adapters, but this run trains every "
-                                 "weight (train.lora.r is 0)",
-                                 resume.dir),
-                     "set train.lora as the run that wrote it did, " + fresh);
+                                 "weight ({} is 0)",
+                                 resume.dir, names.Key("train.lora.r")),
+                     fmt::format("set {} as the run that wrote it did, {}", lora, fresh));
   }
   if (now && !adapter) {
     throw InputError(fmt::format("checkpoint '{}' holds a whole model (a full fine-tune), but "
                                  "this run trains LoRA adapters",
                                  resume.dir),
-                     "resume it without train.lora, " + fresh +
-                         "; model.init_from may name that checkpoint as the new run's base");
+                     fmt::format("resume it without {}, {}; {} may name that checkpoint as the "
+                                 "new run's base",
+                                 lora, fresh, names.Key("model.init_from")));
   }
   if (!now) return;
   const model::ParamLayout base(shape);
@@ -140,15 +141,15 @@ void CheckLoraResumable(const ResumePoint& resume, const Config& cfg, const mode
                        fmt::join(mine.SavedNames(), ", "));
   if (what.empty()) return;
   throw InputError(fmt::format("checkpoint '{}' was trained with LoRA {}", resume.dir, what),
-                   "keep the run's train.lora settings to resume it, " + fresh);
+                   fmt::format("keep the run's {} settings to resume it, {}", lora, fresh));
 }
 
 // The batch must split evenly over R processes x G groups, and a row must fit the model.
-void CheckBatch(const DataConfig& d, const model::Shape& shape, int R, int G) {
+void CheckBatch(const DataConfig& d, const model::Shape& shape, int R, int G, const Names& names) {
   if (d.seq_len > shape.maxT) {
-    throw InputError(fmt::format("data.seq_len ({}) is larger than the model's max_seq_len ({})",
-                                 d.seq_len, shape.maxT),
-                     "lower data.seq_len");
+    throw InputError(fmt::format("{} ({}) is larger than the model's max_seq_len ({})",
+                                 names.Key("data.seq_len"), d.seq_len, shape.maxT),
+                     "lower " + names.Key("data.seq_len"));
   }
   if (d.batch_size % (R * G) == 0) return;
   throw InputError(
@@ -273,6 +274,7 @@ struct Run {
     return [this, s, row0 = rank * (B / R)](ReplicaGroup& g, int j) {
       const int first = row0 + g.index * g.rows;
       train->LoadRows(static_cast<std::size_t>(j), first, g.rows, *g.act);
+      g.positions = train->Positions(static_cast<std::size_t>(j));
       g.act->dropout = {true, DropoutSeed(cfg.model.seed, s, j), static_cast<uint64_t>(first)};
     };
   }
@@ -357,7 +359,7 @@ void CheckPrecision(const Config& cfg) {
 }
 
 // Plans the groups and reads the model's shape; checks the batch splits over them.
-void PlanAndShape(Run& run) {
+void PlanAndShape(Run& run, const Names& names = {}) {
   const Config& cfg = run.cfg;
   CheckPrecision(cfg);
   run.topology = topo::LoadTopology(cfg.topology);
@@ -365,7 +367,7 @@ void PlanAndShape(Run& run) {
   run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   for (const std::string& w : run.plan.warnings) log::Warn("{}", w);
   run.shape = ModelShape(cfg);
-  CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()));
+  CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()), names);
 }
 
 // Builds the groups on their nodes, their initial state, and the Stepper.
@@ -400,14 +402,8 @@ void CheckLanguageModel(const Run& run, const char* command) {
 
 void SetUp(Run& run, const TrainOptions& options) {
   const Config& cfg = run.cfg;
-  PlanAndShape(run);
+  PlanAndShape(run, options.names);
   if (!options.train_rows) CheckLanguageModel(run, "train");
-  if (options.train_rows && run.shape.head == model::Head::kLm) {
-    throw InputError(fmt::format("model.init_from '{}' is a {} language model: a task's rows "
-                                 "train an encoder with a task head",
-                                 cfg.model.init_from, model::ArchName(run.shape.arch)),
-                     "fine-tune a BERT or DistilBERT directory for question answering");
-  }
   const int G = static_cast<int>(run.plan.groups.size());
   if (options.train_rows) {
     run.train = options.train_rows(run.shape, run.B, run.T);
@@ -418,9 +414,9 @@ void SetUp(Run& run, const TrainOptions& options) {
     run.val = OpenVal(cfg, run.shape.V, &run.eval_windows);
   }
   run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, options.progress);
-  run.resume = FindResumePoint(cfg, run.rank == 0);
-  if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train);
-  if (run.resume) CheckLoraResumable(*run.resume, cfg, run.shape);
+  if (!options.overwrite) run.resume = FindResumePoint(cfg, run.rank == 0, options.names);
+  if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train, options.names);
+  if (run.resume) CheckLoraResumable(*run.resume, cfg, run.shape, options.names);
   BuildGroups(run);
   if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
@@ -575,7 +571,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   TrainResult result;
   const int first = run.first_step;
   result.resumed_from = result.last_step = first;
-  out.BeginTraining(run.resume ? first : -1);
+  out.BeginTraining(run.resume ? first : -1, options.overwrite);
   if (run.resume) {
     out.Message(
         fmt::format("resuming from {} (step {} of {})", run.resume->dir, first, cfg.train.steps));
@@ -631,14 +627,17 @@ void Infer(const Config& cfg, RowSource& rows,
   BuildGroups(run);
   if (cfg.train.bf16) run.groups->RefreshBf16Weights();
   const model::ParamLayout& layout = run.groups->model_layout();
-  const std::size_t per_row = static_cast<std::size_t>(run.T) * run.shape.head_width();
   for (std::size_t j = 0; j < rows.windows(); ++j) {
     rows.Plan(j, 1);
+    const int T = rows.Positions(0) > 0 ? rows.Positions(0) : run.T;  // dynamic padding
+    // A classifier's logits are per row, the other heads' per position.
+    const std::size_t per_row = static_cast<std::size_t>(run.shape.head_width()) *
+                                (run.shape.head == model::Head::kClassify ? 1 : T);
     run.groups->OnAll(
         [&](ReplicaGroup& g) {
           rows.LoadRows(0, g.index * g.rows, g.rows, *g.act);
           g.act->dropout.on = false;
-          model::Forward(*g.pool, layout, g.model_weights(), *g.act, g.rows, run.T, false, g.bf16(),
+          model::Forward(*g.pool, layout, g.model_weights(), *g.act, g.rows, T, false, g.bf16(),
                          nullptr, g.lora());
         },
         [](const std::string&) {});

@@ -7,15 +7,12 @@
 // ([NH | NKV | NKV] heads), gate_proj and up_proj those of fcw ([F | F]); every weight is
 // (out, in) as ours, so nothing is transposed or permuted (the rotary convention is HF's own).
 // The names are the lineage's (hf_config.h, LlamaHfTensors), which Mistral and Qwen share.
-#include <fmt/format.h>
 
-#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "model/decoder_family.h"
 #include "model/family.h"
 #include "model/hf_config.h"
-#include "model/limits.h"
 
 namespace cputrain::model {
 namespace {
@@ -51,99 +48,29 @@ Preset Llama1b() {
   return p;
 }
 
-// A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06).
-double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
-
 Shape LlamaFromHf(const nlohmann::json& cfg, const std::string& path) {
   const char* family = "Llama";
   hf::FixedKey(cfg, "hidden_act", {"silu"}, path, family);
   hf::FixedKey(cfg, "pretraining_tp", {1}, path, family);
   hf::FixedKey(cfg, "sliding_window", {nullptr}, path, family);
-  Shape s;
-  s.arch = Arch::kLlama;
-  s.C = hf::IntKey(cfg, "hidden_size", path, kMaxChannels);
-  s.L = hf::IntKey(cfg, "num_hidden_layers", path, kMaxLayers);
-  s.NH = hf::IntKey(cfg, "num_attention_heads", path, kMaxChannels);
-  s.NKV = hf::IntKey(cfg, "num_key_value_heads", path, kMaxChannels, s.NH);
-  s.F = hf::IntKey(cfg, "intermediate_size", path, 4 * kMaxChannels);
-  s.V = hf::IntKey(cfg, "vocab_size", path, kMaxVocab);
-  s.maxT = hf::IntKey(cfg, "max_position_embeddings", path, kMaxSeqLen);
-  s.Vp = Shape::PadVocab(s.V);
-  // head_dim (LlamaConfig's; default hidden / heads): kept as 0 when it is the default.
-  if (cfg.contains("head_dim") && !cfg["head_dim"].is_null()) {
-    const int hd = hf::IntKey(cfg, "head_dim", path, kMaxChannels);
-    s.HD = s.C % s.NH == 0 && hd == s.C / s.NH ? 0 : hd;
-  }
-  // pad_token_id: nn.Embedding's padding_idx, whose row learns nothing (null: none).
-  if (cfg.contains("pad_token_id") && cfg["pad_token_id"].is_number_integer()) {
-    const long long pad = cfg["pad_token_id"].get<long long>();
-    if (pad < 0 || pad >= s.V) {
-      hf::BadConfig(path,
-                    fmt::format("pad_token_id is {}, not a token id below vocab_size {}", pad, s.V),
-                    "fix config.json");
-    }
-    s.pad_token = static_cast<int>(pad);
-  }
-  s.norm_eps = static_cast<float>(hf::FloatKey(cfg, "rms_norm_eps", path, 1e-6));
-  s.rope_theta = static_cast<float>(hf::FloatKey(cfg, "rope_theta", path, 10000.0));
-  s.tied = hf::BoolKey(cfg, "tie_word_embeddings", path, false);
+  // The lineage's keys (head_dim, pad_token_id among them), untied by default.
+  Shape s = hf::DecoderKeys(cfg, path, Arch::kLlama, /*tied=*/false);
   s.attn_bias = hf::BoolKey(cfg, "attention_bias", path, false);
   s.mlp_bias = hf::BoolKey(cfg, "mlp_bias", path, false);
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null()) {
-    const nlohmann::json& r = cfg["rope_scaling"];
-    const std::string where = path + " (rope_scaling)";
-    if (!r.is_object()) hf::BadConfig(path, "rope_scaling is not an object", "fix config.json");
-    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
-    if (type != "default") {
-      if (type != "llama3") {
-        hf::BadConfig(path, fmt::format("rope_scaling type '{}' is not supported", type),
-                      "cputrain-numa runs rope_scaling of type llama3 (or none)");
-      }
-      RopeScaling& rs = s.rope_scaling;
-      rs.kind = RopeScaling::kLlama3;
-      rs.factor = static_cast<float>(hf::FloatKey(r, "factor", where, 8.0));
-      rs.low_freq_factor = static_cast<float>(hf::FloatKey(r, "low_freq_factor", where, 1.0));
-      rs.high_freq_factor = static_cast<float>(hf::FloatKey(r, "high_freq_factor", where, 4.0));
-      rs.original_max_position =
-          hf::IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen, 8192);
-    }
-  }
+  hf::RopeScalingKey(cfg, path, family, {RopeScaling::kLlama3}, &s);
   return s;
 }
 
 nlohmann::json LlamaToHf(const Shape& s) {
-  nlohmann::json rope = nullptr;
-  if (s.rope_scaling.kind == RopeScaling::kLlama3) {
-    const RopeScaling& r = s.rope_scaling;
-    rope = {{"factor", Decimal(r.factor)},
-            {"high_freq_factor", Decimal(r.high_freq_factor)},
-            {"low_freq_factor", Decimal(r.low_freq_factor)},
-            {"original_max_position_embeddings", r.original_max_position},
-            {"rope_type", "llama3"}};
-  }
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"attention_bias", s.attn_bias},
-          {"attention_dropout", 0.0},
-          {"head_dim", s.head_size()},
-          {"hidden_act", "silu"},
-          {"hidden_size", s.C},
-          {"initializer_range", 0.02},
-          {"intermediate_size", s.ffn()},
-          {"max_position_embeddings", s.maxT},
-          {"mlp_bias", s.mlp_bias},
-          {"model_type", "llama"},
-          {"num_attention_heads", s.NH},
-          {"num_hidden_layers", s.L},
-          {"num_key_value_heads", s.kv_heads()},
-          {"pad_token_id", s.pad_token >= 0 ? nlohmann::json(s.pad_token) : nlohmann::json()},
-          {"pretraining_tp", 1},
-          {"rms_norm_eps", Decimal(s.norm_eps)},
-          {"rope_scaling", rope},
-          {"rope_theta", Decimal(s.rope_theta)},
-          {"tie_word_embeddings", s.tied},
-          {"torch_dtype", "float32"},
-          {"use_cache", true},
-          {"vocab_size", s.V}};
+  nlohmann::json cfg = hf::DecoderKeysJson(s);
+  cfg["architectures"] = {"LlamaForCausalLM"};
+  cfg["attention_bias"] = s.attn_bias;
+  cfg["attention_dropout"] = 0.0;
+  cfg["hidden_act"] = "silu";
+  cfg["mlp_bias"] = s.mlp_bias;
+  cfg["model_type"] = "llama";
+  cfg["pretraining_tp"] = 1;
+  return cfg;
 }
 
 }  // namespace

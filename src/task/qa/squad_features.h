@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "task/squad.h"
+#include "task/qa/squad.h"
 
 namespace cputrain::task {
 

@@ -8,8 +8,9 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "task/python_text.h"
-#include "task/squad_eval.h"
+#include "task/qa/squad_eval.h"
 
 namespace cputrain::task {
 namespace {
@@ -44,7 +45,7 @@ constexpr InputKind kNaProbFile{"no-answer probability file", "a JSON object {id
                                 1ull << 30, "check --na_prob_file"};
 
 ojson ParseJson(const std::string& path, const InputKind& kind) {
-  const std::string text = ReadFile(path, kind);
+  const std::string text = ReadUtf8File(path, kind);
   try {
     return ojson::parse(text);
   } catch (const ojson::parse_error& e) {

@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "task/squad.h"
-#include "task/squad_features.h"
+#include "task/qa/squad.h"
+#include "task/qa/squad_features.h"
 
 namespace cputrain::task {
 

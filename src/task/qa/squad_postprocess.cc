@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
-#include "task/squad_eval.h"
+#include "task/qa/squad_eval.h"
 
 namespace cputrain::task {
 namespace {

@@ -1,5 +1,5 @@
 // ReadSquad: the two SQuAD layouts into Examples, every record checked (squad.h).
-#include "task/squad.h"
+#include "task/qa/squad.h"
 
 #include <fmt/format.h>
 
@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "task/python_text.h"
 
 namespace cputrain::task {
@@ -78,14 +79,19 @@ class Reader {
            "remove the empty answer; an unanswerable question has no answers (\"answers\": [] in "
            "SQuAD v2.0, {\"text\": [], \"answer_start\": []} in the Hugging Face layout)");
     }
-    const std::int64_t s = start.get<std::int64_t>();
     const std::size_t chars = CountCodePoints(ex->context);
     const std::size_t len = CountCodePoints(t);
-    if (s < 0 || static_cast<std::size_t>(s) + len > chars) {
+    // As written (start.dump()): a number above INT64_MAX is unsigned in the JSON, and read as
+    // int64 it would be reported negative.
+    const bool negative =
+        start.is_number_integer() && !start.is_number_unsigned() && start.get<std::int64_t>() < 0;
+    const std::uint64_t s = negative ? 0 : start.get<std::uint64_t>();
+    if (negative || s > chars || s + len > chars) {
       Fail(where,
-           fmt::format("answer_start {} with the answer's {} characters ('{}') ends outside the "
-                       "context of {} characters",
-                       s, len, t.substr(0, 60), chars),
+           fmt::format("answer_start {} with the answer's {} characters ('{}') {} the context "
+                       "of {} characters",
+                       start.dump(), len, t.substr(0, 60),
+                       negative ? "starts before" : "ends outside", chars),
            "answer_start counts characters (Unicode code points, as Python's str), from 0; fix "
            "the answer or its answer_start");
     }
@@ -209,7 +215,7 @@ ByteSpan AnswerBytes(const Example& example, std::size_t k) {
 }
 
 SquadData ReadSquad(const std::string& path) {
-  const std::string text = ReadFile(path, kSquadFile);
+  const std::string text = ReadUtf8File(path, kSquadFile);
   Reader reader(path);
   json doc;
   std::string whole_error;

@@ -1,6 +1,6 @@
 // MakeQaFeatures: run_qa.py's prepare_train_features / prepare_validation_features
 // (squad_features.h).
-#include "task/squad_features.h"
+#include "task/qa/squad_features.h"
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
@@ -20,6 +20,10 @@ struct Tokenized {
   std::vector<int> q_ids, c_ids;
   std::vector<data::Offset> c_offsets;
   std::vector<std::pair<int, int>> windows;  // [begin, end) context tokens
+  // The first answer's bytes in the context, found once per example: finding them walks the
+  // context from its start (answer_start counts characters), so once per window made a context
+  // of n bytes cost n^2 / stride (issue 32: 2 MB took 11 s, 50 MB about two hours).
+  std::optional<ByteSpan> answer;
   std::optional<InputError> error;
 };
 
@@ -61,10 +65,10 @@ void Windows(const Example& ex, int T, int stride, Tokenized* t) {
 // run_qa.py's labels for one window. `off` holds what the fast tokenizer's offset_mapping would:
 // (0,0) for [CLS], [SEP] and padding, byte offsets for the rest. Bytes order as characters do,
 // so every comparison it makes comes out the same.
-std::pair<int, int> Label(const Example& ex, const data::Offset* off, int T, int context_begin,
-                          int context_end) {
-  if (ex.answer_starts.empty() || context_end == context_begin) return {0, 0};
-  const ByteSpan a = AnswerBytes(ex, 0);
+std::pair<int, int> Label(const std::optional<ByteSpan>& answer, const data::Offset* off, int T,
+                          int context_begin, int context_end) {
+  if (!answer || context_end == context_begin) return {0, 0};
+  const ByteSpan& a = *answer;
   int ts = context_begin, te = context_end - 1;
   if (!(off[ts].begin <= a.begin && off[te].end >= a.end)) return {0, 0};
   // As run_qa.py: past the window's last token the (0,0) of [SEP] and the padding also compare
@@ -124,6 +128,7 @@ QaFeatures MakeQaFeatures(const std::vector<Example>& examples, const data::Toke
       tokenizer.EncodeWithOffsets(PyLstrip(examples[e].question), &t.q_ids, &q_offsets);
       tokenizer.EncodeWithOffsets(examples[e].context, &t.c_ids, &t.c_offsets);
       Windows(examples[e], T, o.doc_stride, &t);
+      if (!examples[e].answer_starts.empty()) t.answer = AnswerBytes(examples[e], 0);
     });
     const std::size_t n0 = f.rows_.size();
     std::vector<std::size_t> first(c1 - c0 + 1, n0);
@@ -156,7 +161,7 @@ QaFeatures MakeQaFeatures(const std::vector<Example>& examples, const data::Toke
         ids[p++] = special.sep;
         const int length = p;
         std::fill(ids + p, ids + T, special.pad);
-        const auto [start, end] = Label(examples[e], hf_off.data(), T, context_begin, context_end);
+        const auto [start, end] = Label(t.answer, hf_off.data(), T, context_begin, context_end);
         f.rows_[i] = {length, context_begin, start, end, static_cast<std::int32_t>(e)};
         if (o.keep_offsets) {
           data::Offset* off = f.offsets_.data() + i * Tz;
