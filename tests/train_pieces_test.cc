@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "data/token_file.h"
 #include "kernels/kernels.h"
+#include "model/presets.h"
 #include "model/transformer.h"
 #include "test_util.h"
 #include "topology/placement.h"
@@ -410,6 +411,17 @@ TEST(ShapeFromConfig, TheFamilyTableDecidesWhatTheKeysMean) {
   EXPECT_NE(ShapeError("model: {head_dim: 32}").find("head_dim = channels / heads"),
             std::string::npos);
   EXPECT_NE(ShapeError("model: {channels: 60, heads: 8}").find("must divide model.channels"),
+            std::string::npos);
+  // model.preset: a named shape whole (Gemma 3's windows and local RoPE base included, which no
+  // other key sets), the positions model.max_seq_len's; an unknown name refused naming them.
+  const model::Shape gp =
+      ShapeFromConfig(ParseConfig("model: {preset: gemma3-270m, max_seq_len: 256}", "x", {}).model);
+  model::Shape want = model::FindPreset("gemma3-270m")->shape;
+  want.maxT = 256;
+  EXPECT_TRUE(gp == want) << gp.ToString();
+  EXPECT_EQ(gp.window, 512);
+  EXPECT_EQ(gp.rope_local_theta, 10000.f);
+  EXPECT_NE(ShapeError("model: {preset: qwen9}").find("model.preset is 'qwen9'"),
             std::string::npos);
 }
 

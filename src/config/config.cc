@@ -350,6 +350,11 @@ const std::vector<Key>& Keys() {
                   "from seed (the checkpoint gives the family and shape; a layers..max_seq_len "
                   "you set that disagrees is an error)",
                   [](Config& c) -> std::string& { return c.model.init_from; }));
+    v.push_back(StringKey("model", "preset",
+                          "a named shape for a random init (bench's presets: qwen3-0.6b, "
+                          "gemma3-270m, ...; docs/config.md): its family and every dimension, "
+                          "model.max_seq_len still the positions; \"\" = the keys below",
+                          [](Config& c) -> std::string& { return c.model.preset; }));
     v.push_back(StringKey("model", "arch",
                           "model family of a random init (docs/config.md lists them; a family "
                           "name the engine does not know is refused when training starts)",

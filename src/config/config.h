@@ -21,6 +21,7 @@ namespace cputrain {
 
 struct ModelConfig {
   std::string init_from;      // checkpoint or HF directory; "" = random init from seed
+  std::string preset;         // a named shape (model/presets.h) for a random init; "" = none
   std::string arch = "gpt2";  // the family of a random init (model/family.h)
   std::string head = "lm";    // lm | qa (model/shape.h, Head)
   int token_types = 2;        // a random bert init's

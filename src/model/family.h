@@ -137,6 +137,14 @@ struct Family {
   const char* vocab_tokenizer = nullptr;
   // Named shapes of this family (presets.h: the benchmarks' models, configs' starting points).
   std::vector<Preset> presets = {};
+  // bench train (bench/): the target for ours / PyTorch's best tokens/s in fp32 (the issues'
+  // 1.5; GPT-2's history is 1), and whether PyTorch's side trains bench/pytorch/train_gpt2.py's
+  // own model (GPT-2's nanoGPT, so its rows stay comparable with docs/benchmarks.md's history)
+  // instead of transformers' class built from the config.json our export writes.
+  struct Bench {
+    double speed_target = 1.5;
+    bool script_model = false;
+  } bench = {};
 };
 
 const Family& FamilyOf(Arch arch);

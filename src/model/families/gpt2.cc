@@ -168,6 +168,7 @@ extern const Family kGpt2Family = {
     .presets = {{"tiny", Shape{64, 256, 256, 2, 4, 128}, 4, 64},
                 {"small", Shape{256, 50257, Shape::PadVocab(50257), 6, 6, 384}, 4, 256},
                 {"gpt2-124M", Shape{128, 50257, Shape::PadVocab(50257), 12, 12, 768}, 4, 128}},
+    .bench = {.speed_target = 1.0, .script_model = true},
 };
 
 }  // namespace cputrain::model

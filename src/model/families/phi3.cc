@@ -29,14 +29,18 @@ Shape Phi3FromHf(const json& cfg, const std::string& path) {
   for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"})
     hf::FixedKey(cfg, key, {0}, path, family);
   if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
-    const std::string type = cfg["rope_scaling"].value("type", std::string(""));
+    const nlohmann::json& r = cfg["rope_scaling"];
+    std::string type;  // (a type that is not a string: RopeScalingKey's refusal, below)
+    for (const char* key : {"type", "rope_type"})
+      if (r.contains(key) && r[key].is_string()) type = r[key].get<std::string>();
     if (type == "longrope" || type == "su" || type == "yarn") {
       hf::BadConfig(path,
                     fmt::format("rope_scaling type '{}' (Phi-3's long-context scaling) is not "
                                 "supported",
                                 type),
-                    "fine-tune a 4k Phi-3 (rope_scaling null) or Phi-3.5-mini with it set to null "
-                    "for contexts up to original_max_position_embeddings");
+                    "fine-tune a 4k-context Phi-3 (rope_scaling null): the long-context models' "
+                    "rescaled frequencies (also below original_max_position_embeddings) are not "
+                    "implemented");
     }
   }
   Shape s = hf::DecoderKeys(cfg, path, Arch::kPhi3, /*tied=*/false);
