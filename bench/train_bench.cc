@@ -77,6 +77,7 @@
 #include "data/token_file.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "model/family.h"
 #include "model/transformer.h"
 
 namespace cputrain::bench {
@@ -152,7 +153,9 @@ std::string Verdict(double ratio, double target) {
                          : fmt::format("missed by {:.0f}%", 100 * (1 - ratio / target));
 }
 
-double SpeedTarget(const ModelPreset& m) { return m.shape.arch == model::Arch::kGpt2 ? 1 : 1.5; }
+double SpeedTarget(const ModelPreset& m) {
+  return model::FamilyOf(m.shape.arch).bench.speed_target;
+}
 
 std::string RssText(double bytes) {
   return bytes > 0 ? FormatBytes(static_cast<uint64_t>(bytes)) : std::string("-");
