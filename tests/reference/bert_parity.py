@@ -366,10 +366,7 @@ def main(argv=None):
             bf16 = kind.endswith("-bf16")
             if bf16:
                 kind = kind[:-len("-bf16")]
-                ok, kernel = tp.engine_trains_bf16(args.cli)
-                print(kernel, flush=True)
-                if not ok:
-                    print("skipped: qa train --bf16 is refused here")
+                if tp.refuses_bf16(args.cli, "qa train"):
                     return 77
             train_check(args.cli, kind, tmp, checks, bf16=bf16)
         else:

@@ -594,10 +594,7 @@ def main(argv=None):
             bf16 = case.endswith("-bf16")
             if bf16:
                 case = case[:-5]
-                ok, kernel = tp.engine_trains_bf16(a.cli)
-                print(kernel, flush=True)
-                if not ok:
-                    print("skipped: classify train --bf16 is refused here")
+                if tp.refuses_bf16(a.cli, "classify train"):
                     return 77
             check_train(a.cli, a.engine_logits, case, tmp, checks, bf16=bf16)
     return checks.exit_code()

@@ -503,12 +503,8 @@ def main(argv=None) -> int:
         if args.mode == "self-check":
             return self_check(work)
         case = CASES[args.mode]
-        if case.precision == "bf16":
-            ok, kernel = tp.engine_trains_bf16(args.cli)
-            print(kernel, flush=True)
-            if not ok:
-                print("SKIP: the trainer refuses train.precision bf16 here")
-                return lp.EXIT_SKIP
+        if case.precision == "bf16" and tp.refuses_bf16(args.cli):
+            return lp.EXIT_SKIP
         if args.mode == "bert-qa":
             return check_bert(engine, case, work)
         return check_decoder(engine, case, work)

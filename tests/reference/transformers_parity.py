@@ -141,6 +141,16 @@ def engine_trains_bf16(cli: str) -> Tuple[bool, str]:
     return p.get("bf16_kernel", "none") != "none", p.get("bf16_kernel_detail", "")
 
 
+def refuses_bf16(cli: str, command: str = "train") -> bool:
+    """Prints the kernel the engine's bf16 products run on (engine_trains_bf16); True, after
+    saying so, where the engine refuses bf16 here: the caller's mode is then a skip (77)."""
+    ok, kernel = engine_trains_bf16(cli)
+    print(kernel, flush=True)
+    if not ok:
+        print(f"SKIP: {command} refuses train.precision bf16 here")
+    return not ok
+
+
 class Engine:
     """The engine's commands as these tests call them (llama_parity.py's stand-in for
     --self-check has the same methods)."""
