@@ -23,12 +23,16 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/stop.h"
+#include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/family.h"
 #include "model/hf.h"
+#include "model/peft.h"
 #include "mpi/bridge.h"
+#include "runtime/worker_pool.h"
 #include "task/task_rows.h"
+#include "topology/binding.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
 #include "train/trainer.h"
@@ -234,8 +238,8 @@ void CopyTokenizer(const std::string& tokenizer, const std::string& dir) {
   std::error_code ec;
   std::vector<fs::path> files;
   if (fs::is_directory(tokenizer, ec)) {
-    for (const char* name :
-         {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    for (const char* name : {"vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                             "special_tokens_map.json", "chat_template.jinja"}) {
       if (fs::is_regular_file(fs::path(tokenizer) / name, ec)) {
         files.push_back(fs::path(tokenizer) / name);
       }
@@ -293,6 +297,25 @@ task::Logits InferLogits(const TaskCommand& c, const task::Split& split, Config 
   return out;
 }
 
+// A generating task's prediction (sft): the model `init_from` with the adapter merged, on the
+// first planned group's CPUs, handed to the task with `split`'s prompts.
+task::Outcome GenerateSplit(const TaskCommand& c, const task::Split& split, const Config& cfg,
+                            const std::string& init_from, const std::string& adapter) {
+  kernels::InitBlas();
+  const std::string file = model::ResolveModelFile(init_from);
+  const model::ParamLayout layout(model::ReadCheckpointShape(file));
+  std::vector<float> params(layout.total());
+  model::LoadCheckpoint(file, layout, params.data());
+  const topo::Topology t = topo::LoadTopology(cfg.topology);
+  const topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
+  auto binder = topo::MakeBinder(t);
+  WorkerPool pool(plan.groups[0].cpus, binder.get(), "gen");
+  if (!adapter.empty()) model::MergeAdapter(pool, adapter, layout, params.data());
+  log::Info("generating completions of {} {} with {} worker(s)", split.rows(), split.unit(),
+            pool.size());
+  return c.task->Generate(split, task::GenerationModel{pool, layout, params.data()}, c.args);
+}
+
 // Predicts `split` with the model `init_from` (+ adapter) and writes the task's files; for the
 // validation file also eval_results.json (the Trainer's: the metrics prefixed with eval_, the
 // epoch when training ran, the features predicted). Prints what the task prints.
@@ -300,6 +323,11 @@ void PredictSplit(const TaskCommand& c, SplitKind kind, const task::Split& split
                   const std::string& init_from, const std::string& adapter,
                   const model::Shape& shape, const model::HeadSpec& head, double epoch) {
   const Config cfg = BaseConfig(c, init_from, adapter, head);
+  if (c.task->generates() && kind == c.task->info().predict_split) {
+    MakeDirs(c.args.output_dir);
+    Print(GenerateSplit(c, split, cfg, init_from, adapter).printed);
+    return;
+  }
   const task::Logits logits = InferLogits(c, split, cfg, shape);
   MakeDirs(c.args.output_dir);
   const task::Outcome o = c.task->Finish(kind, split, logits, c.args);

@@ -240,11 +240,14 @@ void SwigluBackward(WorkerPool& pool, float* dgu, const float* gu, const float* 
 void ResidualForward(WorkerPool& pool, float* out, const float* a, const float* b, std::size_t n);
 
 // Cross-entropy of softmax(logits) over the real vocabulary [0,V) of each row of logits (N,Vp):
-// losses (N) = logsumexp - logits[target]; lse (N) saved for backward (may be null).
+// losses (N) = logsumexp - logits[target]; lse (N) saved for backward (may be null). A negative
+// target is ignored (PyTorch's ignore_index -100: the labels fine-tuning masks, sft's prompts and
+// padding): its loss is 0 and its row gets no gradient.
 void CrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const float* logits,
                          const int* targets, std::size_t N, int V, int Vp);
 // dlogits (N,Vp), columns [0,V) = (softmax - onehot(target)) * dloss, written in place over the
-// logits (dlogits == logits allowed); padding columns untouched.
+// logits (dlogits == logits allowed); padding columns untouched. An ignored row's columns [0,V)
+// are 0.
 void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits, const float* lse,
                           const int* targets, float dloss, std::size_t N, int V, int Vp);
 

@@ -1,0 +1,339 @@
+// Supervised fine-tuning as a task of the command core (sft.h): TRL's SFT flags beyond the shared
+// ones, the dataset's rows as language-model rows (targets the next label, -1 where TRL's label is
+// -100 and in the padding), the loss over each step's kept labels, and `predict`: completions of
+// the prompts by the KV-cache decoder, as JSON Lines.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "data/tokenizer.h"
+#include "model/decoder.h"
+#include "model/family.h"
+#include "task/sft/sft.h"
+#include "task/sft/sft_data.h"
+
+namespace cputrain::task {
+namespace {
+
+namespace fs = std::filesystem;
+using chat::Json;
+
+constexpr TaskInfo kInfo = {
+    .name = "sft",
+    .help =
+        "Supervised fine-tuning of a decoder on chat, prompt-completion or text data (TRL's "
+        "SFTTrainer, `trl sft`): see `sft --help`",
+    .train_help =
+        "Fine-tune a decoder (fully or with LoRA) on a JSON Lines / JSON dataset of "
+        "\"messages\", \"prompt\"/\"completion\" or \"text\" rows, rendered by the model's chat "
+        "template, the loss on the completion or assistant tokens as TRL's SFTTrainer; resumes "
+        "from --output_dir's newest checkpoint",
+    .predict_help =
+        "Complete every prompt of a dataset (\"prompt\" or \"messages\" rows; a chat rendered "
+        "with add_generation_prompt) with the KV-cache decoder: predictions.jsonl in "
+        "--output_dir",
+    .evaluate_help = "",
+    .predict_split = SplitKind::kTest,
+    .test_file = false,
+    .model_help =
+        "a local Hugging Face decoder directory (Llama, Qwen2, Qwen3, Mistral, Gemma 3, Phi-3, "
+        "GPT-2; its tokenizer.json and chat template), or a run's output_dir / checkpoint",
+    .file_help =
+        "JSON Lines or JSON rows: {\"messages\": [...]}, {\"prompt\", \"completion\"} or "
+        "{\"text\"} (TRL's dataset forms)",
+};
+
+// One file's rows as language-model rows (sft_data.h's SftRows).
+class SftSplit final : public Split {
+ public:
+  SftSplit(SftRows r, int pad) : r_(std::move(r)), pad_(pad) {
+    kept_.reserve(r_.rows());
+    for (std::size_t i = 0; i < r_.rows(); ++i) {
+      kept_.push_back(static_cast<int>(
+          std::count(r_.label.begin() + r_.begin[i], r_.label.begin() + r_.begin[i + 1], 1)));
+    }
+  }
+  std::size_t rows() const override { return r_.rows(); }
+  std::size_t examples() const override { return r_.rows(); }
+  int length(std::size_t i) const override {
+    return static_cast<int>(r_.begin[i + 1] - r_.begin[i]);
+  }
+  // inputs: the ids, then the padding token; targets: position t predicts id t+1 where it is a
+  // label (transformers' shifted labels), else -1 (ignored), as is the padding.
+  void Load(std::size_t i, int r, int T, model::Activations& a) const override {
+    const std::size_t at = static_cast<std::size_t>(r) * T, b = r_.begin[i];
+    const int n = std::min(length(i), T);
+    for (int t = 0; t < T; ++t) {
+      a.inputs[at + t] = t < n ? r_.ids[b + t] : pad_;
+      a.targets[at + t] = t + 1 < n && r_.label[b + t + 1] ? r_.ids[b + t + 1] : -1;
+    }
+  }
+  bool dynamic_padding() const override { return true; }
+  int loss_labels(std::size_t i) const override { return kept_[i]; }
+  const std::string& path() const override { return r_.path; }
+  const char* unit() const override { return "examples"; }
+  const SftRows& data() const { return r_; }
+
+ private:
+  SftRows r_;
+  std::vector<int> kept_;
+  int pad_;
+};
+
+// The prompts `predict` completes: each row's prompt ids and what predictions.jsonl echoes.
+class PromptSplit final : public Split {
+ public:
+  std::size_t rows() const override { return prompts.size(); }
+  std::size_t examples() const override { return prompts.size(); }
+  int length(std::size_t i) const override { return static_cast<int>(prompts[i].size()); }
+  void Load(std::size_t, int, int, model::Activations&) const override {
+    CPUTRAIN_CHECK(false, "sft predict generates; it loads no rows");
+  }
+  const std::string& path() const override { return path_; }
+  const char* unit() const override { return "prompts"; }
+
+  std::string path_;
+  std::vector<std::vector<int>> prompts;
+  std::vector<Json> echo;  // the row's prompt (or messages less the answer)
+  bool conversational = false;
+};
+
+struct SftFlags {
+  SftOptions data;
+  bool packing = false;
+  int max_new_tokens = 256;
+  double temperature = 0, top_p = 1;
+  int top_k = 0;
+};
+
+class SftTask final : public Task {
+ public:
+  const TaskInfo& info() const override { return kInfo; }
+  // TRL's SFTConfig: learning_rate 2e-5, max_length 1024.
+  void Defaults(Args& args) const override {
+    args.max_seq_length = 1024;
+    args.lr = 2e-5;
+  }
+  std::string FlagAlias(const std::string& core_flag) const override {
+    if (core_flag == "train_file" || core_flag == "test_file") return "dataset_path";
+    if (core_flag == "validation_file") return "eval_dataset_path";
+    if (core_flag == "max_seq_length") return "max_length";
+    return "";
+  }
+  std::vector<Option> Options() override;
+  void CheckFlags(const Args& args, Command command) const override;
+  model::HeadSpec ModelHead() const override { return model::Head::kLm; }
+  void CheckModel(const model::Shape& s, const Args& args) const override {
+    if (!s.encoder()) return;
+    throw InputError(fmt::format("--model_name_or_path '{}' is a {} model, an encoder: sft "
+                                 "fine-tunes a decoder",
+                                 args.model, model::FamilyOf(s.arch).name),
+                     "give a decoder's directory (Llama, Qwen2, Qwen3, Mistral, Gemma 3, Phi-3)");
+  }
+  void OpenTokenizer(const Args& args) override;
+  std::unique_ptr<Split> Read(SplitKind kind, const Args& args) override;
+  model::HeadSpec Head(const model::Shape&, Command) const override { return model::Head::kLm; }
+  Outcome Finish(SplitKind, const Split&, const Logits&, const Args&) override {
+    CPUTRAIN_CHECK(false, "sft predicts by generating");
+    return {};
+  }
+  bool generates() const override { return true; }
+  Outcome Generate(const Split& split, const GenerationModel& m, const Args& args) override;
+
+ private:
+  std::unique_ptr<Split> ReadPrompts(const std::vector<JsonRow>& rows, const std::string& path);
+  SftFlags o_;
+  std::unique_ptr<data::Tokenizer> tokenizer_;
+  std::unique_ptr<chat::ChatTemplate> chat_;
+  SftTokenizing tk_;
+};
+
+std::vector<Option> SftTask::Options() {
+  constexpr auto kTrain = static_cast<unsigned>(Command::kTrain);
+  constexpr auto kPredict = static_cast<unsigned>(Command::kPredict);
+  return {
+      {"completion_only_loss",
+       "prompt-completion data: the loss on the completion's tokens only (TRL's default; "
+       "--completion_only_loss=false trains on the prompt too)",
+       &o_.data.completion_only_loss, kTrain},
+      {"assistant_only_loss",
+       "conversational data: the loss on the assistant's tokens only, the chat template's "
+       "{% generation %} blocks (a template without them is refused, as TRL does)",
+       &o_.data.assistant_only_loss, kTrain},
+      {"packing", "TRL's best-fit-decreasing packing (not supported yet: refused with the reason)",
+       &o_.packing, kTrain},
+      {"max_new_tokens", "the most tokens generated per prompt", &o_.max_new_tokens, 1, 1 << 20,
+       kPredict},
+      {"temperature", "0: greedy; higher: sample from softmax(logits / temperature)",
+       &o_.temperature, 0, 100, kPredict},
+      {"top_k", "sample among the k most likely tokens (0: all)", &o_.top_k, 0, 1 << 30, kPredict},
+      {"top_p", "nucleus sampling: the smallest set of probability >= p (1: off)", &o_.top_p, 0, 1,
+       kPredict},
+  };
+}
+
+void SftTask::CheckFlags(const Args& args, Command command) const {
+  auto* self = const_cast<SftTask*>(this);
+  self->o_.data.max_length = args.max_seq_length;
+  if (command != Command::kTrain) return;
+  if (o_.packing) {
+    throw InputError(
+        "--packing is not supported yet: packed rows need attention that stops at each "
+        "document's end (and positions restarting there), which the engine's attention does not "
+        "do yet, and packing without it would let documents attend to each other",
+        "leave out --packing: each row is then padded to its batch's longest, as TRL without "
+        "packing");
+  }
+  if (args.do_eval) {
+    throw InputError("sft train --do_eval is not supported yet (no eval loss pass)",
+                     "leave out --do_eval / --eval_dataset_path");
+  }
+}
+
+// The tokenizer, the chat template if the directory has a usable one (else why not, for the
+// rows that need one), the special tokens' text.
+void SftTask::OpenTokenizer(const Args& args) {
+  const std::string dir = args.tokenizer.empty() ? args.model : args.tokenizer;
+  tokenizer_ = data::MakeTokenizer(dir);
+  tk_ = {};
+  tk_.tokenizer = tokenizer_.get();
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) {
+    tk_.special = chat::SpecialTokenVariables(dir);
+    try {
+      chat_ = std::make_unique<chat::ChatTemplate>(chat::LoadChatTemplate(dir));
+      tk_.chat = chat_.get();
+    } catch (const InputError& e) {
+      tk_.template_problem = fmt::format("its chat template cannot be used: {}", e.what());
+    }
+  } else {
+    tk_.special = Json::object();
+    tk_.template_problem = fmt::format("'{}' is a file, not a directory with a chat template", dir);
+  }
+  if (tk_.special.contains("eos_token") && tk_.special["eos_token"].is_string())
+    tk_.eos_text = tk_.special["eos_token"].get<std::string>();
+  if (o_.data.assistant_only_loss && tk_.chat && !tk_.chat->has_generation_blocks()) {
+    throw InputError(
+        fmt::format("--assistant_only_loss needs a chat template with {{% generation %}} blocks "
+                    "around the assistant's text; {} has none",
+                    tk_.chat->source()),
+        "use a template that marks them (docs/sft.md), or leave out --assistant_only_loss");
+  }
+}
+
+std::unique_ptr<Split> SftTask::Read(SplitKind kind, const Args& args) {
+  const std::string flag =
+      kind == SplitKind::kValidation ? "--eval_dataset_path" : "--dataset_path";
+  const std::vector<JsonRow> rows = ReadJsonRows(args.File(kind), flag, args.Limit(kind));
+  if (kind == SplitKind::kTest) return ReadPrompts(rows, args.File(kind));
+  SftRows r = TokenizeSft(rows, args.File(kind), flag, tk_, o_.data);
+  std::size_t kept = std::count(r.label.begin(), r.label.end(), 1);
+  log::Info("{}: {} {} rows, {} tokens, {} of them labels (max_length {})", r.path, r.rows(),
+            SftFormName(r.form), r.ids.size(), kept, o_.data.max_length);
+  const int eos = tokenizer_->eos_token();
+  return std::make_unique<SftSplit>(std::move(r), eos >= 0 ? eos : 0);
+}
+
+std::unique_ptr<Split> SftTask::ReadPrompts(const std::vector<JsonRow>& rows,
+                                            const std::string& path) {
+  auto s = std::make_unique<PromptSplit>();
+  s->path_ = path;
+  for (const JsonRow& r : rows) {
+    const SftForm f = FormOf(r.value, r.where);
+    Json prompt;
+    if (f == SftForm::kMessages) {  // the conversation less its final answer
+      prompt = r.value["messages"];
+      while (!prompt.empty() && prompt.back()["role"] == "assistant")
+        prompt.erase(prompt.size() - 1);
+    } else if (f != SftForm::kText) {
+      prompt = r.value["prompt"];
+    } else {
+      throw InputError(
+          fmt::format("{}: sft predict completes prompts; the row is plain text", r.where),
+          "give rows with \"prompt\" (a string or messages) or \"messages\"");
+    }
+    const bool conv = prompt.is_array();
+    if (conv && prompt.empty()) {
+      throw InputError(fmt::format("{} has only assistant messages", r.where),
+                       "start the conversation with a user message");
+    }
+    if (conv && !tk_.chat)
+      throw InputError(fmt::format("{} is a chat, but {}", r.where, tk_.template_problem),
+                       "use a tokenizer with a chat template");
+    std::vector<int> ids;
+    if (conv) {
+      Json vars = tk_.special;
+      vars["messages"] = prompt;
+      vars["tools"] = r.value.contains("tools") ? r.value["tools"] : Json(nullptr);
+      vars["documents"] = nullptr;
+      vars["add_generation_prompt"] = true;
+      ids = chat::ApplyChatTemplate(*tk_.chat, *tokenizer_, vars, false, r.where).ids;
+    } else {
+      tokenizer_->EncodeWithSpecial(prompt.get<std::string>(), &ids);
+    }
+    s->conversational = conv;
+    s->prompts.push_back(std::move(ids));
+    s->echo.push_back(std::move(prompt));
+  }
+  return s;
+}
+
+Outcome SftTask::Generate(const Split& split, const GenerationModel& m, const Args& args) {
+  const auto& p = static_cast<const PromptSplit&>(split);
+  model::Decoder dec(m.pool, m.layout, m.params);
+  model::Sampler sampler(static_cast<float>(o_.temperature), o_.top_k, args.seed,
+                         static_cast<float>(o_.top_p));
+  const int V = m.layout.shape().V, eos = tokenizer_->eos_token();
+  std::string out;
+  std::size_t generated = 0;
+  for (std::size_t i = 0; i < p.rows(); ++i) {
+    const std::vector<int>& prompt = p.prompts[i];
+    if (prompt.empty() || static_cast<int>(prompt.size()) >= dec.max_positions()) {
+      throw InputError(fmt::format("{}: prompt {} has {} tokens; the model reads {}", p.path(),
+                                   i + 1, prompt.size(), dec.max_positions()),
+                       "shorten the prompt");
+    }
+    dec.Reset();
+    const float* logits = nullptr;
+    for (int id : prompt) logits = dec.Feed(id);
+    std::vector<int> ids;
+    while (static_cast<int>(ids.size()) < o_.max_new_tokens &&
+           dec.position() < dec.max_positions()) {
+      const int next = sampler.Next(logits, V);
+      if (next == eos) break;
+      ids.push_back(next);
+      if (dec.position() == dec.max_positions()) break;
+      logits = dec.Feed(next);
+    }
+    generated += ids.size();
+    const std::string text = tokenizer_->Decode(ids.data(), ids.size());
+    Json row;
+    row["prompt"] = p.echo[i];
+    if (p.conversational) {
+      row["completion"] = Json::array({Json{{"role", "assistant"}, {"content", text}}});
+    } else {
+      row["completion"] = text;
+    }
+    out += row.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  }
+  const std::string file = (fs::path(args.output_dir) / "predictions.jsonl").string();
+  WriteFileAtomic(file, out);
+  Outcome o;
+  o.printed = fmt::format("wrote {} completions ({} tokens) to {}\n", p.rows(), generated, file);
+  return o;
+}
+
+}  // namespace
+
+std::unique_ptr<Task> MakeSftTask() { return std::make_unique<SftTask>(); }
+
+}  // namespace cputrain::task
