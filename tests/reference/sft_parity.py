@@ -1,0 +1,304 @@
+"""`cputrain-numa sft train` against TRL 0.22.2's SFTTrainer itself.
+
+    python sft_parity.py --cli build/src/cli/cputrain-numa --rows build/tests/reference/sft_rows
+
+Made here: a byte-level BPE tokenizer (the `tokenizers` library) with a ChatML chat template whose
+assistant turns sit in {% generation %} blocks, and two tiny random models saved by transformers:
+a Qwen2ForCausalLM (attention biases, grouped-query attention) and a LlamaForCausalLM whose
+tokenizer adds <s> as Llama's does. Data: a dozen chats (system, user, assistant, multi-turn),
+as JSON Lines in each of TRL's forms: messages, prompt-completion strings, conversational
+prompt-completion, plain text.
+
+1. Tokenization: for every form and loss option (completion_only_loss on and off,
+   assistant_only_loss), the input_ids and labels of every row equal those SFTTrainer's dataset
+   preparation and DataCollatorForLanguageModeling make (sft_rows prints ours), truncation at
+   max_length included.
+2. Training: 6 steps of `sft train` (fp32, the whole dataset each step, lr 1e-3, linear decay)
+   against SFTTrainer on the same model directory and JSON Lines file: every step's loss within
+   1e-5 relative, on both models, with assistant_only_loss (Qwen2) and on prompt-completion
+   (Llama, completion_only_loss's default). The trained output_dir loads in transformers.
+3. Refusals (exit 2 before any work, nothing written): a row missing its keys named by
+   file:line, a role the template raises on, assistant_only_loss with a template without
+   generation blocks, --packing.
+Exits 1 on the first difference, printing it.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+from datasets import load_dataset
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
+                          Qwen2Config, Qwen2ForCausalLM)
+from trl import SFTConfig, SFTTrainer
+
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+         r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# SmolLM2 / Qwen2.5's ChatML, with the assistant's text and end marker in generation blocks, and
+# a raise_exception on a role it does not know.
+CHATML = (
+    "{%- for message in messages %}\n"
+    "{%- if message.role not in ['system', 'user', 'assistant'] %}"
+    "{{ raise_exception('Unknown role: ' ~ message.role) }}{% endif %}\n"
+    "{%- if loop.first and message.role != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}\n"
+    "{%- if message.role == 'assistant' %}<|im_start|>assistant\n"
+    "{% generation %}{{ message.content }}<|im_end|>{% endgeneration %}\n"
+    "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{% endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+PLAIN = CHATML.replace("{% generation %}", "").replace("{% endgeneration %}", "")
+
+QA = [
+    ("What is the capital of France?", "Paris."),
+    ("Add 2 and 3.", "2 + 3 = 5."),
+    ("Name a primary colour.", "Red is one."),
+    ("Translate 'hello' to Spanish.", "Hola."),
+    ("Is the sky green?", "No, it is usually blue."),
+    ("How many legs does a spider have?", "Eight."),
+    ("Spell 'cat' backwards.", "t-a-c"),
+    ("What comes after Monday?", "Tuesday comes after Monday."),
+    ("Give me a word that rhymes with 'tree'.", "Bee."),
+    ("What is 10 divided by 4?", "2.5"),
+    ("Say something kind.", "You are doing great, keep going!"),
+    ("Which is larger, 7 or 12?", "12 is larger than 7."),
+]
+
+
+def chats():
+    out = []
+    for i, (q, a) in enumerate(QA):
+        msgs = []
+        if i % 3 == 0:
+            msgs.append({"role": "system", "content": "Answer briefly."})
+        msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        if i % 4 == 1:  # multi-turn
+            msgs += [{"role": "user", "content": "Thanks! Once more?"}, {"role": "assistant", "content": a + " Again."}]
+        out.append(msgs)
+    return out
+
+
+def forms():
+    c = chats()
+    return {
+        "messages": [{"messages": m} for m in c],
+        "conv_pc": [{"prompt": m[:-1], "completion": m[-1:]} for m in c],
+        "pc": [{"prompt": f"Question: {q}\nAnswer:", "completion": f" {a}"} for q, a in QA],
+        "text": [{"text": f"Question: {q}\nAnswer: {a}"} for q, a in QA],
+    }
+
+
+def write_jsonl(path, rows):
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def make_tokenizer(out_dir, template, llama_bos):
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<s>", "</s>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    docs = [json.dumps(r) for rows in forms().values() for r in rows] * 3
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(docs, trainer)
+    if llama_bos:  # Llama's tokenizer: <s> before every text (tokenizer(text) adds it)
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    os.makedirs(out_dir, exist_ok=True)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    config = {"bos_token": "<s>" if llama_bos else None, "eos_token": "<|im_end|>",
+              "pad_token": "<|endoftext|>", "tokenizer_class": "PreTrainedTokenizerFast",
+              "chat_template": template, "model_max_length": 256}
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, ensure_ascii=False)
+    return PreTrainedTokenizerFast.from_pretrained(out_dir)
+
+
+def make_model(out_dir, family, tok):
+    torch.manual_seed(0)
+    common = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                  rms_norm_eps=1e-6, tie_word_embeddings=False, initializer_range=0.1,
+                  eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+                  pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"))
+    if family == "qwen2":
+        model = Qwen2ForCausalLM(Qwen2Config(**common, rope_theta=1e6))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**common, bos_token_id=tok.convert_tokens_to_ids("<s>")))
+    model.save_pretrained(out_dir, safe_serialization=True)
+
+
+def trl_config(out, **kw):
+    base = dict(output_dir=out, report_to=[], use_cpu=True, bf16=False, fp16=False,
+                gradient_checkpointing=False, dataset_num_proc=None, save_strategy="no",
+                logging_steps=1, disable_tqdm=True, seed=42, dataloader_drop_last=False)
+    base.update(kw)
+    return SFTConfig(**base)
+
+
+def trl_rows(model_dir, data, max_length, completion_only, assistant_only, work):
+    """input_ids and labels of every row, as SFTTrainer prepares and collates them."""
+    tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    ds = load_dataset("json", data_files=data, split="train", cache_dir=os.path.join(work, "hf-cache"))
+    args = trl_config(os.path.join(work, "trl-rows"), max_length=max_length,
+                      completion_only_loss=completion_only, assistant_only_loss=assistant_only)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tok)
+    out = []
+    for ex in trainer.train_dataset:
+        batch = trainer.data_collator([ex])
+        out.append({"input_ids": batch["input_ids"][0].tolist(), "labels": batch["labels"][0].tolist()})
+    return out
+
+
+def our_rows(rows_bin, model_dir, data, max_length, completion_only, assistant_only):
+    r = subprocess.run([rows_bin, model_dir, data, str(max_length), "1" if completion_only else "0",
+                        "1" if assistant_only else "0"], capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check_rows(args, model_dir, work):
+    cases = 0
+    for form, rows in forms().items():
+        data = os.path.join(work, f"{form}.jsonl")
+        write_jsonl(data, rows)
+        conversational = form in ("messages", "conv_pc")
+        for completion_only in ([None, False] if "pc" in form else [None]):
+            for assistant_only in ([False, True] if conversational else [False]):
+                for max_length in (256, 24):
+                    ref = trl_rows(model_dir, data, max_length, completion_only, assistant_only, work)
+                    ours = our_rows(args.rows, model_dir, data, max_length, completion_only is not False,
+                                    assistant_only)
+                    if len(ref) != len(ours):
+                        fail(f"{form}: {len(ours)} rows, TRL {len(ref)}")
+                    for i, (a, b) in enumerate(zip(ours, ref)):
+                        if a != b:
+                            fail(f"{form} completion_only={completion_only} assistant_only={assistant_only} "
+                                 f"max_length={max_length} row {i}:\n ours {a}\n TRL  {b}")
+                    cases += 1
+    print(f"tokenization: {cases} cases of {os.path.basename(model_dir)}, every row's ids and labels equal TRL's")
+
+
+class Recording(SFTTrainer):
+    """SFTTrainer recording each training step's loss (the Trainer logs it rounded to 4 digits)."""
+
+    losses = []
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if model.training:
+            loss = out[0] if return_outputs else out
+            self.losses.append(loss.item())
+        return out
+
+
+def check_training(args, model_dir, data, steps, extra, work):
+    n = sum(1 for _ in open(data, encoding="utf-8"))
+    tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    ds = load_dataset("json", data_files=data, split="train", cache_dir=os.path.join(work, "hf-cache"))
+    kw = dict(max_length=128, per_device_train_batch_size=n, learning_rate=1e-3, max_steps=steps,
+              lr_scheduler_type="linear", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0)
+    if "--assistant_only_loss" in extra:
+        kw["assistant_only_loss"] = True
+    Recording.losses = []
+    trainer = Recording(model=model, args=trl_config(os.path.join(work, "trl-train"), **kw),
+                        train_dataset=ds, processing_class=tok)
+    trainer.train()
+    ref = list(Recording.losses)
+    out = os.path.join(work, "ours-" + os.path.basename(model_dir))
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [args.cli, "sft", "train", "--model_name_or_path", model_dir, "--dataset_path", data,
+           "--output_dir", out, "--max_length", "128", "--per_device_train_batch_size", str(n),
+           "--learning_rate", "1e-3", "--max_steps", str(steps), "--save_steps", "0",
+           "--progress", "quiet"] + extra
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"sft train exited {r.returncode}:\n{r.stderr}")
+    ours = [json.loads(line)["loss"] for line in open(os.path.join(out, "metrics.jsonl")) if '"loss"' in line
+            and json.loads(line).get("step") is not None and "val_loss" not in line]
+    if len(ours) != len(ref):
+        fail(f"{len(ours)} steps logged, TRL {len(ref)}: ours {ours} TRL {ref}")
+    worst = 0.0
+    for s, (a, b) in enumerate(zip(ours, ref)):
+        rel = abs(a - b) / abs(b)
+        worst = max(worst, rel)
+        if not rel <= args.tol:
+            fail(f"step {s + 1}: loss {a:.8f}, TRL {b:.8f} (relative {rel:.2e} > {args.tol:g})\n ours {ours}\n TRL  {ref}")
+    # The output_dir is a transformers model directory.
+    AutoModelForCausalLM.from_pretrained(out)
+    PreTrainedTokenizerFast.from_pretrained(out)
+    print(f"training {os.path.basename(model_dir)} {' '.join(extra) or ''}: {steps} steps, losses "
+          f"{ref[0]:.5f} -> {ref[-1]:.5f}, worst relative difference {worst:.1e}")
+
+
+def check_refusals(args, model_dir, plain_dir, work):
+    def refused(name, rows, extra, want, model=model_dir):
+        data = os.path.join(work, name + ".jsonl")
+        write_jsonl(data, rows) if isinstance(rows, list) else open(data, "w").write(rows)
+        out = os.path.join(work, "refused-" + name)
+        r = subprocess.run([args.cli, "sft", "train", "--model_name_or_path", model, "--dataset_path", data,
+                            "--output_dir", out, "--max_length", "128", "--progress", "quiet"] + extra,
+                           capture_output=True, text=True)
+        if r.returncode != 2 or want not in r.stderr or os.path.exists(out):
+            fail(f"{name}: exit {r.returncode}, output_dir written: {os.path.exists(out)}, "
+                 f"want exit 2 naming {want!r}:\n{r.stderr}")
+    good = forms()["messages"]
+    refused("missing-key", good[:2] + [{"conversation": []}] + good[2:], [], "missing-key.jsonl:3")
+    refused("bad-json", json.dumps(good[0]) + "\n{oops\n", [], "bad-json.jsonl:2")
+    bad_role = [dict(r) for r in good]
+    bad_role[4] = {"messages": [{"role": "robot", "content": "beep"}, {"role": "assistant", "content": "x"}]}
+    refused("bad-role", bad_role, [], "Unknown role: robot")
+    refused("no-role", [{"messages": [{"content": "hi"}]}], [], "no-role.jsonl:1")
+    refused("mixed-forms", [good[0], {"text": "plain"}], [], "mixed-forms.jsonl:2")
+    refused("no-generation", good, ["--assistant_only_loss"], "generation", model=plain_dir)
+    refused("text-assistant-only", forms()["text"], ["--assistant_only_loss"], "not conversational")
+    refused("packing", good, ["--packing"], "--packing is not supported yet")
+    print("refusals: 8 bad inputs refused with exit 2 before any work, nothing written")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--cli", required=True)
+    p.add_argument("--rows", required=True)
+    p.add_argument("--tol", type=float, default=1e-5)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    work = tempfile.mkdtemp(prefix="sft_parity_")
+    try:
+        qwen, llama, plain = (os.path.join(work, n) for n in ("qwen2", "llama", "plain"))
+        make_model(qwen, "qwen2", make_tokenizer(qwen, CHATML, llama_bos=False))
+        make_model(llama, "llama", make_tokenizer(llama, CHATML, llama_bos=True))
+        make_model(plain, "qwen2", make_tokenizer(plain, PLAIN, llama_bos=False))
+        check_rows(args, qwen, work)
+        check_rows(args, llama, work)
+        data = {k: os.path.join(work, f"{k}.jsonl") for k in forms()}
+        check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss"], work)
+        check_training(args, llama, data["pc"], 6, [], work)
+        check_training(args, llama, data["messages"], 4, [], work)
+        check_refusals(args, qwen, plain, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("sft parity: OK")
+
+
+if __name__ == "__main__":
+    main()
