@@ -72,10 +72,11 @@ model::Shape ModelShape(const TaskCommand& c, const model::HeadSpec& head) {
   const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(a.model), head);
   c.task->CheckModel(s, a);
   if (a.max_seq_length > s.maxT) {
-    throw InputError(fmt::format("--max_seq_length {} is larger than the model's "
-                                 "max_position_embeddings ({})",
-                                 a.max_seq_length, s.maxT),
-                     fmt::format("lower --max_seq_length to {} or less", s.maxT));
+    const std::string alias = c.task->FlagAlias("max_seq_length");  // sft's --max_length
+    const std::string flag = "--" + (alias.empty() ? std::string("max_seq_length") : alias);
+    throw InputError(fmt::format("{} {} is larger than the model's max_position_embeddings ({})",
+                                 flag, a.max_seq_length, s.maxT),
+                     fmt::format("lower {} to {} or less", flag, s.maxT));
   }
   return s;
 }

@@ -13,13 +13,16 @@ prompt-completion, plain text.
    assistant_only_loss), the input_ids and labels of every row equal those SFTTrainer's dataset
    preparation and DataCollatorForLanguageModeling make (sft_rows prints ours), truncation at
    max_length included.
-2. Training: 6 steps of `sft train` (fp32, the whole dataset each step, lr 1e-3, linear decay)
+   Packed (bfd): the same bins, each with its seq_lengths and labels.
+2. Training: 4-6 steps of `sft train` (fp32, the whole dataset each step, lr 1e-3, linear decay)
    against SFTTrainer on the same model directory and JSON Lines file: every step's loss within
-   1e-5 relative, on both models, with assistant_only_loss (Qwen2) and on prompt-completion
-   (Llama, completion_only_loss's default). The trained output_dir loads in transformers.
-3. Refusals (exit 2 before any work, nothing written): a row missing its keys named by
-   file:line, a role the template raises on, assistant_only_loss with a template without
-   generation blocks, --packing.
+   1e-5 relative, on both models, with assistant_only_loss (Qwen2), on prompt-completion (Llama,
+   completion_only_loss's default) and on chats; and packed, against SFTTrainer given the
+   position ids its collator gives flash attention (transformers then masks attention to each
+   document). The trained output_dir loads in transformers.
+3. Refusals (exit 2 before any work, nothing written): a row missing its keys or not JSON named
+   by file:line, a role the template raises on, a message without a role, mixed forms,
+   assistant_only_loss with a template without generation blocks or on plain text.
 Exits 1 on the first difference, printing it.
 """
 import argparse
@@ -149,24 +152,29 @@ def trl_config(out, **kw):
     return SFTConfig(**base)
 
 
-def trl_rows(model_dir, data, max_length, completion_only, assistant_only, work):
-    """input_ids and labels of every row, as SFTTrainer prepares and collates them."""
+def trl_rows(model_dir, data, max_length, completion_only, assistant_only, work, packing=False):
+    """input_ids and labels of every row (packed row: and seq_lengths), as SFTTrainer prepares and
+    collates them."""
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
     ds = load_dataset("json", data_files=data, split="train", cache_dir=os.path.join(work, "hf-cache"))
     args = trl_config(os.path.join(work, "trl-rows"), max_length=max_length,
-                      completion_only_loss=completion_only, assistant_only_loss=assistant_only)
+                      completion_only_loss=completion_only, assistant_only_loss=assistant_only, packing=packing)
     trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=tok)
     out = []
     for ex in trainer.train_dataset:
         batch = trainer.data_collator([ex])
-        out.append({"input_ids": batch["input_ids"][0].tolist(), "labels": batch["labels"][0].tolist()})
+        row = {"input_ids": batch["input_ids"][0].tolist(), "labels": batch["labels"][0].tolist()}
+        if packing:
+            row["seq_lengths"] = list(ex["seq_lengths"])
+        out.append(row)
     return out
 
 
-def our_rows(rows_bin, model_dir, data, max_length, completion_only, assistant_only):
+def our_rows(rows_bin, model_dir, data, max_length, completion_only, assistant_only, packing=False):
     r = subprocess.run([rows_bin, model_dir, data, str(max_length), "1" if completion_only else "0",
-                        "1" if assistant_only else "0"], capture_output=True, text=True, check=True)
+                        "1" if assistant_only else "0", "1" if packing else "0"],
+                       capture_output=True, text=True, check=True)
     return [json.loads(line) for line in r.stdout.splitlines()]
 
 
@@ -194,6 +202,15 @@ def check_rows(args, model_dir, work):
                             fail(f"{form} completion_only={completion_only} assistant_only={assistant_only} "
                                  f"max_length={max_length} row {i}:\n ours {a}\n TRL  {b}")
                     cases += 1
+    # Packing (bfd): the same rows packed into the same bins, each bin's seq_lengths and labels.
+    for form, assistant_only in (("messages", True), ("messages", False), ("pc", False), ("text", False)):
+        data = os.path.join(work, f"{form}.jsonl")
+        for max_length in (128, 48):
+            ref = trl_rows(model_dir, data, max_length, None, assistant_only, work, packing=True)
+            ours = our_rows(args.rows, model_dir, data, max_length, True, assistant_only, packing=True)
+            if ours != ref:
+                fail(f"packed {form} assistant_only={assistant_only} max_length={max_length}:\n ours {ours}\n TRL  {ref}")
+            cases += 1
     print(f"tokenization: {cases} cases of {os.path.basename(model_dir)}, every row's ids and labels equal TRL's")
 
 
@@ -211,7 +228,10 @@ class Recording(SFTTrainer):
 
 
 def check_training(args, model_dir, data, steps, extra, work):
+    packing = "--packing" in extra
     n = sum(1 for _ in open(data, encoding="utf-8"))
+    if packing:  # every packed row in each step
+        n = len(our_rows(args.rows, model_dir, data, 128, True, "--assistant_only_loss" in extra, packing=True))
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
     ds = load_dataset("json", data_files=data, split="train", cache_dir=os.path.join(work, "hf-cache"))
@@ -219,9 +239,18 @@ def check_training(args, model_dir, data, steps, extra, work):
               lr_scheduler_type="linear", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0)
     if "--assistant_only_loss" in extra:
         kw["assistant_only_loss"] = True
+    kw["packing"] = packing
     Recording.losses = []
     trainer = Recording(model=model, args=trl_config(os.path.join(work, "trl-train"), **kw),
                         train_dataset=ds, processing_class=tok)
+    if packing:
+        if len(trainer.train_dataset) != n:
+            fail(f"TRL packed {len(trainer.train_dataset)} rows, ours {n}")
+        # What TRL's collator does with flash attention: position ids restarting at each document
+        # and no attention mask, from which transformers masks attention to each document (its
+        # masking_utils.find_packed_sequence_indices; on CPU TRL leaves them out and warns that
+        # documents would attend to each other).
+        trainer.data_collator.return_position_ids = True
     trainer.train()
     ref = list(Recording.losses)
     out = os.path.join(work, "ours-" + os.path.basename(model_dir))
@@ -271,8 +300,7 @@ def check_refusals(args, model_dir, plain_dir, work):
     refused("mixed-forms", [good[0], {"text": "plain"}], [], "mixed-forms.jsonl:2")
     refused("no-generation", good, ["--assistant_only_loss"], "generation", model=plain_dir)
     refused("text-assistant-only", forms()["text"], ["--assistant_only_loss"], "not conversational")
-    refused("packing", good, ["--packing"], "--packing is not supported yet")
-    print("refusals: 8 bad inputs refused with exit 2 before any work, nothing written")
+    print("refusals: 7 bad inputs refused with exit 2 before any work, nothing written")
 
 
 def main():
@@ -294,6 +322,8 @@ def main():
         check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss"], work)
         check_training(args, llama, data["pc"], 6, [], work)
         check_training(args, llama, data["messages"], 4, [], work)
+        check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss", "--packing"], work)
+        check_training(args, llama, data["pc"], 6, ["--packing"], work)
         check_refusals(args, qwen, plain, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,12 +1,14 @@
 // Our SFT rows for tests/reference/sft_parity.py: a dataset tokenized as `sft train` does
 // (task/sft/sft_data.h), one JSON line a row on stdout: {"input_ids": [...], "labels": [...]} with
 // -100 for an ignored label (TRL's collator's labels), or {"error": MESSAGE} once on a bad input.
+// PACK 1: the packed rows instead (PackBfd), each with its documents' "seq_lengths".
 //
-//   sft_rows TOKENIZER_DIR DATASET MAX_LENGTH COMPLETION_ONLY(0|1) ASSISTANT_ONLY(0|1)
+//   sft_rows TOKENIZER_DIR DATASET MAX_LENGTH COMPLETION_ONLY(0|1) ASSISTANT_ONLY(0|1) PACK(0|1)
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "common/error.h"
@@ -15,8 +17,9 @@
 
 int main(int argc, char** argv) {
   using cputrain::chat::Json;
-  if (argc != 6) {
-    std::cerr << "usage: sft_rows TOKENIZER_DIR DATASET MAX_LENGTH COMPLETION_ONLY ASSISTANT_ONLY\n";
+  if (argc != 7) {
+    std::cerr << "usage: sft_rows TOKENIZER_DIR DATASET MAX_LENGTH COMPLETION_ONLY ASSISTANT_ONLY "
+                 "PACK\n";
     return 2;
   }
   try {
@@ -35,13 +38,24 @@ int main(int argc, char** argv) {
     const auto rows = cputrain::task::ReadJsonRows(argv[2], "--dataset_path", 0);
     const cputrain::task::SftRows r =
         cputrain::task::TokenizeSft(rows, argv[2], "--dataset_path", tk, o);
-    for (std::size_t i = 0; i < r.rows(); ++i) {
-      Json ids = Json::array(), labels = Json::array();
-      for (std::size_t k = r.begin[i]; k < r.begin[i + 1]; ++k) {
-        ids.push_back(r.ids[k]);
-        labels.push_back(r.label[k] ? r.ids[k] : -100);
+    std::vector<std::vector<std::size_t>> bins;
+    if (std::string(argv[6]) == "1") {
+      bins = cputrain::task::PackBfd(r, o.max_length);
+    } else {
+      for (std::size_t i = 0; i < r.rows(); ++i) bins.push_back({i});
+    }
+    for (const std::vector<std::size_t>& bin : bins) {
+      Json ids = Json::array(), labels = Json::array(), lengths = Json::array();
+      for (std::size_t i : bin) {
+        for (std::size_t k = r.begin[i]; k < r.begin[i + 1]; ++k) {
+          ids.push_back(r.ids[k]);
+          labels.push_back(r.label[k] ? r.ids[k] : -100);
+        }
+        lengths.push_back(r.begin[i + 1] - r.begin[i]);
       }
-      std::cout << Json{{"input_ids", ids}, {"labels", labels}}.dump() << "\n";
+      Json row = {{"input_ids", ids}, {"labels", labels}};
+      if (std::string(argv[6]) == "1") row["seq_lengths"] = lengths;
+      std::cout << row.dump() << "\n";
     }
   } catch (const cputrain::Error& e) {
     std::cout << Json{{"error", e.what()}}.dump() << "\n";

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
+#include <map>
 #include <string_view>
 
 #include "common/error.h"
@@ -273,6 +275,41 @@ SftRows TokenizeSft(const std::vector<JsonRow>& rows, const std::string& path,
     out.begin.push_back(out.ids.size());
   }
   return out;
+}
+
+std::vector<std::vector<std::size_t>> PackBfd(const SftRows& rows, int max_length,
+                                              std::size_t chunk) {
+  std::vector<std::vector<std::size_t>> bins;
+  for (std::size_t c0 = 0; c0 < rows.rows(); c0 += chunk) {
+    const std::size_t c1 = std::min(rows.rows(), c0 + chunk);
+    std::vector<std::size_t> order(c1 - c0);
+    for (std::size_t i = c0; i < c1; ++i) order[i - c0] = i;
+    const auto len = [&](std::size_t i) { return rows.begin[i + 1] - rows.begin[i]; };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return len(a) > len(b); });
+    // room -> the bins with that much room left, first come first served (TRL's space_to_bin
+    // deques; its segment tree finds the smallest room >= a length, as lower_bound does here).
+    std::map<std::size_t, std::deque<std::size_t>> room;
+    const std::size_t cap = static_cast<std::size_t>(max_length);
+    for (std::size_t i : order) {
+      const std::size_t n = len(i);
+      auto it = room.lower_bound(n);
+      std::size_t bin, left;
+      if (it != room.end() && it->first < cap) {
+        bin = it->second.front();
+        left = it->first;
+        it->second.pop_front();
+        if (it->second.empty()) room.erase(it);
+      } else {
+        bin = bins.size();
+        bins.emplace_back();
+        left = cap;
+      }
+      bins[bin].push_back(i);
+      if (left - n > 0) room[left - n].push_back(bin);
+    }
+  }
+  return bins;
 }
 
 }  // namespace cputrain::task

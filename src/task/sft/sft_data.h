@@ -71,6 +71,14 @@ std::vector<JsonRow> ReadJsonRows(const std::string& path, const std::string& fl
 SftRows TokenizeSft(const std::vector<JsonRow>& rows, const std::string& path,
                     const std::string& flag, const SftTokenizing& tk, const SftOptions& o);
 
+// TRL's best-fit-decreasing packing (trl/data_utils.py, _pack_bfd; pack_dataset maps it over
+// datasets' batches of 1000 rows): within each batch of `chunk` rows, the rows (already at most
+// max_length long) by length, longest first (ties in file order), each into the open bin with the
+// least room that still fits it (of equal rooms, the one that got that room first), else into a
+// new bin; bins in the order they were opened, each listing its rows in the order they went in.
+std::vector<std::vector<std::size_t>> PackBfd(const SftRows& rows, int max_length,
+                                              std::size_t chunk = 1000);
+
 // The row's form, as TRL's is_conversational and the keys decide it; InputError if none.
 SftForm FormOf(const chat::Json& row, const std::string& where);
 

@@ -89,6 +89,68 @@ class SftSplit final : public Split {
   int pad_;
 };
 
+// --packing: the rows packed into bins of max_length (PackBfd), each bin a row; each position's
+// position id restarts at 0 with its document and it attends within its document only (what TRL's
+// seq_lengths give flash attention, and transformers' masks from such position ids). The targets
+// run across a bin's documents as TRL's flattened labels do (a document's last token predicts the
+// next one's first where that is a label).
+class PackedSplit final : public Split {
+ public:
+  PackedSplit(SftRows r, int max_length, int pad) : r_(std::move(r)), pad_(pad) {
+    for (const std::vector<std::size_t>& bin : PackBfd(r_, max_length)) {
+      Bin b;
+      for (std::size_t i : bin) {
+        b.docs.push_back(static_cast<int>(r_.begin[i + 1] - r_.begin[i]));
+        b.ids.insert(b.ids.end(), r_.ids.begin() + r_.begin[i], r_.ids.begin() + r_.begin[i + 1]);
+        b.label.insert(b.label.end(), r_.label.begin() + r_.begin[i],
+                       r_.label.begin() + r_.begin[i + 1]);
+      }
+      b.kept = static_cast<int>(std::count(b.label.begin(), b.label.end(), 1));
+      bins_.push_back(std::move(b));
+    }
+  }
+  std::size_t rows() const override { return bins_.size(); }
+  std::size_t examples() const override { return r_.rows(); }
+  int length(std::size_t i) const override { return static_cast<int>(bins_[i].ids.size()); }
+  void Load(std::size_t i, int r, int T, model::Activations& a) const override {
+    const Bin& b = bins_[i];
+    const std::size_t at = static_cast<std::size_t>(r) * T;
+    const int n = std::min(length(i), T);
+    a.UsePacking();
+    for (int t = 0; t < T; ++t) {
+      a.inputs[at + t] = t < n ? b.ids[t] : pad_;
+      a.targets[at + t] = t + 1 < n && b.label[t + 1] ? b.ids[t + 1] : -1;
+      a.positions[at + t] = 0;
+      a.doc_start[at + t] = t;  // the padding: each position attends to itself
+    }
+    int start = 0;
+    for (int len : b.docs) {
+      for (int t = start; t < std::min(start + len, n); ++t) {
+        a.positions[at + t] = t - start;
+        a.doc_start[at + t] = start;
+      }
+      start += len;
+    }
+  }
+  bool dynamic_padding() const override { return true; }
+  int loss_labels(std::size_t i) const override { return bins_[i].kept; }
+  const std::string& path() const override { return r_.path; }
+  const char* unit() const override { return "packed rows"; }
+  // Bin i's documents' lengths (TRL's seq_lengths).
+  const std::vector<int>& docs(std::size_t i) const { return bins_[i].docs; }
+
+ private:
+  struct Bin {
+    std::vector<int32_t> ids;
+    std::vector<uint8_t> label;
+    std::vector<int> docs;
+    int kept = 0;
+  };
+  SftRows r_;
+  std::vector<Bin> bins_;
+  int pad_;
+};
+
 // The prompts `predict` completes: each row's prompt ids and what predictions.jsonl echoes.
 class PromptSplit final : public Split {
  public:
@@ -169,7 +231,9 @@ std::vector<Option> SftTask::Options() {
        "conversational data: the loss on the assistant's tokens only, the chat template's "
        "{% generation %} blocks (a template without them is refused, as TRL does)",
        &o_.data.assistant_only_loss, kTrain},
-      {"packing", "TRL's best-fit-decreasing packing (not supported yet: refused with the reason)",
+      {"packing",
+       "pack the rows into rows of --max_length, best fit decreasing (TRL's packing_strategy "
+       "bfd); each document's positions restart at 0 and it attends within itself only",
        &o_.packing, kTrain},
       {"max_new_tokens", "the most tokens generated per prompt", &o_.max_new_tokens, 1, 1 << 20,
        kPredict},
@@ -185,14 +249,6 @@ void SftTask::CheckFlags(const Args& args, Command command) const {
   auto* self = const_cast<SftTask*>(this);
   self->o_.data.max_length = args.max_seq_length;
   if (command != Command::kTrain) return;
-  if (o_.packing) {
-    throw InputError(
-        "--packing is not supported yet: packed rows need attention that stops at each "
-        "document's end (and positions restarting there), which the engine's attention does not "
-        "do yet, and packing without it would let documents attend to each other",
-        "leave out --packing: each row is then padded to its batch's longest, as TRL without "
-        "packing");
-  }
   if (args.do_eval) {
     throw InputError("sft train --do_eval is not supported yet (no eval loss pass)",
                      "leave out --do_eval / --eval_dataset_path");
@@ -239,8 +295,14 @@ std::unique_ptr<Split> SftTask::Read(SplitKind kind, const Args& args) {
   std::size_t kept = std::count(r.label.begin(), r.label.end(), 1);
   log::Info("{}: {} {} rows, {} tokens, {} of them labels (max_length {})", r.path, r.rows(),
             SftFormName(r.form), r.ids.size(), kept, o_.data.max_length);
-  const int eos = tokenizer_->eos_token();
-  return std::make_unique<SftSplit>(std::move(r), eos >= 0 ? eos : 0);
+  const int eos = tokenizer_->eos_token(), pad = eos >= 0 ? eos : 0;
+  if (o_.packing && kind == SplitKind::kTrain) {
+    auto packed = std::make_unique<PackedSplit>(std::move(r), o_.data.max_length, pad);
+    log::Info("packed into {} rows of at most {} tokens (best fit decreasing)", packed->rows(),
+              o_.data.max_length);
+    return packed;
+  }
+  return std::make_unique<SftSplit>(std::move(r), pad);
 }
 
 std::unique_ptr<Split> SftTask::ReadPrompts(const std::vector<JsonRow>& rows,
@@ -248,14 +310,21 @@ std::unique_ptr<Split> SftTask::ReadPrompts(const std::vector<JsonRow>& rows,
   auto s = std::make_unique<PromptSplit>();
   s->path_ = path;
   for (const JsonRow& r : rows) {
-    const SftForm f = FormOf(r.value, r.where);
+    // A prompt alone (a completion, if given, is ignored) or a chat less its final answers.
+    Json row = r.value;
+    if (row.contains("prompt") && !row.contains("completion")) {
+      row["completion"] = row["prompt"].is_array() ? Json::array({Json{{"role", "assistant"},
+                                                                       {"content", ""}}})
+                                                   : Json("");
+    }
+    const SftForm f = FormOf(row, r.where);
     Json prompt;
     if (f == SftForm::kMessages) {  // the conversation less its final answer
-      prompt = r.value["messages"];
+      prompt = row["messages"];
       while (!prompt.empty() && prompt.back()["role"] == "assistant")
         prompt.erase(prompt.size() - 1);
     } else if (f != SftForm::kText) {
-      prompt = r.value["prompt"];
+      prompt = row["prompt"];
     } else {
       throw InputError(
           fmt::format("{}: sft predict completes prompts; the row is plain text", r.where),
