@@ -279,6 +279,36 @@ def check_training(args, model_dir, data, steps, extra, work):
           f"{ref[0]:.5f} -> {ref[-1]:.5f}, worst relative difference {worst:.1e}")
 
 
+def check_predict(args, model_dir, work):
+    """`sft predict` (KV-cache decoder, greedy) against transformers' generate on the trained
+    directory: the same completion of each prompt, chats rendered with add_generation_prompt."""
+    prompts = [{"prompt": m[:-1]} for m in chats()[:4]] + [{"messages": chats()[5]}]
+    data = os.path.join(work, "prompts.jsonl")
+    write_jsonl(data, prompts)
+    out = os.path.join(work, "predict")
+    r = subprocess.run([args.cli, "sft", "predict", "--model_name_or_path", model_dir, "--dataset_path", data,
+                        "--output_dir", out, "--max_length", "128", "--max_new_tokens", "12"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"sft predict exited {r.returncode}:\n{r.stderr}")
+    ours = [json.loads(line)["completion"][0]["content"] for line in open(os.path.join(out, "predictions.jsonl"))]
+    tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    for i, p in enumerate(prompts):
+        chat = p["prompt"] if "prompt" in p else p["messages"][:-1]
+        ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt")
+        with torch.no_grad():
+            gen = model.generate(ids, max_new_tokens=12, do_sample=False, eos_token_id=tok.eos_token_id,
+                                 pad_token_id=tok.pad_token_id)
+        new = gen[0, ids.shape[1]:].tolist()
+        if new and new[-1] == tok.eos_token_id:
+            new = new[:-1]
+        ref = tok.decode(new)
+        if ours[i] != ref:
+            fail(f"prompt {i}: sft predict {ours[i]!r}, transformers generate {ref!r}")
+    print(f"predict: {len(prompts)} greedy completions equal transformers' generate (the first: {ours[0]!r})")
+
+
 def check_refusals(args, model_dir, plain_dir, work):
     def refused(name, rows, extra, want, model=model_dir):
         data = os.path.join(work, name + ".jsonl")
@@ -320,6 +350,7 @@ def main():
         check_rows(args, llama, work)
         data = {k: os.path.join(work, f"{k}.jsonl") for k in forms()}
         check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss"], work)
+        check_predict(args, os.path.join(work, "ours-qwen2"), work)
         check_training(args, llama, data["pc"], 6, [], work)
         check_training(args, llama, data["messages"], 4, [], work)
         check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss", "--packing"], work)

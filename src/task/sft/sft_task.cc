@@ -313,9 +313,9 @@ std::unique_ptr<Split> SftTask::ReadPrompts(const std::vector<JsonRow>& rows,
     // A prompt alone (a completion, if given, is ignored) or a chat less its final answers.
     Json row = r.value;
     if (row.contains("prompt") && !row.contains("completion")) {
-      row["completion"] = row["prompt"].is_array() ? Json::array({Json{{"role", "assistant"},
-                                                                       {"content", ""}}})
-                                                   : Json("");
+      row["completion"] = row["prompt"].is_array()
+                              ? Json::array({Json{{"role", "assistant"}, {"content", ""}}})
+                              : Json("");
     }
     const SftForm f = FormOf(row, r.where);
     Json prompt;
