@@ -19,7 +19,9 @@ prompt-completion, plain text.
    1e-5 relative, on both models, with assistant_only_loss (Qwen2), on prompt-completion (Llama,
    completion_only_loss's default) and on chats; and packed, against SFTTrainer given the
    position ids its collator gives flash attention (transformers then masks attention to each
-   document). The trained output_dir loads in transformers.
+   document); and with LoRA (both continuing one PEFT adapter, r 8 on q_proj and v_proj). The
+   trained output_dir loads in transformers (the adapter in peft). `sft predict`'s greedy
+   completions equal transformers' generate on the trained directory.
 3. Refusals (exit 2 before any work, nothing written): a row missing its keys or not JSON named
    by file:line, a role the template raises on, a message without a role, mixed forms,
    assistant_only_loss with a template without generation blocks or on plain text.
@@ -39,6 +41,7 @@ from datasets import load_dataset
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast,
                           Qwen2Config, Qwen2ForCausalLM)
+from peft import LoraConfig, PeftModel, get_peft_model
 from trl import SFTConfig, SFTTrainer
 
 QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
@@ -227,13 +230,16 @@ class Recording(SFTTrainer):
         return out
 
 
-def check_training(args, model_dir, data, steps, extra, work):
+def check_training(args, model_dir, data, steps, extra, work, adapter=None):
     packing = "--packing" in extra
     n = sum(1 for _ in open(data, encoding="utf-8"))
     if packing:  # every packed row in each step
         n = len(our_rows(args.rows, model_dir, data, 128, True, "--assistant_only_loss" in extra, packing=True))
     tok = PreTrainedTokenizerFast.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    if adapter:  # LoRA: both start from the same PEFT adapter (ours continues it: --adapter)
+        model = PeftModel.from_pretrained(model, adapter, is_trainable=True)
+        extra = extra + ["--adapter", adapter]
     ds = load_dataset("json", data_files=data, split="train", cache_dir=os.path.join(work, "hf-cache"))
     kw = dict(max_length=128, per_device_train_batch_size=n, learning_rate=1e-3, max_steps=steps,
               lr_scheduler_type="linear", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0)
@@ -272,11 +278,30 @@ def check_training(args, model_dir, data, steps, extra, work):
         worst = max(worst, rel)
         if not rel <= args.tol:
             fail(f"step {s + 1}: loss {a:.8f}, TRL {b:.8f} (relative {rel:.2e} > {args.tol:g})\n ours {ours}\n TRL  {ref}")
-    # The output_dir is a transformers model directory.
-    AutoModelForCausalLM.from_pretrained(out)
+    # The output_dir is a transformers model directory, or a PEFT adapter.
+    if adapter:
+        PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), out)
+        extra = extra[:-2]
+    else:
+        AutoModelForCausalLM.from_pretrained(out)
     PreTrainedTokenizerFast.from_pretrained(out)
-    print(f"training {os.path.basename(model_dir)} {' '.join(extra) or ''}: {steps} steps, losses "
+    print(f"training {os.path.basename(model_dir)} {' '.join(extra)}{' with LoRA' if adapter else ''}: {steps} steps, losses "
           f"{ref[0]:.5f} -> {ref[-1]:.5f}, worst relative difference {worst:.1e}")
+
+
+def make_adapter(model_dir, out):
+    """A PEFT LoRA adapter of model_dir (r 8, alpha 16, q_proj and v_proj), B made non-zero so
+    that the first step's gradients reach A too."""
+    torch.manual_seed(1)
+    pm = get_peft_model(AutoModelForCausalLM.from_pretrained(model_dir),
+                        LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj"],
+                                   task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    pm.save_pretrained(out)
+    return out
 
 
 def check_predict(args, model_dir, work):
@@ -355,6 +380,8 @@ def main():
         check_training(args, llama, data["messages"], 4, [], work)
         check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss", "--packing"], work)
         check_training(args, llama, data["pc"], 6, ["--packing"], work)
+        check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss", "--packing"], work,
+                       adapter=make_adapter(qwen, os.path.join(work, "adapter0")))
         check_refusals(args, qwen, plain, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
