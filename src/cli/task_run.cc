@@ -283,15 +283,17 @@ task::Logits InferLogits(const TaskCommand& c, const task::Split& split, Config 
   task::TaskRows rows(split, cfg.data.batch_size, cfg.data.seq_len, /*shuffle=*/false, 0);
   task::Logits out;
   const bool per_row = shape.head == model::Head::kClassify;
+  const bool stream = c.task->streams_logits();  // scored row by row, none kept
   out.width = static_cast<std::size_t>(shape.head_width()) *
               (per_row ? 1 : static_cast<std::size_t>(cfg.data.seq_len));
-  out.values.assign(split.rows() * out.width, 0.f);
+  if (!stream) out.values.assign(split.rows() * out.width, 0.f);
   log::Info("predicting {} {} of {} examples, {} per batch", split.rows(), split.unit(),
             split.examples(), cfg.data.batch_size);
   train::Infer(cfg, rows, [&](std::size_t j, int r, const float* logits) {
     const std::size_t s = j * static_cast<std::size_t>(cfg.data.batch_size) + r;
     if (s >= split.rows()) return;  // a repeat that filled the last batch
     const int T = rows.Positions(0) > 0 ? rows.Positions(0) : cfg.data.seq_len;
+    if (stream) return c.task->OnLogits(split, s, j, logits, T);
     const std::size_t n = per_row ? out.width : static_cast<std::size_t>(T) * shape.head_width();
     std::copy(logits, logits + n, out.values.begin() + static_cast<std::ptrdiff_t>(s * out.width));
   });

@@ -217,6 +217,19 @@ class Task {
   // True if `predict` generates text from the prompts of its split (sft) instead of reading one
   // forward pass's logits: the core then loads the model and calls Generate, not Finish.
   virtual bool generates() const { return false; }
+  // True if the task scores a predicted split from each row's logits as they come instead of
+  // keeping them all (sft's eval loss: a language model's (T, vocabulary) logits per row are too
+  // many to keep): the core then calls OnLogits for every row, in row order, with its micro-batch
+  // j and its T positions, and Finish with no logits.
+  virtual bool streams_logits() const { return false; }
+  virtual void OnLogits(const Split& split, std::size_t row, std::size_t j, const float* logits,
+                        int T) {
+    (void)split;
+    (void)row;
+    (void)j;
+    (void)logits;
+    (void)T;
+  }
   virtual Outcome Generate(const Split& split, const GenerationModel& model, const Args& args) {
     (void)split;
     (void)model;

@@ -20,7 +20,9 @@ prompt-completion, plain text.
    completion_only_loss's default) and on chats; and packed, against SFTTrainer given the
    position ids its collator gives flash attention (transformers then masks attention to each
    document); and with LoRA (both continuing one PEFT adapter, r 8 on q_proj and v_proj). The
-   trained output_dir loads in transformers (the adapter in peft). `sft predict`'s greedy
+   trained output_dir loads in transformers (the adapter in peft). After each run, the eval pass
+   (--eval_dataset_path --do_eval) against SFTTrainer.evaluate(): eval_loss within 1e-5,
+   eval_mean_token_accuracy equal. `sft predict`'s greedy
    completions equal transformers' generate on the trained directory.
 3. Refusals (exit 2 before any work, nothing written): a row missing its keys or not JSON named
    by file:line, a role the template raises on, a message without a role, mixed forms,
@@ -242,13 +244,14 @@ def check_training(args, model_dir, data, steps, extra, work, adapter=None):
         extra = extra + ["--adapter", adapter]
     ds = load_dataset("json", data_files=data, split="train", cache_dir=os.path.join(work, "hf-cache"))
     kw = dict(max_length=128, per_device_train_batch_size=n, learning_rate=1e-3, max_steps=steps,
+              per_device_eval_batch_size=5, eval_strategy="no",
               lr_scheduler_type="linear", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0)
     if "--assistant_only_loss" in extra:
         kw["assistant_only_loss"] = True
     kw["packing"] = packing
     Recording.losses = []
     trainer = Recording(model=model, args=trl_config(os.path.join(work, "trl-train"), **kw),
-                        train_dataset=ds, processing_class=tok)
+                        train_dataset=ds, eval_dataset=ds, processing_class=tok)
     if packing:
         if len(trainer.train_dataset) != n:
             fail(f"TRL packed {len(trainer.train_dataset)} rows, ours {n}")
@@ -259,12 +262,14 @@ def check_training(args, model_dir, data, steps, extra, work, adapter=None):
         trainer.data_collator.return_position_ids = True
     trainer.train()
     ref = list(Recording.losses)
+    ref_eval = trainer.evaluate()
     out = os.path.join(work, "ours-" + os.path.basename(model_dir))
     shutil.rmtree(out, ignore_errors=True)
     cmd = [args.cli, "sft", "train", "--model_name_or_path", model_dir, "--dataset_path", data,
            "--output_dir", out, "--max_length", "128", "--per_device_train_batch_size", str(n),
            "--learning_rate", "1e-3", "--max_steps", str(steps), "--save_steps", "0",
-           "--progress", "quiet"] + extra
+           "--progress", "quiet", "--eval_dataset_path", data, "--do_eval",
+           "--per_device_eval_batch_size", "5"] + extra
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"sft train exited {r.returncode}:\n{r.stderr}")
@@ -278,6 +283,12 @@ def check_training(args, model_dir, data, steps, extra, work, adapter=None):
         worst = max(worst, rel)
         if not rel <= args.tol:
             fail(f"step {s + 1}: loss {a:.8f}, TRL {b:.8f} (relative {rel:.2e} > {args.tol:g})\n ours {ours}\n TRL  {ref}")
+    # The eval pass after training: eval_loss and mean_token_accuracy as the Trainer reports them.
+    got = json.load(open(os.path.join(out, "eval_results.json")))
+    rel = abs(got["eval_loss"] - ref_eval["eval_loss"]) / abs(ref_eval["eval_loss"])
+    acc = abs(got["eval_mean_token_accuracy"] - ref_eval["eval_mean_token_accuracy"])
+    if not (rel <= args.tol and acc <= 1e-6):
+        fail(f"eval: ours {got}, TRL {ref_eval}")
     # The output_dir is a transformers model directory, or a PEFT adapter.
     if adapter:
         PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(model_dir), out)
@@ -286,7 +297,9 @@ def check_training(args, model_dir, data, steps, extra, work, adapter=None):
         AutoModelForCausalLM.from_pretrained(out)
     PreTrainedTokenizerFast.from_pretrained(out)
     print(f"training {os.path.basename(model_dir)} {' '.join(extra)}{' with LoRA' if adapter else ''}: {steps} steps, losses "
-          f"{ref[0]:.5f} -> {ref[-1]:.5f}, worst relative difference {worst:.1e}")
+          f"{ref[0]:.5f} -> {ref[-1]:.5f}, worst relative difference {worst:.1e}; eval_loss "
+          f"{got['eval_loss']:.5f} (TRL {ref_eval['eval_loss']:.5f}), mean_token_accuracy "
+          f"{got['eval_mean_token_accuracy']:.4f}")
 
 
 def make_adapter(model_dir, out):

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -70,11 +71,15 @@ class SftSplit final : public Split {
   // inputs: the ids, then the padding token; targets: position t predicts id t+1 where it is a
   // label (transformers' shifted labels), else -1 (ignored), as is the padding.
   void Load(std::size_t i, int r, int T, model::Activations& a) const override {
-    const std::size_t at = static_cast<std::size_t>(r) * T, b = r_.begin[i];
+    const std::size_t at = static_cast<std::size_t>(r) * T;
+    Row(i, T, a.inputs + at, a.targets + at);
+  }
+  void Row(std::size_t i, int T, int* inputs, int* targets) const {
+    const std::size_t b = r_.begin[i];
     const int n = std::min(length(i), T);
     for (int t = 0; t < T; ++t) {
-      a.inputs[at + t] = t < n ? r_.ids[b + t] : pad_;
-      a.targets[at + t] = t + 1 < n && r_.label[b + t + 1] ? r_.ids[b + t + 1] : -1;
+      inputs[t] = t < n ? r_.ids[b + t] : pad_;
+      targets[t] = t + 1 < n && r_.label[b + t + 1] ? r_.ids[b + t + 1] : -1;
     }
   }
   bool dynamic_padding() const override { return true; }
@@ -117,9 +122,8 @@ class PackedSplit final : public Split {
     const std::size_t at = static_cast<std::size_t>(r) * T;
     const int n = std::min(length(i), T);
     a.UsePacking();
+    Row(i, T, a.inputs + at, a.targets + at);
     for (int t = 0; t < T; ++t) {
-      a.inputs[at + t] = t < n ? b.ids[t] : pad_;
-      a.targets[at + t] = t + 1 < n && b.label[t + 1] ? b.ids[t + 1] : -1;
       a.positions[at + t] = 0;
       a.doc_start[at + t] = t;  // the padding: each position attends to itself
     }
@@ -130,6 +134,14 @@ class PackedSplit final : public Split {
         a.doc_start[at + t] = start;
       }
       start += len;
+    }
+  }
+  void Row(std::size_t i, int T, int* inputs, int* targets) const {
+    const Bin& b = bins_[i];
+    const int n = std::min(length(i), T);
+    for (int t = 0; t < T; ++t) {
+      inputs[t] = t < n ? b.ids[t] : pad_;
+      targets[t] = t + 1 < n && b.label[t + 1] ? b.ids[t + 1] : -1;
     }
   }
   bool dynamic_padding() const override { return true; }
@@ -150,6 +162,12 @@ class PackedSplit final : public Split {
   std::vector<Bin> bins_;
   int pad_;
 };
+
+// Row i of an sft split (plain or packed) as Load lays it: its T inputs and targets.
+void RowTargets(const Split& split, std::size_t i, int T, int* inputs, int* targets) {
+  if (const auto* s = dynamic_cast<const SftSplit*>(&split)) return s->Row(i, T, inputs, targets);
+  static_cast<const PackedSplit&>(split).Row(i, T, inputs, targets);
+}
 
 // The prompts `predict` completes: each row's prompt ids and what predictions.jsonl echoes.
 class PromptSplit final : public Split {
@@ -195,6 +213,7 @@ class SftTask final : public Task {
   void CheckFlags(const Args& args, Command command) const override;
   model::HeadSpec ModelHead() const override { return model::Head::kLm; }
   void CheckModel(const model::Shape& s, const Args& args) const override {
+    const_cast<SftTask*>(this)->vocab_ = {s.V, s.Vp};
     if (!s.encoder()) return;
     throw InputError(fmt::format("--model_name_or_path '{}' is a {} model, an encoder: sft "
                                  "fine-tunes a decoder",
@@ -204,16 +223,24 @@ class SftTask final : public Task {
   void OpenTokenizer(const Args& args) override;
   std::unique_ptr<Split> Read(SplitKind kind, const Args& args) override;
   model::HeadSpec Head(const model::Shape&, Command) const override { return model::Head::kLm; }
-  Outcome Finish(SplitKind, const Split&, const Logits&, const Args&) override {
-    CPUTRAIN_CHECK(false, "sft predicts by generating");
-    return {};
-  }
+  bool streams_logits() const override { return true; }
+  void OnLogits(const Split& split, std::size_t row, std::size_t j, const float* logits,
+                int T) override;
+  Outcome Finish(SplitKind kind, const Split& split, const Logits&, const Args&) override;
   bool generates() const override { return true; }
   Outcome Generate(const Split& split, const GenerationModel& m, const Args& args) override;
 
  private:
   std::unique_ptr<Split> ReadPrompts(const std::vector<JsonRow>& rows, const std::string& path);
   SftFlags o_;
+  // The eval pass's sums per micro-batch: the loss and the correct argmax over the kept targets,
+  // their number, the rows.
+  struct EvalBatch {
+    double loss = 0;
+    std::size_t correct = 0, targets = 0, rows = 0;
+  };
+  std::vector<EvalBatch> eval_;
+  std::pair<int, int> vocab_ = {0, 0};  // V, Vp: the logits' real columns and row stride
   std::unique_ptr<data::Tokenizer> tokenizer_;
   std::unique_ptr<chat::ChatTemplate> chat_;
   SftTokenizing tk_;
@@ -249,10 +276,6 @@ void SftTask::CheckFlags(const Args& args, Command command) const {
   auto* self = const_cast<SftTask*>(this);
   self->o_.data.max_length = args.max_seq_length;
   if (command != Command::kTrain) return;
-  if (args.do_eval) {
-    throw InputError("sft train --do_eval is not supported yet (no eval loss pass)",
-                     "leave out --do_eval / --eval_dataset_path");
-  }
 }
 
 // The tokenizer, the chat template if the directory has a usable one (else why not, for the
@@ -296,7 +319,7 @@ std::unique_ptr<Split> SftTask::Read(SplitKind kind, const Args& args) {
   log::Info("{}: {} {} rows, {} tokens, {} of them labels (max_length {})", r.path, r.rows(),
             SftFormName(r.form), r.ids.size(), kept, o_.data.max_length);
   const int eos = tokenizer_->eos_token(), pad = eos >= 0 ? eos : 0;
-  if (o_.packing && kind == SplitKind::kTrain) {
+  if (o_.packing) {  // TRL's eval_packing follows packing
     auto packed = std::make_unique<PackedSplit>(std::move(r), o_.data.max_length, pad);
     log::Info("packed into {} rows of at most {} tokens (best fit decreasing)", packed->rows(),
               o_.data.max_length);
@@ -354,6 +377,56 @@ std::unique_ptr<Split> SftTask::ReadPrompts(const std::vector<JsonRow>& rows,
     s->echo.push_back(std::move(prompt));
   }
   return s;
+}
+
+// Row `row` of micro-batch j: each kept target's cross-entropy (log-sum-exp over the real
+// vocabulary, in double) and whether the argmax is it, as TRL's eval step computes its loss and
+// mean_token_accuracy.
+void SftTask::OnLogits(const Split& split, std::size_t row, std::size_t j, const float* logits,
+                       int T) {
+  if (eval_.size() <= j) eval_.resize(j + 1);
+  EvalBatch& e = eval_[j];
+  e.rows += 1;
+  const auto [V, Vp] = vocab_;
+  std::vector<int> inputs(static_cast<std::size_t>(T)), targets(static_cast<std::size_t>(T));
+  RowTargets(split, row, T, inputs.data(), targets.data());
+  for (int t = 0; t < T; ++t) {
+    if (targets[t] < 0) continue;
+    const float* x = logits + static_cast<std::size_t>(t) * Vp;
+    const int best = static_cast<int>(std::max_element(x, x + V) - x);
+    const float mx = x[best];
+    double sum = 0;
+    for (int v = 0; v < V; ++v) sum += std::exp(static_cast<double>(x[v]) - mx);
+    e.loss += mx + std::log(sum) - x[targets[t]];
+    e.correct += best == targets[t] ? 1 : 0;
+    e.targets += 1;
+  }
+}
+
+// The eval metrics as the Trainer reports them: eval_loss the mean of each batch's mean loss over
+// its kept targets, weighted by the batch's rows (evaluation_loop repeats each batch's loss
+// batch-size times, the packed rows of a padding-free batch too); mean_token_accuracy the plain
+// mean over batches (TRL's logged metric).
+Outcome SftTask::Finish(SplitKind kind, const Split& split, const Logits&, const Args&) {
+  CPUTRAIN_CHECK(kind == SplitKind::kValidation, "sft predicts by generating");
+  double loss = 0, accuracy = 0;
+  std::size_t rows = 0, batches = 0;
+  for (const EvalBatch& e : eval_) {
+    if (e.targets == 0) continue;
+    loss += e.loss / static_cast<double>(e.targets) * static_cast<double>(e.rows);
+    accuracy += static_cast<double>(e.correct) / static_cast<double>(e.targets);
+    rows += e.rows;
+    batches += 1;
+  }
+  eval_.clear();
+  Outcome o;
+  o.metrics = {{"loss", rows ? loss / static_cast<double>(rows) : 0.0},
+               {"mean_token_accuracy", batches ? accuracy / static_cast<double>(batches) : 0.0},
+               {"samples", split.rows()}};
+  o.printed = fmt::format("eval_loss {:.6f}, eval_mean_token_accuracy {:.4f} over {} {}\n",
+                          o.metrics[0].second.get<double>(), o.metrics[1].second.get<double>(),
+                          split.rows(), split.unit());
+  return o;
 }
 
 Outcome SftTask::Generate(const Split& split, const GenerationModel& m, const Args& args) {
