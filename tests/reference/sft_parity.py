@@ -24,7 +24,9 @@ prompt-completion, plain text.
    (--eval_dataset_path --do_eval) against SFTTrainer.evaluate(): eval_loss within 1e-5,
    eval_mean_token_accuracy equal. `sft predict`'s greedy
    completions equal transformers' generate on the trained directory.
-3. Refusals (exit 2 before any work, nothing written): a row missing its keys or not JSON named
+3. Placements: one replica group, two (a synthetic two-socket machine) and gradient
+   accumulation train the same losses (the mean over the whole step's kept labels).
+4. Refusals (exit 2 before any work, nothing written): a row missing its keys or not JSON named
    by file:line, a role the template raises on, a message without a role, mixed forms,
    assistant_only_loss with a template without generation blocks or on plain text.
 Exits 1 on the first difference, printing it.
@@ -347,6 +349,32 @@ def check_predict(args, model_dir, work):
     print(f"predict: {len(prompts)} greedy completions equal transformers' generate (the first: {ours[0]!r})")
 
 
+def check_placements(args, model_dir, data, work):
+    """The loss is the mean over the whole step's kept labels: one replica group of 6 rows, two
+    groups of 3 (a synthetic two-socket machine) and one group of 3 with 2 accumulated
+    micro-batches train the same losses (packed, assistant_only_loss)."""
+    runs = {"1 group": ["6", "1", "synthetic:pack:1 numa:1 core:2 pu:1"],
+            "2 groups": ["3", "1", "synthetic:pack:2 numa:1 core:1 pu:1"],
+            "accumulation": ["3", "2", "synthetic:pack:1 numa:1 core:2 pu:1"]}
+    losses = {}
+    for name, (batch, accum, topo) in runs.items():
+        out = os.path.join(work, "placement-" + name.replace(" ", "-"))
+        r = subprocess.run([args.cli, "sft", "train", "--model_name_or_path", model_dir, "--dataset_path", data,
+                            "--output_dir", out, "--max_length", "128", "--assistant_only_loss", "--packing",
+                            "--max_steps", "3", "--learning_rate", "1e-3", "--per_device_train_batch_size", batch,
+                            "--gradient_accumulation_steps", accum, "--topology", topo, "--progress", "quiet"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            fail(f"{name}: sft train exited {r.returncode}:\n{r.stderr}")
+        losses[name] = [json.loads(line)["loss"] for line in open(os.path.join(out, "metrics.jsonl"))
+                        if '"loss"' in line and "val_loss" not in line]
+    first = losses["1 group"]
+    for name, got in losses.items():
+        if len(got) != 3 or any(abs(a - b) > 1e-6 * abs(b) for a, b in zip(got, first)):
+            fail(f"{name}: losses {got}, 1 group {first}")
+    print(f"placements: 1 group, 2 groups and accumulation train the same losses {[round(x, 5) for x in first]}")
+
+
 def check_refusals(args, model_dir, plain_dir, work):
     def refused(name, rows, extra, want, model=model_dir):
         data = os.path.join(work, name + ".jsonl")
@@ -395,6 +423,7 @@ def main():
         check_training(args, llama, data["pc"], 6, ["--packing"], work)
         check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss", "--packing"], work,
                        adapter=make_adapter(qwen, os.path.join(work, "adapter0")))
+        check_placements(args, qwen, data["messages"], work)
         check_refusals(args, qwen, plain, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
