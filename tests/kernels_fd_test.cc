@@ -340,7 +340,8 @@ struct ReferenceAttention {
         auto at = [&](int t, int off) { return double(qkv[(std::size_t(b) * T + t) * R + off]); };
         for (int t = 0; t < T; ++t) {
           const int last = opt.kv_len ? opt.kv_len[b] - 1 : t;
-          const int first = opt.window > 0 ? std::max(0, t - opt.window + 1) : 0;
+          int first = opt.window > 0 ? std::max(0, t - opt.window + 1) : 0;
+          if (opt.doc_start) first = std::max(first, opt.doc_start[std::size_t(b) * T + t]);
           const double scale = opt.scale > 0 ? double(opt.scale) : 1 / std::sqrt(double(hs));
           double* p = &att[((std::size_t(b) * NH + h) * T + t) * T];
           double mx = -1e300, sum = 0;
@@ -626,6 +627,57 @@ TEST_F(FiniteDifference, SlidingWindowAttention) {
   c.RunAndCheck(pool_);
   c.CheckGradients(pool_, 100);
   // A window is causal attention's: with kv_len it is refused.
+  const std::vector<int> kv_len = {T, T};
+  c.opt.kv_len = kv_len.data();
+  EXPECT_THROW(c.Loss(pool_), RuntimeError);
+}
+
+// Packed rows (sft --packing): row t attends to keys [doc_start[b,t], t] only, its document's.
+// Forward against the reference (probabilities exactly 0 outside the document), each document's
+// output the bits of attention over that document alone (so one packed row is its documents
+// run apart), backward by finite differences, every pool size the same bits; with a window and
+// with dropout; refused with kv_len.
+TEST_F(FiniteDifference, PackedDocumentAttention) {
+  const int B = 2, T = 11, NH = 4, hs = 4, NKV = 2, C = NH * hs;
+  const std::vector<std::vector<int>> docs = {{4, 5, 2}, {1, 10}};
+  std::vector<int> doc_start(std::size_t(B) * T);
+  for (int b = 0; b < B; ++b)
+    for (int start = 0; int len : docs[b]) {
+      for (int t = start; t < start + len; ++t) doc_start[std::size_t(b) * T + t] = start;
+      start += len;
+    }
+  AttentionOptions opt;
+  opt.doc_start = doc_start.data();
+  AttentionCase c(B, T, NH, NKV, hs, opt, rng_);
+  c.RunAndCheck(pool_);
+  for (std::size_t i = 0; i < c.att.size(); ++i) {
+    const int b = int(i / (std::size_t(NH) * T * T)), t = int(i / T % T), s = int(i % T);
+    if (s > t || s < doc_start[std::size_t(b) * T + t]) {
+      ASSERT_EQ(c.att[i], 0.f) << i;
+    }
+  }
+  // Document [4, 9) of row 0 alone: the same outputs, bit for bit.
+  const int R = (NH + 2 * NKV) * hs, d0 = 4, dl = 5;
+  AttentionCase alone(1, dl, NH, NKV, hs, {}, rng_);
+  std::copy(c.qkv.begin() + std::ptrdiff_t(d0) * R, c.qkv.begin() + std::ptrdiff_t(d0 + dl) * R,
+            alone.qkv.begin());
+  alone.RunAndCheck(pool_);
+  for (int t = 0; t < dl; ++t)
+    for (int j = 0; j < C; ++j)
+      ASSERT_EQ(alone.out[std::size_t(t) * C + j], c.out[std::size_t(d0 + t) * C + j]) << t;
+  c.ExpectSameForPoolSizes("packed attention");
+  c.CheckGradients(pool_, 100);
+  for (const bool dropout : {false, true}) {
+    AttentionOptions o = opt;
+    o.window = 3;
+    if (dropout) {
+      o.dropout = 0.25f;
+      o.dropout_seed = 9;
+    }
+    AttentionCase w(B, T, NH, NKV, hs, o, rng_);
+    w.RunAndCheck(pool_);
+    w.CheckGradients(pool_, 60);
+  }
   const std::vector<int> kv_len = {T, T};
   c.opt.kv_len = kv_len.data();
   EXPECT_THROW(c.Loss(pool_), RuntimeError);
@@ -975,6 +1027,25 @@ TEST_F(FiniteDifference, Rope) {
     f.insert(f.end(), b.begin(), b.end());
     return f;
   });
+  // Packed rows: each row's own position (pos, restarting per document) gives the bits of the
+  // row rotated at that position alone, forward and backward.
+  const std::vector<int> pos = {0, 1, 2, 0, 1, 0, 0, 1, 2, 3};
+  std::vector<float> px(x), py(y);
+  RopeForward(pool_, px.data(), cos.data(), sin.data(), B, T, NH, NKV, hs, 0, pos.data());
+  RopeBackward(pool_, py.data(), cos.data(), sin.data(), B, T, NH, NKV, hs, pos.data());
+  for (std::size_t r = 0; r < std::size_t(B) * T; ++r) {
+    std::vector<float> one(x.begin() + std::ptrdiff_t(r * R),
+                           x.begin() + std::ptrdiff_t((r + 1) * R));
+    std::vector<float> back(y.begin() + std::ptrdiff_t(r * R),
+                            y.begin() + std::ptrdiff_t((r + 1) * R));
+    RopeForward(pool_, one.data(), cos.data(), sin.data(), 1, 1, NH, NKV, hs, pos[r]);
+    std::vector<int> p1 = {pos[r]};
+    RopeBackward(pool_, back.data(), cos.data(), sin.data(), 1, 1, NH, NKV, hs, p1.data());
+    for (std::size_t c = 0; c < R; ++c) {
+      ASSERT_EQ(px[r * R + c], one[c]) << r;
+      ASSERT_EQ(py[r * R + c], back[c]) << r;
+    }
+  }
 }
 
 TEST_F(FiniteDifference, Gelu) {

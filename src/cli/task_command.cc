@@ -27,6 +27,12 @@ std::string Flag(const std::string& underscored) {
   return "--" + underscored + (dashed != underscored ? ",--" + dashed : "");
 }
 
+// A shared flag with the task's other spelling of it, if it has one (sft's --dataset_path).
+std::string Flag(const std::string& underscored, const task::Task& t) {
+  const std::string alias = t.FlagAlias(underscored);
+  return alias.empty() ? Flag(underscored) : Flag(underscored) + "," + Flag(alias);
+}
+
 // What every command of every task takes: the model, the tokenizer, the output, the shape of a
 // feature, prediction's batch, the precision, the engine's config.
 void AddModelOptions(CLI::App* cmd, TaskCommand& c) {
@@ -38,7 +44,8 @@ void AddModelOptions(CLI::App* cmd, TaskCommand& c) {
                   "the tokenizer: vocab.txt, tokenizer.json or their directory (default: "
                   "--model_name_or_path)");
   cmd->add_option(Flag("output_dir"), a.output_dir, "where the outputs go")->required();
-  cmd->add_option(Flag("max_seq_length"), a.max_seq_length, "tokens per feature, specials included")
+  cmd->add_option(Flag("max_seq_length", *c.task), a.max_seq_length,
+                  "tokens per feature, specials included")
       ->check(CLI::Range(4, 1 << 16));
   cmd->add_option(Flag("per_device_eval_batch_size"), a.eval_batch,
                   "features per replica group in each prediction batch")
@@ -105,8 +112,8 @@ void AddLoraOptions(CLI::App* cmd, task::Args& a) {
 void AddTrainOptions(CLI::App* cmd, TaskCommand& c) {
   task::Args& a = c.args;
   const task::TaskInfo& info = c.task->info();
-  cmd->add_option(Flag("train_file"), a.train_file, info.file_help)->required();
-  cmd->add_option(Flag("validation_file"), a.validation_file,
+  cmd->add_option(Flag("train_file", *c.task), a.train_file, info.file_help)->required();
+  cmd->add_option(Flag("validation_file", *c.task), a.validation_file,
                   "predicted and scored after training with --do_eval");
   cmd->add_flag(Flag("do_train"), a.do_train, "accepted for run_*.py's command lines");
   cmd->add_flag(Flag("do_eval"), a.do_eval,
@@ -188,7 +195,7 @@ void AddPredict(CLI::App* parent, const task::TaskEntry& entry, Command which) {
         ->required();
     cmd->add_flag(Flag("do_eval"), a.do_eval, "accepted for run_*.py's command lines");
   } else {
-    cmd->add_option(Flag("test_file"), a.test_file, "the file to predict")->required();
+    cmd->add_option(Flag("test_file", *c->task), a.test_file, "the file to predict")->required();
     cmd->add_flag(Flag("do_predict"), a.do_predict, "accepted for run_*.py's command lines");
     cmd->add_option(Flag("max_predict_samples"), a.max_predict_samples,
                     "use only the first N test examples (0: all)")

@@ -23,12 +23,16 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/stop.h"
+#include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/family.h"
 #include "model/hf.h"
+#include "model/peft.h"
 #include "mpi/bridge.h"
+#include "runtime/worker_pool.h"
 #include "task/task_rows.h"
+#include "topology/binding.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
 #include "train/trainer.h"
@@ -68,10 +72,11 @@ model::Shape ModelShape(const TaskCommand& c, const model::HeadSpec& head) {
   const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(a.model), head);
   c.task->CheckModel(s, a);
   if (a.max_seq_length > s.maxT) {
-    throw InputError(fmt::format("--max_seq_length {} is larger than the model's "
-                                 "max_position_embeddings ({})",
-                                 a.max_seq_length, s.maxT),
-                     fmt::format("lower --max_seq_length to {} or less", s.maxT));
+    const std::string alias = c.task->FlagAlias("max_seq_length");  // sft's --max_length
+    const std::string flag = "--" + (alias.empty() ? std::string("max_seq_length") : alias);
+    throw InputError(fmt::format("{} {} is larger than the model's max_position_embeddings ({})",
+                                 flag, a.max_seq_length, s.maxT),
+                     fmt::format("lower {} to {} or less", flag, s.maxT));
   }
   return s;
 }
@@ -234,8 +239,8 @@ void CopyTokenizer(const std::string& tokenizer, const std::string& dir) {
   std::error_code ec;
   std::vector<fs::path> files;
   if (fs::is_directory(tokenizer, ec)) {
-    for (const char* name :
-         {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}) {
+    for (const char* name : {"vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                             "special_tokens_map.json", "chat_template.jinja"}) {
       if (fs::is_regular_file(fs::path(tokenizer) / name, ec)) {
         files.push_back(fs::path(tokenizer) / name);
       }
@@ -278,19 +283,40 @@ task::Logits InferLogits(const TaskCommand& c, const task::Split& split, Config 
   task::TaskRows rows(split, cfg.data.batch_size, cfg.data.seq_len, /*shuffle=*/false, 0);
   task::Logits out;
   const bool per_row = shape.head == model::Head::kClassify;
+  const bool stream = c.task->streams_logits();  // scored row by row, none kept
   out.width = static_cast<std::size_t>(shape.head_width()) *
               (per_row ? 1 : static_cast<std::size_t>(cfg.data.seq_len));
-  out.values.assign(split.rows() * out.width, 0.f);
+  if (!stream) out.values.assign(split.rows() * out.width, 0.f);
   log::Info("predicting {} {} of {} examples, {} per batch", split.rows(), split.unit(),
             split.examples(), cfg.data.batch_size);
   train::Infer(cfg, rows, [&](std::size_t j, int r, const float* logits) {
     const std::size_t s = j * static_cast<std::size_t>(cfg.data.batch_size) + r;
     if (s >= split.rows()) return;  // a repeat that filled the last batch
     const int T = rows.Positions(0) > 0 ? rows.Positions(0) : cfg.data.seq_len;
+    if (stream) return c.task->OnLogits(split, s, j, logits, T);
     const std::size_t n = per_row ? out.width : static_cast<std::size_t>(T) * shape.head_width();
     std::copy(logits, logits + n, out.values.begin() + static_cast<std::ptrdiff_t>(s * out.width));
   });
   return out;
+}
+
+// A generating task's prediction (sft): the model `init_from` with the adapter merged, on the
+// first planned group's CPUs, handed to the task with `split`'s prompts.
+task::Outcome GenerateSplit(const TaskCommand& c, const task::Split& split, const Config& cfg,
+                            const std::string& init_from, const std::string& adapter) {
+  kernels::InitBlas();
+  const std::string file = model::ResolveModelFile(init_from);
+  const model::ParamLayout layout(model::ReadCheckpointShape(file));
+  std::vector<float> params(layout.total());
+  model::LoadCheckpoint(file, layout, params.data());
+  const topo::Topology t = topo::LoadTopology(cfg.topology);
+  const topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
+  auto binder = topo::MakeBinder(t);
+  WorkerPool pool(plan.groups[0].cpus, binder.get(), "gen");
+  if (!adapter.empty()) model::MergeAdapter(pool, adapter, layout, params.data());
+  log::Info("generating completions of {} {} with {} worker(s)", split.rows(), split.unit(),
+            pool.size());
+  return c.task->Generate(split, task::GenerationModel{pool, layout, params.data()}, c.args);
 }
 
 // Predicts `split` with the model `init_from` (+ adapter) and writes the task's files; for the
@@ -300,6 +326,11 @@ void PredictSplit(const TaskCommand& c, SplitKind kind, const task::Split& split
                   const std::string& init_from, const std::string& adapter,
                   const model::Shape& shape, const model::HeadSpec& head, double epoch) {
   const Config cfg = BaseConfig(c, init_from, adapter, head);
+  if (c.task->generates() && kind == c.task->info().predict_split) {
+    MakeDirs(c.args.output_dir);
+    Print(GenerateSplit(c, split, cfg, init_from, adapter).printed);
+    return;
+  }
   const task::Logits logits = InferLogits(c, split, cfg, shape);
   MakeDirs(c.args.output_dir);
   const task::Outcome o = c.task->Finish(kind, split, logits, c.args);

@@ -122,12 +122,17 @@ Qkv<E> QkvOf(E* base, const Heads& H, std::size_t b, int h) {
   return {row + h * hs, row + (H.NH + g) * hs, row + (H.NH + H.NKV + g) * hs};
 }
 
-// Which keys a query row attends: causal, row t keys [0, t] (in a window of W: (t - W, t]);
+// Which keys a query row attends: causal, row t keys [0, t] (in a window of W: (t - W, t]; in a
+// packed row, from its document's first position);
 // bidirectional, keys [0, kv_len[b]).
 struct Mask {
   const int* kv_len;
+  const int* doc_start;
   int T, window;
-  Mask(const AttentionOptions& opt, int B, int T_) : kv_len(opt.kv_len), T(T_), window(opt.window) {
+  Mask(const AttentionOptions& opt, int B, int T_)
+      : kv_len(opt.kv_len), doc_start(opt.doc_start), T(T_), window(opt.window) {
+    CPUTRAIN_CHECK(doc_start == nullptr || kv_len == nullptr,
+                   "attention: documents (doc_start) are causal attention's");
     for (int b = 0; kv_len != nullptr && b < B; ++b)
       CPUTRAIN_CHECK(kv_len[b] >= 1 && kv_len[b] <= T, "attention: kv_len must be in [1, T]");
     CPUTRAIN_CHECK(window >= 0 && (window == 0 || kv_len == nullptr),
@@ -135,7 +140,11 @@ struct Mask {
   }
   bool causal() const { return kv_len == nullptr; }
   // The first and the last key of row t: the softmax covers [First, Last], zeros elsewhere.
-  int First(int t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
+  // Packed rows: not before the row's document's first position either.
+  int First(std::size_t b, int t) const {
+    const int w = window > 0 && t >= window ? t - window + 1 : 0;
+    return doc_start ? std::max(w, doc_start[b * T + static_cast<std::size_t>(t)]) : w;
+  }
   int Last(std::size_t b, int t) const { return causal() ? t : kv_len[b] - 1; }
   // The keys a block of rows ending at r1 multiplies: [0, Keys).
   int Keys(std::size_t b, int r1) const { return causal() ? r1 : kv_len[b]; }
@@ -247,7 +256,8 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
         internal::Sgemm(false, true, r1 - r0, n, hs, scale, q + static_cast<std::size_t>(r0) * R, R,
                         k, R, 0.f, A + static_cast<std::size_t>(r0) * T, T);
         for (int t = r0; t < r1; ++t)
-          SoftmaxRow(A + static_cast<std::size_t>(t) * T, mask.First(t), mask.Last(b, t), T, 1.f);
+          SoftmaxRow(A + static_cast<std::size_t>(t) * T, mask.First(b, t), mask.Last(b, t), T,
+                     1.f);
         // y[r0:r1] = drop(A[r0:r1, 0:n]) @ v[0:n]
         if (drop.on) {
           DroppedProduct(drop, b, h, r0, r1 - r0, n, A + static_cast<std::size_t>(r0) * T, T, v, R,
@@ -301,7 +311,7 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
           for (int t = r0; t < r1; ++t) {
             float* d = dS + static_cast<std::size_t>(t) * T;
             if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, drop.Row(b, h, t));
-            SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * T, mask.First(t),
+            SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * T, mask.First(b, t),
                                mask.Last(b, t), T, scale);
           }
           // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
@@ -370,7 +380,7 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
         Bf16Gemm(r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * T, T);
         for (int t = r0; t < r1; ++t) {
           float* p = A + static_cast<std::size_t>(t) * T;
-          SoftmaxRow(p, mask.First(t), mask.Last(b, t), T, scale);
+          SoftmaxRow(p, mask.First(b, t), mask.Last(b, t), T, scale);
           ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, drop.Row(b, h, t));
         }
         // y[r0:r1] = drop(P[r0:r1, 0:n]) @ v[0:n]
@@ -416,7 +426,7 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
             const uint64_t row = drop.Row(b, h, t);
             // the gradient of the dropped P carried back to P (see AttentionBackward)
             if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, row);
-            SoftmaxBackwardRow(d, p, mask.First(t), mask.Last(b, t), n, scale);
+            SoftmaxBackwardRow(d, p, mask.First(b, t), mask.Last(b, t), n, scale);
             ConvertRowToBf16(dSb + static_cast<std::size_t>(t) * T, d, n);
             ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, row);
           }

@@ -32,7 +32,7 @@ void CrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const floa
       const float* x = logits + n * Vp;
       const float l = LogSumExp(x, V);
       if (lse) lse[n] = l;
-      losses[n] = l - x[targets[n]];
+      losses[n] = targets[n] < 0 ? 0.f : l - x[targets[n]];
     }
   });
 }
@@ -44,8 +44,12 @@ void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits,
     for (std::size_t n = b; n < e; ++n) {
       const float* x = logits + n * Vp;
       float* d = dlogits + n * Vp;
-      const __m256 l = _mm256_set1_ps(lse[n]);
       const std::size_t Vs = static_cast<std::size_t>(V);
+      if (targets[n] < 0) {  // ignored: no gradient
+        std::fill(d, d + Vs, 0.f);
+        continue;
+      }
+      const __m256 l = _mm256_set1_ps(lse[n]);
       std::size_t j = 0;
       for (; j + 8 <= Vs; j += 8) {
         _mm256_storeu_ps(d + j, _mm256_mul_ps(Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), l)), vd));

@@ -200,6 +200,10 @@ void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh
 // regenerates the mask from the same options.
 struct AttentionOptions {
   const int* kv_len = nullptr;
+  // Causal only: doc_start (B,T), the first key of each query position's document (packed rows:
+  // each document attends within itself; 0 <= doc_start[b*T + t] <= t). Null: every row is one
+  // document.
+  const int* doc_start = nullptr;
   int window = 0;
   float scale = 0.f;
   float dropout = 0.f;
@@ -255,12 +259,13 @@ void RopeTables(float* cos, float* sin, int maxT, int hs, float theta, const Rop
 // Rotates, in place, the NH query and NKV key heads of qkv (B,T,(NH+2*NKV)*hs) (AttentionForward's
 // layout); v untouched. Row t is at position pos0 + t (decoding: pos0 is the cache's length), which
 // must be a row of the tables.
+// pos (B,T), if given: each row's own position instead (packed rows restart at each document).
 void RopeForward(WorkerPool& pool, float* qkv, const float* cos, const float* sin, int B, int T,
-                 int NH, int NKV, int hs, int pos0 = 0);
+                 int NH, int NKV, int hs, int pos0 = 0, const int* pos = nullptr);
 // The transposed rotation, in place on dq and dk of dqkv (B,T,(NH+2*NKV)*hs) (rows at positions
 // 0..T-1); dv untouched.
 void RopeBackward(WorkerPool& pool, float* dqkv, const float* cos, const float* sin, int B, int T,
-                  int NH, int NKV, int hs);
+                  int NH, int NKV, int hs, const int* pos = nullptr);
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void GeluForward(WorkerPool& pool, float* out, const float* inp, std::size_t n);
@@ -302,11 +307,14 @@ void SwigluBackward(WorkerPool& pool, float* dgu, const float* gu, const float* 
 void ResidualForward(WorkerPool& pool, float* out, const float* a, const float* b, std::size_t n);
 
 // Cross-entropy of softmax(logits) over the real vocabulary [0,V) of each row of logits (N,Vp):
-// losses (N) = logsumexp - logits[target]; lse (N) saved for backward (may be null).
+// losses (N) = logsumexp - logits[target]; lse (N) saved for backward (may be null). A negative
+// target is ignored (PyTorch's ignore_index -100: the labels fine-tuning masks, sft's prompts and
+// padding): its loss is 0 and its row gets no gradient.
 void CrossEntropyForward(WorkerPool& pool, float* losses, float* lse, const float* logits,
                          const int* targets, std::size_t N, int V, int Vp);
 // dlogits (N,Vp), columns [0,V) = (softmax - onehot(target)) * dloss, written in place over the
-// logits (dlogits == logits allowed); padding columns untouched.
+// logits (dlogits == logits allowed); padding columns untouched. An ignored row's columns [0,V)
+// are 0.
 void CrossEntropyBackward(WorkerPool& pool, float* dlogits, const float* logits, const float* lse,
                           const int* targets, float dloss, std::size_t N, int V, int Vp);
 

@@ -62,14 +62,15 @@ void Rotate(float* x, const float* c, const float* s, int half, bool transpose) 
   }
 }
 
-// Every row of qkv (B,T,(NH+2*NKV)*hs): its NH + NKV query and key heads, at position pos0 + t.
+// Every row of qkv (B,T,(NH+2*NKV)*hs): its NH + NKV query and key heads, at position pos0 + t (or
+// pos[b*T + t]).
 void RotateRows(WorkerPool& pool, float* qkv, const float* cos, const float* sin, int B, int T,
-                int NH, int NKV, int hs, int pos0, bool transpose) {
+                int NH, int NKV, int hs, int pos0, const int* pos, bool transpose) {
   const int half = hs / 2;
   const std::size_t R = static_cast<std::size_t>(NH + 2 * NKV) * hs;
   pool.ParallelFor(static_cast<std::size_t>(B) * T, [&](std::size_t r0, std::size_t r1, int) {
     for (std::size_t r = r0; r < r1; ++r) {
-      const std::size_t at = (pos0 + r % T) * half;
+      const std::size_t at = (pos ? static_cast<std::size_t>(pos[r]) : pos0 + r % T) * half;
       for (int h = 0; h < NH + NKV; ++h)
         Rotate(qkv + r * R + static_cast<std::size_t>(h) * hs, cos + at, sin + at, half, transpose);
     }
@@ -97,13 +98,13 @@ void RopeTables(float* cos, float* sin, int maxT, int hs, float theta, const Rop
 }
 
 void RopeForward(WorkerPool& pool, float* qkv, const float* cos, const float* sin, int B, int T,
-                 int NH, int NKV, int hs, int pos0) {
-  RotateRows(pool, qkv, cos, sin, B, T, NH, NKV, hs, pos0, false);
+                 int NH, int NKV, int hs, int pos0, const int* pos) {
+  RotateRows(pool, qkv, cos, sin, B, T, NH, NKV, hs, pos0, pos, false);
 }
 
 void RopeBackward(WorkerPool& pool, float* dqkv, const float* cos, const float* sin, int B, int T,
-                  int NH, int NKV, int hs) {
-  RotateRows(pool, dqkv, cos, sin, B, T, NH, NKV, hs, 0, true);
+                  int NH, int NKV, int hs, const int* pos) {
+  RotateRows(pool, dqkv, cos, sin, B, T, NH, NKV, hs, 0, pos, true);
 }
 
 }  // namespace cputrain::kernels

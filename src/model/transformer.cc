@@ -193,9 +193,10 @@ std::pair<const float*, const float*> RopeOf(const Shape& s, const Activations& 
   return {a.rope_cos, a.rope_sin};
 }
 
-// Layer l's attention: its window, and the family's score scale.
-kernels::AttentionOptions AttentionOf(const Net& n, int l) {
+// Layer l's attention: its window, the family's score scale, and packed rows' documents.
+kernels::AttentionOptions AttentionOf(const Net& n, int l, const Activations& a) {
   kernels::AttentionOptions opt;
+  opt.doc_start = a.packed_doc_start();
   opt.window = n.s.windowed(l) ? n.s.window : 0;
   opt.scale = n.attn_scale;
   return opt;
@@ -285,15 +286,16 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
     }
     if (n.kind.rope) {
       const auto [cos, sin] = RopeOf(s, a, l);
-      k::RopeForward(pool, A.qkv, cos, sin, B, T, n.NH, n.KV, n.hs, pos0);
+      k::RopeForward(pool, A.qkv, cos, sin, B, T, n.NH, n.KV, n.hs, pos0,
+                     cache ? nullptr : a.packed_positions());
     }
     if (cache) {
       DecodeAttention(pool, n, l, A, *cache, T);
     } else if (bf16) {
       k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, n.A, n.NH,
-                              n.KV, AttentionOf(n, l));
+                              n.KV, AttentionOf(n, l, a));
     } else {
-      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, n.A, n.NH, n.KV, AttentionOf(n, l));
+      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, n.A, n.NH, n.KV, AttentionOf(n, l, a));
     }
     linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, n.A, C, C);
     const float* attn_out = A.attproj;
@@ -413,14 +415,14 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
     linear_back(a.datty, kAttprojw, kAttprojb, l, dattn, A.atty, n.A, C, C);
     if (bf16) {
       k::AttentionBackwardBf16(pool, a.dqkv, a.att_scratch, bf16->attn, bf16->in, bf16->dout,
-                               a.datty, A.qkv, A.att, B, T, n.A, n.NH, n.KV, AttentionOf(n, l));
+                               a.datty, A.qkv, A.att, B, T, n.A, n.NH, n.KV, AttentionOf(n, l, a));
     } else {
       k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, n.A, n.NH,
-                           n.KV, AttentionOf(n, l));
+                           n.KV, AttentionOf(n, l, a));
     }
     if (n.kind.rope) {
       const auto [cos, sin] = RopeOf(s, a, l);
-      k::RopeBackward(pool, a.dqkv, cos, sin, B, T, n.NH, n.KV, n.hs);
+      k::RopeBackward(pool, a.dqkv, cos, sin, B, T, n.NH, n.KV, n.hs, a.packed_positions());
     }
     if (n.kind.qk_norm) {
       k::QkNormBackward(pool, a.dqkv, G(kQNormw, l), G(kKNormw, l), A.qk_saved, A.qk_rstd,

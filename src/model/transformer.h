@@ -119,6 +119,19 @@ class Activations {
   // layers: shape.rope_local_theta, no scaling); else null and they use rope_cos, rope_sin.
   float *rope_cos_local, *rope_sin_local;
   bool rope_ready = false;  // the tables are filled (Forward fills them once after Bind)
+  // Packed rows (sft --packing: a row holds several documents), filled by the row source after
+  // UsePacking(): each position's position id (RoPE's; restarting at 0 with each document) and
+  // the first position of its document (attention stops there), (B,T) with the pass's T as the
+  // rows' stride. Empty (the passes' plain causal rows) unless a row source packs.
+  std::vector<int> positions, doc_start;
+  void UsePacking() {
+    if (positions.empty()) {
+      positions.assign(static_cast<std::size_t>(B_) * T_, 0);
+      doc_start.assign(static_cast<std::size_t>(B_) * T_, 0);
+    }
+  }
+  const int* packed_positions() const { return positions.empty() ? nullptr : positions.data(); }
+  const int* packed_doc_start() const { return doc_start.empty() ? nullptr : doc_start.data(); }
 
  private:
   Shape shape_;

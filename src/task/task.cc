@@ -2,6 +2,7 @@
 
 #include "task/classify/classify.h"
 #include "task/qa/qa.h"
+#include "task/sft/sft.h"
 
 namespace cputrain::task {
 
@@ -34,6 +35,7 @@ const std::vector<TaskEntry>& Tasks() {
   static const std::vector<TaskEntry> tasks = {
       {"qa", MakeQaTask},
       {"classify", MakeClassifyTask},
+      {"sft", MakeSftTask},
   };
   return tasks;
 }

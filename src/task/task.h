@@ -123,6 +123,12 @@ class Split {
   // True if each micro-batch may be padded to its longest row (Hugging Face's
   // DataCollatorWithPadding); false: every row has the run's T positions.
   virtual bool dynamic_padding() const { return false; }
+  // A language model's rows (sft): row i's kept labels, what a step's loss is the mean over
+  // (train/rows.h, LossCount); -1 for a split whose loss is the mean over its rows.
+  virtual int loss_labels(std::size_t i) const {
+    (void)i;
+    return -1;
+  }
   // The file, as given; what a row is ("features", "examples": messages and resume records).
   virtual const std::string& path() const = 0;
   virtual const char* unit() const { return "features"; }
@@ -159,10 +165,24 @@ struct TaskInfo {
   const char* file_help;
 };
 
+// A model loaded for generation (a task that generates: Task::generates): its layout and
+// parameters (an adapter merged into them), and the pool the KV-cache decoder runs on.
+struct GenerationModel {
+  WorkerPool& pool;
+  const model::ParamLayout& layout;
+  const float* params;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
   virtual const TaskInfo& info() const = 0;
+  // Another spelling the task's users know for a shared flag (TRL's --dataset_path for
+  // "train_file"), without dashes; "" for none.
+  virtual std::string FlagAlias(const std::string& core_flag) const {
+    (void)core_flag;
+    return "";
+  }
   // The shared flags' defaults this task changes (run_qa.py's --max_seq_length 384).
   virtual void Defaults(Args& args) const { (void)args; }
   // Its own flags; the pointers stay valid while the Task lives.
@@ -194,6 +214,28 @@ class Task {
   virtual Outcome Finish(SplitKind kind, const Split& split, const Logits& logits,
                          const Args& args) = 0;
   virtual std::vector<Extra> Extras() { return {}; }
+  // True if `predict` generates text from the prompts of its split (sft) instead of reading one
+  // forward pass's logits: the core then loads the model and calls Generate, not Finish.
+  virtual bool generates() const { return false; }
+  // True if the task scores a predicted split from each row's logits as they come instead of
+  // keeping them all (sft's eval loss: a language model's (T, vocabulary) logits per row are too
+  // many to keep): the core then calls OnLogits for every row, in row order, with its micro-batch
+  // j and its T positions, and Finish with no logits.
+  virtual bool streams_logits() const { return false; }
+  virtual void OnLogits(const Split& split, std::size_t row, std::size_t j, const float* logits,
+                        int T) {
+    (void)split;
+    (void)row;
+    (void)j;
+    (void)logits;
+    (void)T;
+  }
+  virtual Outcome Generate(const Split& split, const GenerationModel& model, const Args& args) {
+    (void)split;
+    (void)model;
+    (void)args;
+    return {};
+  }
 };
 
 // The tasks the binary runs (task/registry.cc: one line each), in the order `--help` lists them.

@@ -51,6 +51,16 @@ std::size_t TaskRows::RowAt(std::size_t j, int r) const {
 
 int TaskRows::Positions(std::size_t j) const { return positions_.at(j); }
 
+double TaskRows::LossCount() const {
+  double n = 0;
+  for (std::size_t i : planned_) {
+    const int kept = split_.loss_labels(i);
+    if (kept < 0) return 0;
+    n += kept;
+  }
+  return n;
+}
+
 void TaskRows::LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const {
   const int T = positions_.at(j) > 0 ? positions_[j] : T_;
   for (int r = 0; r < rows; ++r) split_.Load(RowAt(j, row0 + r), r, T, a);

@@ -39,6 +39,7 @@ class TaskRows final : public train::RowSource {
   void Plan(uint64_t p, int k) override;
   void LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const override;
   int Positions(std::size_t j) const override;
+  double LossCount() const override;
   std::vector<train::ShardRecord> Identity() const override;
   std::string Describe() const override;
   const char* unit() const override { return split_.unit(); }

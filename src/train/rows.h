@@ -52,6 +52,11 @@ class RowSource {
     (void)j;
     return 0;
   }
+  // What the planned step's loss is the mean over, when the source says (0: every position of
+  // every row, B*T per micro-batch): the kept labels of the whole global step (all its
+  // micro-batches, every group and process alike), as transformers' Trainer divides the summed
+  // token losses by num_items_in_batch (sft: the labels that are not -100).
+  virtual double LossCount() const { return 0; }
   // What Identity()'s sizes count, for messages: "tokens" (token files), "features", "examples".
   virtual const char* unit() const { return "tokens"; }
   // What a checkpoint records of the data, so that a resume on other data is refused: each

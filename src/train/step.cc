@@ -54,8 +54,10 @@ void Stepper::RefreshBf16Once() {
 }
 
 StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
-                         optim::AdamWStep update, double grad_clip, bool skip_nonfinite) {
+                         optim::AdamWStep update, double grad_clip, bool skip_nonfinite,
+                         double loss_count) {
   RefreshBf16Once();
+  loss_count_ = loss_count;
   groups_.OnAll(
       [&](ReplicaGroup& grp) { StepOnGroup(grp, step, load, update, grad_clip, skip_nonfinite); },
       [&](const std::string& why) { Abort(why); });
@@ -63,8 +65,8 @@ StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> lo
   for (const ReplicaGroup& grp : groups_.all()) loss_sum += grp.loss_sum;
   if (dist_) loss_sum = dist_->SumAcrossRanks(loss_sum);
   const double norm = groups_[0].grad_norm;
-  return {loss_sum / (static_cast<double>(B_) * LossUnitsPerRow() * accum_), norm,
-          skip_nonfinite && !std::isfinite(norm), groups_[0].timings};
+  return {loss_sum / LossDivisor(), norm, skip_nonfinite && !std::isfinite(norm),
+          groups_[0].timings};
 }
 
 void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
@@ -73,7 +75,9 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
   const model::ParamLayout& layout = groups_.model_layout();
   WorkerPool& pool = *grp.pool;
   // d(mean loss)/d(position loss); with k = 1 the same float as before accumulation existed.
-  const float dloss = 1.0f / (static_cast<float>(B_) * LossUnitsPerRow() * accum_);
+  const float dloss = loss_count_ > 0
+                          ? static_cast<float>(1.0 / loss_count_)
+                          : 1.0f / (static_cast<float>(B_) * LossUnitsPerRow() * accum_);
   grp.loss_sum = 0;
   grp.timings.forward_ms = grp.timings.backward_ms = 0;
   for (int j = 0; j < accum_; ++j) {

@@ -58,8 +58,11 @@ class Stepper {
   // clip coefficient of `grad_clip`). skip_nonfinite: a non-finite global gradient norm skips
   // the update (no AdamW, no moment change) on every group and process alike — the norm is
   // global, so they all decide the same.
+  // loss_count > 0: the loss is the summed position losses over loss_count instead of the mean
+  // over every position (RowSource::LossCount: labels a task ignores).
   StepResult Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
-                  optim::AdamWStep update, double grad_clip, bool skip_nonfinite = false);
+                  optim::AdamWStep update, double grad_clip, bool skip_nonfinite = false,
+                  double loss_count = 0);
 
   // One forward pass over this process's groups' rows, no update: adds each group's summed
   // loss to *sum, in group order (the caller sums across processes and divides by B*T).
@@ -71,6 +74,10 @@ class Stepper {
   // Forward and backward over the k micro-batches; the last one's backward feeds the sync.
   void AccumulateGradients(ReplicaGroup& grp, uint64_t step,
                            FunctionRef<void(ReplicaGroup&, int)> load, double* comm_ms);
+  // What the step's summed loss is divided by: loss_count_, else B*T*k.
+  double LossDivisor() const {
+    return loss_count_ > 0 ? loss_count_ : static_cast<double>(B_) * LossUnitsPerRow() * accum_;
+  }
   void Abort(const std::string& reason);
   // Losses per row the mean is over: each position's next-token loss (T) for a language model,
   // one per sequence for a task head (question answering's (start + end) / 2).
@@ -84,6 +91,7 @@ class Stepper {
   const int B_, T_;
   comm::Distributed* dist_;
   const int accum_;
+  double loss_count_ = 0;                     // this step's (Step's loss_count)
   std::unique_ptr<GradSync> sync_;            // with more than one group or process
   std::unique_ptr<comm::Communicator> comm_;  // with more than one group
   bool bf16_fresh_ = false;

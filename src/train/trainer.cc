@@ -478,7 +478,7 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
   if (options.step_probe) options.step_probe(true);
   const StepResult r =
       run.stepper->Step(static_cast<uint64_t>(s - run.first_step), run.MicroRows(s), update,
-                        cfg.optim.grad_clip, cfg.train.skip_nonfinite);
+                        cfg.optim.grad_clip, cfg.train.skip_nonfinite, run.train->LossCount());
   if (options.step_probe) options.step_probe(false);
   run.skipped += r.skipped ? 1 : 0;
   // Positions trained on: B x T per micro-batch, or its padded length (dynamic padding).
