@@ -167,6 +167,8 @@ TEST_P(Bf16Kernels, MatmulBitIdenticalRerunsForAPoolSize) {
 // rows on VDPBF16PS, 64 on AMX).
 struct AttentionCase {
   int B = 2, T = 150, C = 64, NH = 4;
+  int window = 0;              // AttentionOptions::window (0: none)
+  std::vector<int> doc_start;  // AttentionOptions::doc_start (empty: none)
   std::vector<float> qkv, dout;
   AttentionCase() : qkv(static_cast<std::size_t>(B) * T * 3 * C), dout(std::size_t(B) * T * C) {
     for (std::size_t i = 0; i < qkv.size(); ++i) qkv[i] = 8 * kernels::Bf16ToFloat(Value(i, 3));
@@ -184,12 +186,20 @@ struct AttentionCase {
     std::vector<float> scratch(kernels::AttentionScratchFloats(threads, T));
     std::vector<uint16_t> qkv_b(qkv.size()), dout_b(dout.size()),
         sb(kernels::AttentionScratchBf16(threads, T));
+    kernels::AttentionOptions opt;
+    opt.window = window;
+    opt.doc_start = doc_start.empty() ? nullptr : doc_start.data();
     kernels::AttentionForwardBf16(pool, r.out.data(), r.att.data(), qkv.data(), qkv_b.data(),
-                                  sb.data(), B, T, C, NH);
+                                  sb.data(), B, T, C, NH, 0, opt);
     kernels::AttentionBackwardBf16(pool, r.dqkv.data(), scratch.data(), sb.data(), qkv_b.data(),
                                    dout_b.data(), dout.data(), qkv.data(), r.att.data(), B, T, C,
-                                   NH);
+                                   NH, 0, opt);
     return r;
+  }
+  // The first key query t of row b attends (its last is t).
+  int First(int b, int t) const {
+    const int w = window > 0 && t >= window ? t - window + 1 : 0;
+    return doc_start.empty() ? w : std::max(w, doc_start[std::size_t(b) * T + t]);
   }
 };
 
@@ -201,8 +211,7 @@ double MaxAbs(const std::vector<double>& v) {
   return m;
 }
 
-TEST_P(Bf16Kernels, AttentionForwardAndBackwardAreTheProductsOfRoundedOperands) {
-  const AttentionCase c;
+void CheckAttentionAgainstReference(const AttentionCase& c) {
   const int B = c.B, T = c.T, C = c.C, NH = c.NH, hs = C / NH, C3 = 3 * C;
   const double scale = 1.0 / std::sqrt(double(hs));
   const auto [out, att, dqkv] = c.Run(3);
@@ -218,22 +227,23 @@ TEST_P(Bf16Kernels, AttentionForwardAndBackwardAreTheProductsOfRoundedOperands) 
       std::vector<double> dS(std::size_t(T) * T, 0.0), ref_y(std::size_t(T) * hs),
           ref_dq(std::size_t(T) * hs), ref_dk(std::size_t(T) * hs), ref_dv(std::size_t(T) * hs);
       for (int t = 0; t < T; ++t) {
+        const int f = c.First(b, t);
         std::vector<double> s(t + 1), dP(t + 1);
         double mx = -1e300, sum = 0, dot = 0;
-        for (int j = 0; j <= t; ++j) {
+        for (int j = f; j <= t; ++j) {
           for (int d = 0; d < hs; ++d) s[j] += q(b, t, h, d, 0) * q(b, j, h, d, 1) * scale;
           mx = std::max(mx, s[j]);
         }
-        for (int j = 0; j <= t; ++j) sum += std::exp(s[j] - mx);
+        for (int j = f; j <= t; ++j) sum += std::exp(s[j] - mx);
         for (int j = 0; j < T; ++j) {
-          const double p = j <= t ? std::exp(s[j] - mx) / sum : 0.0;
+          const double p = j >= f && j <= t ? std::exp(s[j] - mx) / sum : 0.0;
           ASSERT_NEAR(P[std::size_t(t) * T + j], p, 1e-5) << "P at " << b << "," << h << "," << t;
         }
-        for (int j = 0; j <= t; ++j) {
+        for (int j = f; j <= t; ++j) {
           for (int d = 0; d < hs; ++d) dP[j] += dy(b, t, h, d) * q(b, j, h, d, 2);
           dot += double(P[std::size_t(t) * T + j]) * dP[j];
         }
-        for (int j = 0; j <= t; ++j) {
+        for (int j = f; j <= t; ++j) {
           const double p = P[std::size_t(t) * T + j];
           dS[std::size_t(t) * T + j] = R(float(p * (dP[j] - dot) * scale));
           for (int d = 0; d < hs; ++d) {
@@ -243,7 +253,7 @@ TEST_P(Bf16Kernels, AttentionForwardAndBackwardAreTheProductsOfRoundedOperands) 
         }
       }
       for (int t = 0; t < T; ++t) {
-        for (int j = 0; j <= t; ++j) {
+        for (int j = c.First(b, t); j <= t; ++j) {
           for (int d = 0; d < hs; ++d) {
             ref_dq[t * hs + d] += dS[std::size_t(t) * T + j] * q(b, j, h, d, 1);
             ref_dk[j * hs + d] += dS[std::size_t(t) * T + j] * q(b, t, h, d, 0);
@@ -262,6 +272,23 @@ TEST_P(Bf16Kernels, AttentionForwardAndBackwardAreTheProductsOfRoundedOperands) 
       }
     }
   }
+}
+
+TEST_P(Bf16Kernels, AttentionForwardAndBackwardAreTheProductsOfRoundedOperands) {
+  CheckAttentionAgainstReference(AttentionCase{});
+}
+
+// The families' and sft's masks on the same products: a sliding window shorter than T (Mistral,
+// Gemma 3's local layers) and packed documents (sft --packing) starting inside a row block.
+TEST_P(Bf16Kernels, WindowedAndPackedAttentionAreTheProductsOfRoundedOperands) {
+  AttentionCase c;
+  c.window = 40;
+  c.doc_start.resize(std::size_t(c.B) * c.T);
+  for (int t = 0; t < c.T; ++t) {
+    c.doc_start[t] = t < 57 ? 0 : t < 100 ? 57 : 100;   // row 0: documents [0,57) [57,100) [100,T)
+    c.doc_start[std::size_t(c.T) + t] = t < 9 ? 0 : 9;  // row 1: [0,9) [9,T)
+  }
+  CheckAttentionAgainstReference(c);
 }
 
 // One task runs on one worker, so any pool size gives the same bits.
