@@ -37,6 +37,7 @@
 #include "task/squad_rows.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
+#include "train/reports.h"
 #include "train/trainer.h"
 
 namespace cputrain::cli {
@@ -61,6 +62,7 @@ struct QaArgs {
   uint64_t seed = 42;
   // LoRA (docs/lora.md): a PEFT adapter to predict with or to continue training, or a new one.
   std::string adapter, lora_targets;
+  std::string report_to;  // the Trainer's: none, tensorboard (train.report_to)
   int lora_r = 0;
   double lora_alpha = 8, lora_dropout = 0;
 };
@@ -238,6 +240,7 @@ Config BaseConfig(const QaArgs& a, const std::string& init_from, int batch) {
       common.sets.push_back("train.lora.target_modules=" + a.lora_targets);
   }
   if (!a.adapter.empty()) common.sets.push_back("train.lora.adapter=" + a.adapter);
+  if (!a.report_to.empty()) common.sets.push_back("train.report_to=" + a.report_to);
   Config cfg = common.Load();
   cfg.model.init_from = init_from;
   cfg.model.head = "qa";
@@ -278,8 +281,9 @@ void CopyTokenizer(const std::string& tokenizer, const std::string& dir) {
 }
 
 // Predicts every validation example with the model `init_from` and writes run_qa.py's files;
-// returns the scores.
-task::SquadScores Predict(const QaArgs& a, const std::string& init_from, double epoch) {
+// returns the scores, and eval_results.json's contents in *results.
+task::SquadScores Predict(const QaArgs& a, const std::string& init_from, double epoch,
+                          nlohmann::json* results = nullptr) {
   const task::SquadData data = Read("--validation_file", a.validation_file, a.max_eval_samples);
   std::unique_ptr<data::Tokenizer> tok = QaTokenizer(a);
   task::FeatureOptions fo;
@@ -338,6 +342,7 @@ task::SquadScores Predict(const QaArgs& a, const std::string& init_from, double 
   }
   r["eval_samples"] = f.size();
   WriteFileAtomic((fs::path(a.output_dir) / "eval_results.json").string(), r.dump(4) + "\n");
+  if (results) *results = r;
   return s;
 }
 
@@ -346,6 +351,15 @@ void PrintScores(const task::SquadScores& s) {
   if (std::fwrite(j.data(), 1, j.size(), stdout) != j.size() || std::fflush(stdout) != 0) {
     throw RuntimeError("writing to stdout failed");
   }
+}
+
+// The evaluation's metrics (eval_results.json's eval_* numbers) beside the run's own rows:
+// metrics.jsonl, trainer_state.json and, with --report_to tensorboard, the event file.
+void ReportEval(const Config& cfg, int step, const nlohmann::json& results) {
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [key, value] : results.items())
+    if (key.rfind("eval_", 0) == 0 && value.is_number()) metrics[key] = value;
+  train::ReportEvalMetrics(cfg, step, metrics);
 }
 
 void RunTrain(const QaArgs& a, const std::string& command_line) {
@@ -428,6 +442,7 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
       cfg, to, bridge.get(),
       cfg.train.resume == "auto" ? command_line : command_line + " --set train.resume=auto");
   if (!rank0) return;
+  nlohmann::json results;  // eval_results.json's
   if (cfg.train.lora.on()) {
     // A LoRA run's output_dir holds the adapter as PEFT's Trainer saves it (adapter_config.json
     // + adapter_model.safetensors), with the tokenizer; predictions use the base + adapter.
@@ -444,7 +459,8 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
       QaArgs pa = args;
       pa.adapter = step;
       const double epoch = static_cast<double>(r.last_step) * B * args.accum / f.size();
-      PrintScores(Predict(pa, args.model, epoch));
+      PrintScores(Predict(pa, args.model, epoch, &results));
+      ReportEval(cfg, r.last_step, results);
     }
     return;
   }
@@ -460,7 +476,8 @@ void RunTrain(const QaArgs& a, const std::string& command_line) {
             FamilyOf(layout.shape().arch).hf_span_architecture);
   if (args.do_eval && !args.validation_file.empty()) {
     const double epoch = static_cast<double>(r.last_step) * B * args.accum / f.size();
-    PrintScores(Predict(args, trained, epoch));
+    PrintScores(Predict(args, trained, epoch, &results));
+    ReportEval(cfg, r.last_step, results);
   }
 }
 
@@ -509,6 +526,9 @@ void AddQaTrainCommand(CLI::App& qa, const std::string& command_line) {
                   "checkpoint every N steps (0: at the end only)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_option(Flag("seed"), a->seed, "seed of the new head, the feature order and dropout");
+  cmd->add_option(Flag("report_to"), a->report_to,
+                  "also report the metrics to: none, tensorboard (an event file in "
+                  "output_dir/runs; train.report_to)");
   cmd->add_option(Flag("max_train_samples"), a->max_train_samples,
                   "use only the first N training examples (0: all)")
       ->check(CLI::Range(0, 1 << 30));

@@ -84,6 +84,8 @@ struct TrainConfig {
   int keep_checkpoints = 3;     // newest step directories kept; 0 = all
   bool skip_nonfinite = false;  // on_nonfinite: skip_step (true) or stop (false)
   bool bf16 = false;            // precision: bf16 (true) or fp32 (false)
+  // Hugging Face's report_to: none, tensorboard or all (train/reports.h); empty = none.
+  std::vector<std::string> report_to;
   LoraTrainConfig lora;
 };
 

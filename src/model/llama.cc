@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/family.h"
+#include "model/gguf_file.h"
 #include "model/hf_config.h"
 #include "model/limits.h"
 
@@ -122,6 +123,76 @@ nlohmann::json LlamaToHf(const Shape& s) {
           {"vocab_size", s.V}};
 }
 
+// Llama 3's rope_freqs.weight: the factor each rotary frequency is divided by, computed as
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors does (fp32, as its torch tensors).
+std::vector<float> Llama3RopeFactors(const Shape& s) {
+  const RopeScaling& r = s.rope_scaling;
+  const int hs = s.head_size();
+  const float low =
+      static_cast<float>(static_cast<double>(r.original_max_position) / r.low_freq_factor);
+  const float high =
+      static_cast<float>(static_cast<double>(r.original_max_position) / r.high_freq_factor);
+  std::vector<float> f;
+  for (int i = 0; i < hs; i += 2) {
+    const float freq = 1.0f / std::pow(s.rope_theta, static_cast<float>(i) / hs);
+    const float wavelen = static_cast<float>(2 * M_PI) / freq;
+    if (wavelen < high) {
+      f.push_back(1.0f);
+    } else if (wavelen > low) {
+      f.push_back(r.factor);
+    } else {
+      const float smooth =
+          (static_cast<float>(r.original_max_position) / wavelen - r.low_freq_factor) /
+          (r.high_freq_factor - r.low_freq_factor);
+      f.push_back(1.0f / ((1.0f - smooth) / r.factor + smooth));
+    }
+  }
+  return f;
+}
+
+void LlamaGgufMetadata(const Shape& s, GgufWriter& w) {
+  w.Uint32("llama.attention.head_count_kv", s.kv_heads());
+  w.Float32("llama.rope.freq_base", s.rope_theta);
+  w.Float32("llama.attention.layer_norm_rms_epsilon", s.norm_eps);
+  w.Uint32("llama.attention.key_length", s.head_size());
+  w.Uint32("llama.attention.value_length", s.head_size());
+  w.Uint32("llama.vocab_size", s.V);
+  w.Uint32("llama.rope.dimension_count", s.head_size());
+  if (s.rope_scaling.kind == RopeScaling::kLlama3) {
+    const std::vector<float> f = Llama3RopeFactors(s);
+    w.Tensor("rope_freqs.weight", {f.size()}, GgmlType::kF32, [f](std::vector<std::uint8_t>* out) {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(f.data());
+      out->insert(out->end(), p, p + f.size() * sizeof(float));
+    });
+  }
+}
+
+// llama.cpp's "llama" architecture: q, k, v, gate and up apart; q and k rows in llama.cpp's
+// rotary order (GgufTensor::rope_permute); a tied head is token_embd (no output.weight).
+const GgufNames kLlamaGguf = {
+    .arch = "llama",
+    .tensors = {{kWte, "token_embd.weight"},
+                {kLn1w, "blk.{}.attn_norm.weight"},
+                {kQkvw, "blk.{}.attn_q.weight", HfTensor::kQ, true},
+                {kQkvw, "blk.{}.attn_k.weight", HfTensor::kK, true},
+                {kQkvw, "blk.{}.attn_v.weight", HfTensor::kV},
+                {kQkvb, "blk.{}.attn_q.bias", HfTensor::kQ, true},
+                {kQkvb, "blk.{}.attn_k.bias", HfTensor::kK, true},
+                {kQkvb, "blk.{}.attn_v.bias", HfTensor::kV},
+                {kAttprojw, "blk.{}.attn_output.weight"},
+                {kAttprojb, "blk.{}.attn_output.bias"},
+                {kLn2w, "blk.{}.ffn_norm.weight"},
+                {kFcw, "blk.{}.ffn_gate.weight", HfTensor::kGate},
+                {kFcw, "blk.{}.ffn_up.weight", HfTensor::kUp},
+                {kFcb, "blk.{}.ffn_gate.bias", HfTensor::kGate},
+                {kFcb, "blk.{}.ffn_up.bias", HfTensor::kUp},
+                {kFcprojw, "blk.{}.ffn_down.weight"},
+                {kFcprojb, "blk.{}.ffn_down.bias"},
+                {kLnfw, "output_norm.weight"},
+                {kLmHead, "output.weight"}},
+    .metadata = LlamaGgufMetadata,
+};
+
 }  // namespace
 
 extern const Family kLlamaFamily = {
@@ -155,6 +226,7 @@ extern const Family kLlamaFamily = {
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
     .lora_default_targets = {"q_proj", "v_proj"},
+    .gguf = &kLlamaGguf,
 };
 
 }  // namespace cputrain::model

@@ -1,14 +1,11 @@
 #include "train/run_outputs.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 
 #include "common/error.h"
@@ -38,36 +35,13 @@ MetricsFile::MetricsFile(std::string path, int keep_through_step) : path_(std::m
   if (keep_through_step >= 0 && std::filesystem::exists(path_, ec)) {
     WriteFileAtomic(path_, RowsThrough(ReadFile(path_), keep_through_step));
   }
-  const int flags =
-      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through_step < 0 ? O_TRUNC : 0);
-  fd_ = ::open(path_.c_str(), flags, 0644);
-  if (fd_ < 0) {
-    const int err = errno;
-    ThrowWriteError(fmt::format("cannot write '{}': {}", path_, std::strerror(err)), err, path_,
-                    "check free disk space in train.out_dir");
-  }
-  size_ = ::lseek(fd_, 0, SEEK_END);
+  file_ = std::make_unique<RecordFile>(path_, keep_through_step < 0,
+                                       "check free disk space in train.out_dir");
 }
 
-MetricsFile::~MetricsFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
+MetricsFile::~MetricsFile() = default;
 
-void MetricsFile::Write(const nlohmann::json& row) {
-  const std::string line = row.dump() + "\n";
-  const ssize_t n = ::write(fd_, line.data(), line.size());
-  if (n == static_cast<ssize_t>(line.size())) {
-    size_ += n;
-    return;
-  }
-  const int err = n < 0 ? errno : ENOSPC;  // a short write: the disk filled up
-  const std::string why = n < 0 ? std::strerror(err) : "short write";
-  if (::ftruncate(fd_, size_) != 0) {
-    // Could not cut the torn line: a resumed run drops it when it rewrites the file.
-  }
-  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, why), err, path_,
-                  "check free disk space");
-}
+void MetricsFile::Write(const nlohmann::json& row) { file_->Append(row.dump() + "\n"); }
 
 namespace {
 
@@ -103,6 +77,8 @@ void RunOutputs::BeginTraining(int resumed_step) {
   // Resumed from an older checkpoint (train.resume: PATH): what came after it is abandoned.
   if (resumed_step >= 0) RemoveCheckpointsAfter(dir_, resumed_step);
   metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl", resumed_step);
+  reports_ = std::make_unique<RunReports>(config_, resumed_step);
+  reports_->SaveState();
 }
 
 void RunOutputs::Step(const StepRecord& rec) {
@@ -122,12 +98,17 @@ void RunOutputs::Step(const StepRecord& rec) {
                           {"time", rec.time_s}};
     if (rec.skipped) row.update({{"skipped", true}, {"skipped_steps", rec.skipped_steps}});
     metrics_->Write(row);
+    reports_->Row(row);
   }
   progress_.Step(rec.step, rec.loss, rec.tokens_per_s, rec.lr, rec.tokens, rec.epoch);
 }
 
 void RunOutputs::Eval(const EvalRecord& rec) {
-  if (metrics_) metrics_->Write({{"step", rec.step}, {"val_loss", rec.val_loss}});
+  if (metrics_) {
+    const nlohmann::json row = {{"step", rec.step}, {"val_loss", rec.val_loss}};
+    metrics_->Write(row);
+    reports_->Row(row);
+  }
   progress_.Eval(rec.step, rec.val_loss);
 }
 
@@ -147,6 +128,7 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   if (!previous.empty()) progress_.Message(previous);
   const auto t1 = std::chrono::steady_clock::now();
   const std::string dir = background ? checkpoints_->SaveInBackground(c) : checkpoints_->Save(c);
+  if (reports_) reports_->SaveState();
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   const auto t2 = std::chrono::steady_clock::now();
   const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
@@ -171,6 +153,7 @@ void RunOutputs::ReserveSnapshot(std::size_t params) {
 void RunOutputs::Message(const std::string& line) { progress_.Message(line); }
 
 void RunOutputs::Finish() {
+  if (reports_) reports_->SaveState();
   if (checkpoints_) {
     const std::string previous = checkpoints_->Wait();
     if (!previous.empty()) progress_.Message(previous);

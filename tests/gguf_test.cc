@@ -1,0 +1,297 @@
+// export --format gguf (model/gguf.h) read back by a reader written here from the GGUF layout
+// (docs/gguf.md): llama.cpp's tensor names and shapes for Llama, q/k rows in llama.cpp's rotary
+// order (NH query heads, NKV key heads), the vocabulary's V rows (not the padded Vp), Q8_0 blocks
+// as ggml's reference quantizer makes them, the types convert_hf_to_gguf.py picks (norms F32,
+// Q8_0 falling back to F16 on rows of 80), the tokenizer keys (tokens padded with [PAD<id>],
+// token types, merges, special ids, the chat template), and the refusals: BERT, a tokenizer
+// llama.cpp cannot reproduce, a vocabulary larger than the model's, and the CLI's exit 2 with
+// nothing written. Parity with llama.cpp itself is tests/reference/gguf_parity.py.
+#include "model/gguf.h"
+
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/error.h"
+#include "data/vocab_list.h"
+#include "model/checkpoint.h"
+#include "model/params.h"
+#include "runtime/worker_pool.h"
+#include "test_util.h"
+
+namespace cputrain::model {
+namespace {
+
+namespace fs = std::filesystem;
+using Value = std::variant<std::uint64_t, double, bool, std::string, std::vector<std::string>,
+                           std::vector<double>>;
+
+// A GGUF file as this test reads it: key-values and tensor infos, and the file's bytes.
+struct Gguf {
+  std::map<std::string, Value> kv;
+  struct Info {
+    std::vector<std::uint64_t> ne;  // innermost first
+    std::uint32_t type;
+    std::uint64_t offset;
+  };
+  std::map<std::string, Info> tensors;
+  std::vector<std::string> order;
+  std::string bytes;
+  std::size_t data_start = 0;
+  const char* Data(const std::string& name) const {
+    return bytes.data() + data_start + tensors.at(name).offset;
+  }
+};
+
+class Cursor {
+ public:
+  explicit Cursor(const std::string& b) : b_(b) {}
+  template <typename T>
+  T Get() {
+    T v;
+    std::memcpy(&v, b_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::string Str() {
+    const auto n = Get<std::uint64_t>();
+    std::string s = b_.substr(at_, n);
+    at_ += n;
+    return s;
+  }
+  // One value of GGUF type t (arrays of strings and numbers).
+  Value Read(std::uint32_t t) {
+    switch (t) {
+      case 4:
+        return std::uint64_t{Get<std::uint32_t>()};
+      case 5:
+        return static_cast<double>(Get<std::int32_t>());
+      case 6:
+        return static_cast<double>(Get<float>());
+      case 7:
+        return Get<std::uint8_t>() != 0;
+      case 8:
+        return Str();
+      case 9: {
+        const auto et = Get<std::uint32_t>();
+        const auto n = Get<std::uint64_t>();
+        std::vector<std::string> s;
+        std::vector<double> d;
+        for (std::uint64_t i = 0; i < n; ++i) {
+          Value v = Read(et);
+          if (et == 8)
+            s.push_back(std::get<std::string>(v));
+          else
+            d.push_back(std::get<double>(v));
+        }
+        if (et == 8) return s;
+        return d;
+      }
+    }
+    ADD_FAILURE() << "unexpected GGUF value type " << t;
+    return false;
+  }
+  std::size_t at() const { return at_; }
+
+ private:
+  const std::string& b_;
+  std::size_t at_ = 0;
+};
+
+Gguf ReadGguf(const std::string& path) {
+  Gguf g;
+  g.bytes = test::Slurp(path);
+  Cursor c(g.bytes);
+  EXPECT_EQ(g.bytes.substr(0, 4), "GGUF");
+  c.Get<std::uint32_t>();
+  EXPECT_EQ(c.Get<std::uint32_t>(), 3u);
+  const auto n_tensors = c.Get<std::uint64_t>();
+  const auto n_kv = c.Get<std::uint64_t>();
+  for (std::uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = c.Str();
+    g.kv[key] = c.Read(c.Get<std::uint32_t>());
+  }
+  for (std::uint64_t i = 0; i < n_tensors; ++i) {
+    std::string name = c.Str();
+    Gguf::Info info;
+    const auto dims = c.Get<std::uint32_t>();
+    for (std::uint32_t d = 0; d < dims; ++d) info.ne.push_back(c.Get<std::uint64_t>());
+    info.type = c.Get<std::uint32_t>();
+    info.offset = c.Get<std::uint64_t>();
+    EXPECT_EQ(info.offset % 32, 0u) << name;
+    g.order.push_back(name);
+    g.tensors[name] = info;
+  }
+  g.data_start = (c.at() + 31) / 32 * 32;
+  return g;
+}
+
+// A byte-level BPE tokenizer.json (GPT-2's pre-tokenizer) of five tokens, one merge, an added
+// <|endoftext|>, and a tokenizer_config.json with a chat template.
+std::string WriteTokenizer(const std::string& dir, bool prefix_space = false) {
+  fs::create_directories(dir);
+  const nlohmann::json tok = {
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}, {"\xc4\xa0", 3}}},
+        {"merges", {"a b"}}}},
+      {"added_tokens",
+       {{{"id", 4}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", false}}}},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"add_prefix_space", prefix_space}, {"use_regex", true}}},
+      {"decoder", {{"type", "ByteLevel"}}}};
+  std::ofstream(dir + "/tokenizer.json") << tok.dump();
+  std::ofstream(dir + "/tokenizer_config.json")
+      << nlohmann::json{{"eos_token", "<|endoftext|>"}, {"chat_template", "{{ messages }}"}}.dump();
+  return dir;
+}
+
+Shape LlamaShape() {
+  Shape s(64, 6, Shape::PadVocab(6), 2, 4, 64);
+  s.arch = Arch::kLlama;
+  s.NKV = 2;
+  s.F = 80;
+  s.tied = false;
+  s.attn_bias = s.mlp_bias = false;
+  return s;
+}
+
+std::vector<float> Params(const ParamLayout& layout) {
+  WorkerPool pool(std::vector<int>(1, 0), nullptr, "gguf");
+  std::vector<float> p(layout.total());
+  RandomInit(pool, layout, 7, p.data());
+  return p;
+}
+
+TEST(Gguf, LlamaTensorsUnderLlamaCppNamesWithQkInRotaryOrder) {
+  test::TempDir tmp;
+  const ParamLayout layout(LlamaShape());
+  const std::vector<float> p = Params(layout);
+  const data::VocabList v = data::ListVocab(WriteTokenizer(tmp.path() + "/tok"), 6);
+  const std::string path = tmp.path() + "/m.gguf";
+  ExportGguf(path, layout, p.data(), v, GgufOutType::kF32, "m");
+  const Gguf g = ReadGguf(path);
+  EXPECT_EQ(std::get<std::string>(g.kv.at("general.architecture")), "llama");
+  EXPECT_EQ(std::get<std::uint64_t>(g.kv.at("llama.attention.head_count_kv")), 2u);
+  EXPECT_EQ(std::get<std::uint64_t>(g.kv.at("llama.feed_forward_length")), 80u);
+  EXPECT_EQ(g.tensors.size(), 3u + 9u * 2);  // token_embd, output_norm, output; 9 per block
+  EXPECT_EQ(g.order.front(), "token_embd.weight");
+  // V rows, not Vp; (rows, cols) written innermost first.
+  EXPECT_EQ(g.tensors.at("token_embd.weight").ne, (std::vector<std::uint64_t>{64, 6}));
+  EXPECT_EQ(g.tensors.at("blk.1.attn_k.weight").ne, (std::vector<std::uint64_t>{64, 32}));
+  EXPECT_EQ(g.tensors.at("blk.1.ffn_down.weight").ne, (std::vector<std::uint64_t>{80, 64}));
+  const std::size_t hs = 16, half = 8, C = 64;
+  const float* qkv = p.data() + layout.offset(kQkvw, 1);
+  for (auto [name, first_row, heads] :
+       {std::tuple{"blk.1.attn_q.weight", 0, 4}, std::tuple{"blk.1.attn_k.weight", 64, 2}}) {
+    const auto* q = reinterpret_cast<const float*>(g.Data(name));
+    for (std::size_t h = 0; h < static_cast<std::size_t>(heads); ++h)
+      for (std::size_t i = 0; i < half; ++i)
+        for (std::size_t j = 0; j < 2; ++j)
+          ASSERT_EQ(std::memcmp(q + (h * hs + 2 * i + j) * C,
+                                qkv + (first_row + h * hs + j * half + i) * C, C * 4),
+                    0)
+              << name << " head " << h << " pair " << i;
+  }
+  // v and up are plain row ranges of the fused tensors.
+  EXPECT_EQ(std::memcmp(g.Data("blk.0.attn_v.weight"), p.data() + layout.offset(kQkvw, 0) + 96 * C,
+                        32 * C * 4),
+            0);
+  EXPECT_EQ(std::memcmp(g.Data("blk.0.ffn_up.weight"), p.data() + layout.offset(kFcw, 0) + 80 * C,
+                        80 * C * 4),
+            0);
+  EXPECT_FALSE(fs::exists(path + ".tmp." + std::to_string(getpid())));
+}
+
+TEST(Gguf, Q8BlocksAsGgmlAndNormsStayF32AndShortRowsFallBackToF16) {
+  test::TempDir tmp;
+  const ParamLayout layout(LlamaShape());
+  std::vector<float> p = Params(layout);
+  float* embd = p.data() + layout.offset(kWte);
+  embd[0] = 0.5f, embd[1] = -1.27f, embd[2] = 0.0049f;  // block 0's max |x| is 1.27
+  const data::VocabList v = data::ListVocab(WriteTokenizer(tmp.path() + "/tok"), 6);
+  const std::string path = tmp.path() + "/q.gguf";
+  const GgufSummary sum = ExportGguf(path, layout, p.data(), v, GgufOutType::kQ8_0, "q");
+  const Gguf g = ReadGguf(path);
+  EXPECT_EQ(g.tensors.at("token_embd.weight").type, 8u);       // Q8_0
+  EXPECT_EQ(g.tensors.at("blk.0.attn_norm.weight").type, 0u);  // F32
+  EXPECT_EQ(g.tensors.at("blk.0.ffn_down.weight").type, 1u);   // F16: rows of 80
+  EXPECT_EQ(g.tensors.at("blk.0.ffn_gate.weight").type, 8u);   // rows of 64
+  EXPECT_EQ(sum.f16_fallback, 2u);
+  EXPECT_EQ(std::get<std::uint64_t>(g.kv.at("general.file_type")), 7u);
+  // Block 0: d = fp16(1.27 / 127), q = round(x * (1 / d)).
+  const char* b = g.Data("token_embd.weight");
+  std::uint16_t d16;
+  std::memcpy(&d16, b, 2);
+  const float d = 1.27f / 127.0f;
+  EXPECT_EQ(d16, _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+  const auto* q = reinterpret_cast<const std::int8_t*>(b + 2);
+  EXPECT_EQ(q[0], static_cast<std::int8_t>(std::round(0.5f * (1.0f / d))));
+  EXPECT_EQ(q[1], -127);
+  EXPECT_EQ(q[2], 0);
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(q[i] * _cvtsh_ss(d16), embd[i], 0.5f * d + 1e-6f) << i;
+}
+
+TEST(Gguf, TokenizerKeysListEveryIdWithItsKind) {
+  test::TempDir tmp;
+  const ParamLayout layout(LlamaShape());
+  const std::vector<float> p = Params(layout);
+  const data::VocabList v = data::ListVocab(WriteTokenizer(tmp.path() + "/tok"), 6);
+  const std::string path = tmp.path() + "/t.gguf";
+  ExportGguf(path, layout, p.data(), v, GgufOutType::kF16, "t");
+  const Gguf g = ReadGguf(path);
+  EXPECT_EQ(std::get<std::string>(g.kv.at("tokenizer.ggml.model")), "gpt2");
+  EXPECT_EQ(std::get<std::string>(g.kv.at("tokenizer.ggml.pre")), "gpt-2");
+  EXPECT_EQ(std::get<std::vector<std::string>>(g.kv.at("tokenizer.ggml.tokens")),
+            (std::vector<std::string>{"a", "b", "ab", "\xc4\xa0", "<|endoftext|>", "[PAD5]"}));
+  EXPECT_EQ(std::get<std::vector<double>>(g.kv.at("tokenizer.ggml.token_type")),
+            (std::vector<double>{1, 1, 1, 1, 3, 5}));
+  EXPECT_EQ(std::get<std::vector<std::string>>(g.kv.at("tokenizer.ggml.merges")),
+            (std::vector<std::string>{"a b"}));
+  EXPECT_EQ(std::get<std::uint64_t>(g.kv.at("tokenizer.ggml.eos_token_id")), 4u);
+  EXPECT_EQ(std::get<std::string>(g.kv.at("tokenizer.chat_template")), "{{ messages }}");
+  EXPECT_FALSE(std::get<bool>(g.kv.at("tokenizer.ggml.add_bos_token")));
+}
+
+TEST(Gguf, RefusesWhatLlamaCppCannotRunBeforeWriting) {
+  test::TempDir tmp;
+  const data::VocabList v = data::ListVocab(WriteTokenizer(tmp.path() + "/tok"), 6);
+  Shape bert = LlamaShape();
+  bert.arch = Arch::kBert;
+  EXPECT_THROW(CheckGguf(bert, v), InputError);
+  const data::VocabList prefix = data::ListVocab(WriteTokenizer(tmp.path() + "/p", true), 6);
+  try {
+    CheckGguf(LlamaShape(), prefix);
+    FAIL() << "add_prefix_space accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("add_prefix_space"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(data::ListVocab(tmp.path() + "/tok", 3), InputError);  // 5 tokens, V = 3
+  // The CLI: a model.bin without a tokenizer exits 2 and writes nothing.
+  const ParamLayout layout(LlamaShape());
+  const std::vector<float> p = Params(layout);
+  SaveCheckpoint(tmp.path() + "/model.bin", layout, p.data());
+  const std::string out = tmp.path() + "/x.gguf";
+  const test::CliResult r = test::RunCli(
+      {"export", "--format", "gguf", "--checkpoint", tmp.path() + "/model.bin", "-o", out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--tokenizer"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  const test::CliResult ok =
+      test::RunCli({"export", "--format", "gguf", "--checkpoint", tmp.path() + "/model.bin",
+                    "--tokenizer", tmp.path() + "/tok", "--outtype", "bf16", "-o", out});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ReadGguf(out).tensors.at("blk.0.attn_q.weight").type, 30u);  // BF16
+}
+
+}  // namespace
+}  // namespace cputrain::model
