@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "data/hf_pretokenizer.h"
 #include "data/vocab_list.h"
 #include "model/checkpoint.h"
 #include "model/params.h"
@@ -135,19 +136,28 @@ Gguf ReadGguf(const std::string& path) {
   return g;
 }
 
-// A byte-level BPE tokenizer.json (GPT-2's pre-tokenizer) of five tokens, one merge, an added
-// <|endoftext|>, and a tokenizer_config.json with a chat template.
-std::string WriteTokenizer(const std::string& dir, bool prefix_space = false) {
+// A byte-level BPE tokenizer.json (GPT-2's pre-tokenizer, or Llama 3's Split without
+// ignore_merges) of five tokens, the merge that makes "ab" (or none), an added <|endoftext|>,
+// and a tokenizer_config.json with a chat template.
+std::string WriteTokenizer(const std::string& dir, bool prefix_space = false,
+                           bool llama3 = false, bool merge = true) {
   fs::create_directories(dir);
+  const nlohmann::json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", prefix_space}, {"use_regex", !llama3}};
+  const nlohmann::json split = {{"type", "Split"},
+                                {"pattern", {{"Regex", data::kLlama3SplitPattern}}},
+                                {"behavior", "Isolated"},
+                                {"invert", false}};
   const nlohmann::json tok = {
       {"model",
        {{"type", "BPE"},
         {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}, {"\xc4\xa0", 3}}},
-        {"merges", {"a b"}}}},
+        {"merges", merge ? nlohmann::json{"a b"} : nlohmann::json::array()}}},
       {"added_tokens",
        {{{"id", 4}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", false}}}},
-      {"pre_tokenizer",
-       {{"type", "ByteLevel"}, {"add_prefix_space", prefix_space}, {"use_regex", true}}},
+      {"pre_tokenizer", llama3 ? nlohmann::json{{"type", "Sequence"},
+                                                {"pretokenizers", {split, byte_level}}}
+                               : byte_level},
       {"decoder", {{"type", "ByteLevel"}}}};
   std::ofstream(dir + "/tokenizer.json") << tok.dump();
   std::ofstream(dir + "/tokenizer_config.json")
@@ -276,6 +286,18 @@ TEST(Gguf, RefusesWhatLlamaCppCannotRunBeforeWriting) {
     EXPECT_NE(std::string(e.what()).find("add_prefix_space"), std::string::npos) << e.what();
   }
   EXPECT_THROW(data::ListVocab(tmp.path() + "/tok", 3), InputError);  // 5 tokens, V = 3
+  // Llama 3's Split without ignore_merges (llama.cpp's llama-bpe ignores merges): the same ids
+  // while every vocabulary token is what its merges make; refused naming "ab" when one is not.
+  EXPECT_NO_THROW(
+      CheckGguf(LlamaShape(), data::ListVocab(WriteTokenizer(tmp.path() + "/m", false, true), 6)));
+  try {
+    CheckGguf(LlamaShape(),
+              data::ListVocab(WriteTokenizer(tmp.path() + "/n", false, true, false), 6));
+    FAIL() << "an unmerged token accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ignore_merges is false"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("('ab', ...)"), std::string::npos) << e.what();
+  }
   // The CLI: a model.bin without a tokenizer exits 2 and writes nothing.
   const ParamLayout layout(LlamaShape());
   const std::vector<float> p = Params(layout);

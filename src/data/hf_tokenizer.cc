@@ -964,6 +964,14 @@ VocabList HfTokenizer::List() const {
     v.kinds[a.id] = control ? K::kControl : K::kUserDefined;
   }
   v.merges = t.merge_list;
+  std::vector<int> ids;
+  for (const auto& [piece, id] : t.model_ids) {
+    if (v.kinds[id] == K::kControl || v.kinds[id] == K::kUserDefined) continue;  // matched first
+    ids.clear();
+    t.Bpe(piece, &ids);
+    if (ids.size() != 1 || ids[0] != id) v.unmerged.push_back(id);
+  }
+  std::sort(v.unmerged.begin(), v.unmerged.end());
   v.bos = t.bos;
   v.eos = t.eos;
   v.unk = t.unk;

@@ -42,6 +42,10 @@ struct VocabList {
   Split split = Split::kNone;
   std::string split_text;      // the pre-tokenizer as tokenizer.json writes it (kOther's message)
   bool ignore_merges = false;  // BPE's ignore_merges: a whole piece in the vocabulary is one token
+  // Vocabulary tokens (not added ones, which are matched before the model) that BPE's merges do
+  // not make from their own text (ids): only they make ignore_merges matter, since it acts on a
+  // piece that is a whole vocabulary token. Empty for most vocabularies.
+  std::vector<int> unmerged;
   // A space is put before the text: SentencePiece-style Prepend("▁") or Metaspace with a prepend
   // scheme, or byte-level ByteLevel(add_prefix_space).
   bool prefix_space = false;

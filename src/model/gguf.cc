@@ -47,21 +47,32 @@ GgmlType TypeFor(const std::string& name, bool one_dim, std::size_t cols, GgufOu
   return GgmlType::kF32;
 }
 
+// The file's tensors in the flat buffer's order (params.h): the inputs, block 0's, block 1's,
+// ..., the outputs, so that a block's tensors are together in the file as in memory.
 std::vector<Planned> Plan(const ParamLayout& layout, const GgufNames& g, GgufOutType out) {
   const Shape& s = layout.shape();
   std::vector<Planned> plan;
-  for (const GgufTensor& row : g.tensors) {
-    if (!layout.has(row.t)) continue;  // an optional tensor this model has not
+  auto add = [&](const GgufTensor& row, int l) {
     const TensorInfo& info = layout.info(row.t);
     std::size_t begin = 0, rows = 0;
     HfRows(row.rows, s, info, &begin, &rows);
     const bool one_dim = info.shape.size() == 1;
     const std::size_t cols = one_dim ? 1 : info.shape[1];
     const int heads = !row.rope_permute ? 0 : row.rows == HfTensor::kK ? s.kv_heads() : s.NH;
-    for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
-      std::string name = info.per_layer ? fmt::format(fmt::runtime(row.name), l) : row.name;
-      const GgmlType type = TypeFor(name, one_dim, cols, out);
-      plan.push_back({std::move(name), row.t, l, begin, rows, cols, one_dim, heads, type});
+    std::string name = info.per_layer ? fmt::format(fmt::runtime(row.name), l) : row.name;
+    const GgmlType type = TypeFor(name, one_dim, cols, out);
+    plan.push_back({std::move(name), row.t, l, begin, rows, cols, one_dim, heads, type});
+  };
+  auto where = [&](const GgufTensor& row) {  // 0 input, 1 per layer, 2 output
+    const TensorInfo& info = layout.info(row.t);
+    return info.per_layer ? 1 : layout.offset(row.t) < layout.block_begin(0) ? 0 : 2;
+  };
+  for (int phase = 0; phase < 3; ++phase) {
+    for (int l = 0; l < (phase == 1 ? s.L : 1); ++l) {
+      for (const GgufTensor& row : g.tensors) {
+        // An optional tensor this model has not (a bias, an untied head) is skipped.
+        if (layout.has(row.t) && where(row) == phase) add(row, l);
+      }
     }
   }
   return plan;
@@ -181,10 +192,12 @@ void WriteTokenizer(const data::VocabList& v, GgufWriter& w) {
     bool ignore = false;
     const char* pre = PreName(v.split, &ignore);
     if (pre == nullptr) Unsupported(v, "the pre-tokenizer " + v.split_text);
-    if (ignore != v.ignore_merges) {
-      Unsupported(v, fmt::format("model.ignore_merges is {}, and llama.cpp's '{}' pre-tokenizer "
-                                 "runs with {}",
-                                 v.ignore_merges, pre, ignore));
+    if (ignore != v.ignore_merges && !v.unmerged.empty()) {
+      Unsupported(v, fmt::format("model.ignore_merges is {}, llama.cpp's '{}' pre-tokenizer runs "
+                                 "with {}, and {} vocabulary token(s) ('{}', ...) are not what "
+                                 "the merges make of their own text, so the two settings differ",
+                                 v.ignore_merges, pre, ignore, v.unmerged.size(),
+                                 v.tokens[v.unmerged[0]]));
     }
     if (v.prefix_space) Unsupported(v, "ByteLevel's add_prefix_space");
     w.String("tokenizer.ggml.pre", pre);

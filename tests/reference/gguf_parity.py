@@ -147,8 +147,9 @@ CASES = {
                                              "eos_token": "<|end_of_text|>"}),
 }
 # tokenizers mode: each pipeline we export, and llama.cpp's name for it.
-TOKENIZER_PIPELINES = {"gpt2": "gpt-2", "llama3": "llama-bpe", "qwen2": "qwen2",
-                       "smollm2": "smollm", "llama2": "default", "metaspace": "default"}
+TOKENIZER_PIPELINES = {"gpt2": "gpt-2", "llama3": "llama-bpe", "llama3_merges": "llama-bpe",
+                       "qwen2": "qwen2", "smollm2": "smollm", "llama2": "default",
+                       "metaspace": "default"}
 
 
 def corpus() -> List[str]:
@@ -160,9 +161,23 @@ _TOKENIZERS: Dict[str, str] = {}
 
 
 def tokenizer_dir(name: str, tmp: str) -> str:
-    """make_hf_tokenizers.make_all's pipelines (trained once per run)."""
-    if not _TOKENIZERS:
-        import make_hf_tokenizers as mk
+    """make_hf_tokenizers.make_all's pipelines (trained once per run), and llama3_merges: Llama
+    3's pipeline as scripts/tiny_llama.py trains it, without ignore_merges (which llama.cpp's
+    llama-bpe always sets: the same ids when every vocabulary token is what its merges make)."""
+    import make_hf_tokenizers as mk
+    if name == "llama3_merges" and name not in _TOKENIZERS:
+        from tokenizers import Regex, pre_tokenizers, processors
+        tok = mk.train_byte_level(corpus(), pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(mk.LLAMA3), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                     use_regex=False)]), mk.LLAMA3_SPECIALS, 1000)
+        bos = mk.LLAMA3_SPECIALS[0]
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", special_tokens=[(bos, tok.token_to_id(bos))])
+        os.makedirs(os.path.join(tmp, name), exist_ok=True)
+        tok.save(os.path.join(tmp, name, "tokenizer.json"))
+        _TOKENIZERS[name] = os.path.join(tmp, name)
+    if not _TOKENIZERS or name not in _TOKENIZERS:
         gpt2_dir = os.path.join(ROOT, "third_party", "gpt2")
         if not os.path.exists(os.path.join(gpt2_dir, "encoder.json")):
             sys.exit("FAIL: third_party/gpt2 has no encoder.json: run scripts/install-deps.sh "
