@@ -3,8 +3,9 @@
 // file keeping only the steps up to a resume; and end to end, a run with train.report_to:
 // tensorboard stopped after step 7 (as by SIGTERM), its event file then torn by a half-written
 // record, resumed from its step-6 checkpoint to step 12: every step's scalars once, in order, equal
-// to metrics.jsonl's rows, and trainer_state.json's log_history one entry per row. TensorBoard's
-// own reader reads the files in tests/reference/tensorboard_check.py.
+// to metrics.jsonl's rows, and trainer_state.json's log_history one entry per row; a task's
+// evaluation after training reported once, also when the finished command runs again.
+// TensorBoard's own reader reads the files in tests/reference/tensorboard_check.py.
 #include "train/reports.h"
 
 #include <gtest/gtest.h>
@@ -90,12 +91,12 @@ TEST(TensorBoard, AReopenedFileKeepsTheStepsUpToTheResumeAndDropsATornTail) {
   test::TempDir tmp;
   const std::string path = tmp.path() + "/runs/events.out.tfevents.x";
   {
-    report::EventFileWriter w(path, -1);
+    report::EventFileWriter w(path, nullptr);
     for (int s = 1; s <= 6; ++s) w.Scalars(s, {{"train/loss", static_cast<float>(s)}});
   }
   std::ofstream(path, std::ios::app) << std::string("\x20\0\0\0\0\0\0\0torn", 12);
   {
-    report::EventFileWriter w(path, 4);
+    report::EventFileWriter w(path, [](const Event& e) { return e.step <= 4; });
     w.Scalars(5, {{"train/loss", 50.f}});
   }
   const std::vector<Event> e = report::ReadEvents(test::Slurp(path));
@@ -103,7 +104,7 @@ TEST(TensorBoard, AReopenedFileKeepsTheStepsUpToTheResumeAndDropsATornTail) {
   EXPECT_EQ(e[0].file_version, report::kEventFileVersion);
   for (int s = 1; s <= 5; ++s) EXPECT_EQ(e[s].step, s);
   EXPECT_EQ(e[5].scalars[0].second, 50.f);
-  report::EventFileWriter fresh(path, -1);  // a new run starts the file over
+  report::EventFileWriter fresh(path, nullptr);  // a new run starts the file over
   EXPECT_EQ(report::ReadEvents(test::Slurp(path)).size(), 1u);
 }
 
@@ -173,6 +174,24 @@ TEST(TensorBoard, AStoppedTornAndResumedRunReportsEveryStepOnce) {
   }
   EXPECT_EQ(log.back()["eval_f1"], 88.5);
   EXPECT_EQ(Rows(tmp.path()).back()["eval_exact_match"], 81.25);
+
+  // The finished run's command again: it resumes at step 12, trains nothing, and its evaluation
+  // replaces the first instead of adding a second at the same step.
+  const TrainResult third = TrainFor(c, 0);
+  ASSERT_EQ(third.resumed_from, 12);
+  ReportEvalMetrics(c, 12, {{"eval_exact_match", 82.5}, {"eval_f1", 89.0}});
+  int task_rows = 0, task_events = 0;
+  for (const json& row : Rows(tmp.path())) {
+    if (!row.contains("eval_f1")) continue;
+    ++task_rows;
+    EXPECT_EQ(row["eval_f1"], 89.0);
+  }
+  for (const Event& ev : report::ReadEvents(test::Slurp(events)))
+    for (const auto& [tag, value] : ev.scalars) task_events += tag == "eval/f1";
+  EXPECT_EQ(task_rows, 1);
+  EXPECT_EQ(task_events, 1);
+  EXPECT_EQ(json::parse(test::Slurp(tmp.path() + "/" + kTrainerStateFile))["log_history"].size(),
+            rows.size() + 1);
 }
 
 }  // namespace

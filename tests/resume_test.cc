@@ -291,7 +291,8 @@ TEST(Resume, KeepsTheNewestCheckpointsAndRemovesTemporariesOfADeadRun) {
                                          "config.yaml",
                                          "latest",
                                          "metrics.jsonl",
-                                         "placement.json"};
+                                         "placement.json",
+                                         "trainer_state.json"};
   EXPECT_EQ(left, want);
   EXPECT_EQ(Slurp(out.path() + "/latest"), "checkpoints/step_00000012\n");
 }

@@ -353,12 +353,15 @@ void PrintScores(const task::SquadScores& s) {
   }
 }
 
-// The evaluation's metrics (eval_results.json's eval_* numbers) beside the run's own rows:
-// metrics.jsonl, trainer_state.json and, with --report_to tensorboard, the event file.
+// The evaluation's metrics (eval_results.json's eval_* numbers but eval_samples, which
+// run_qa.py adds after the Trainer logged the rest) beside the run's own rows: metrics.jsonl,
+// trainer_state.json and, with --report_to tensorboard, the event file.
 void ReportEval(const Config& cfg, int step, const nlohmann::json& results) {
   nlohmann::json metrics = nlohmann::json::object();
   for (const auto& [key, value] : results.items())
-    if (key.rfind("eval_", 0) == 0 && value.is_number()) metrics[key] = value;
+    if (key.rfind("eval_", 0) == 0 && key != "eval_samples" && value.is_number()) {
+      metrics[key] = value;
+    }
   train::ReportEvalMetrics(cfg, step, metrics);
 }
 

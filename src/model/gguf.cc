@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <unordered_map>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -314,6 +313,8 @@ GgufSummary ExportGguf(const std::string& path, const ParamLayout& layout, const
   WriteTokenizer(vocab, w);
 
   GgufSummary sum;
+  sum.tensors = w.tensor_count();  // the family's computed ones (F32)
+  sum.f32 = type != GgufOutType::kF32 ? sum.tensors : 0;
   for (const Planned& p : Plan(layout, g, type)) {
     std::vector<std::uint64_t> shape = {p.rows};
     if (!p.one_dim) shape.push_back(p.cols);

@@ -54,6 +54,7 @@ class GgufWriter {
   using Encoder = std::function<void(std::vector<std::uint8_t>*)>;
   void Tensor(const std::string& name, std::vector<std::uint64_t> shape, GgmlType type,
               Encoder encode);
+  std::size_t tensor_count() const { return tensors_.size(); }
 
   // Writes the file (through a temporary, renamed into place). Throws as common/files.h's
   // writers do (a path that cannot be written: InputError; disk full: RuntimeError).

@@ -181,17 +181,16 @@ std::vector<Event> ReadEvents(std::string_view bytes, std::size_t* whole_bytes) 
   return events;
 }
 
-EventFileWriter::EventFileWriter(std::string path, std::int64_t keep_through_step)
-    : path_(std::move(path)) {
+EventFileWriter::EventFileWriter(std::string path, const Keep& keep) : path_(std::move(path)) {
   namespace fs = std::filesystem;
   MakeDirs(fs::path(path_).parent_path().string());
   std::error_code ec;
-  const bool resume = keep_through_step >= 0 && fs::exists(path_, ec);
+  const bool resume = keep && fs::exists(path_, ec);
   std::string kept;
   if (resume) {
     const std::string bytes = ReadFile(path_);
     for (const Event& e : ReadEvents(bytes)) {
-      if (e.step <= keep_through_step || !e.file_version.empty()) {
+      if (!e.file_version.empty() || keep(e)) {
         kept += FrameRecord(EncodeEvent(e));
       }
     }

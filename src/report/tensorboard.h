@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,11 +52,13 @@ std::vector<Event> ReadEvents(std::string_view bytes, std::size_t* whole_bytes =
 
 class EventFileWriter {
  public:
-  // Opens `path` (its directory is created). keep_through_step < 0: a new file holding the
-  // file_version record. >= 0: an existing file keeps its whole records of steps up to
-  // keep_through_step (and its file_version record), the rest is dropped, and writes append; a
-  // missing file is started new. Throws as common/files.h's writers do.
-  EventFileWriter(std::string path, std::int64_t keep_through_step);
+  // Which events of an existing file a reopened writer keeps (the file_version record always).
+  using Keep = std::function<bool(const Event&)>;
+  // Opens `path` (its directory is created). `keep` null: a new file holding the file_version
+  // record. Otherwise an existing file keeps its whole records that `keep` accepts, the rest
+  // (and a torn tail) is dropped, and writes append; a missing file is started new. Throws as
+  // common/files.h's writers do.
+  EventFileWriter(std::string path, const Keep& keep);
   ~EventFileWriter();
   EventFileWriter(const EventFileWriter&) = delete;
   EventFileWriter& operator=(const EventFileWriter&) = delete;

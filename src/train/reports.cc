@@ -1,13 +1,11 @@
 #include "train/reports.h"
 
 #include <algorithm>
-#include <climits>
 #include <filesystem>
 #include <sstream>
 
 #include "common/files.h"
 #include "report/tensorboard.h"
-#include "train/run_outputs.h"
 
 namespace cputrain::train {
 namespace {
@@ -68,6 +66,12 @@ std::vector<json> ReadRows(const std::string& path) {
 
 }  // namespace
 
+bool IsTaskEvalRow(const json& row) {
+  for (const auto& [key, value] : row.items())
+    if (key.rfind("eval_", 0) == 0) return true;
+  return false;
+}
+
 bool ReportsToTensorBoard(const Config& c) {
   const std::vector<std::string>& r = c.train.report_to;
   return std::find(r.begin(), r.end(), "tensorboard") != r.end() ||
@@ -76,15 +80,26 @@ bool ReportsToTensorBoard(const Config& c) {
 
 RunReports::RunReports(const Config& c, int resumed_step) : config_(c) {
   const std::string dir = c.train.out_dir;
-  if (resumed_step >= 0) {
+  if (resumed_step >= 0 || resumed_step == kAppend) {
     for (const json& row : ReadRows(dir + "/metrics.jsonl")) {
       if (row.contains("loss")) last_step_row_ = row;
       log_history_.push_back(LogEntry(row, last_step_row_));
     }
   }
-  if (ReportsToTensorBoard(c)) {
-    events_ = std::make_unique<report::EventFileWriter>(dir + "/" + kEventFile, resumed_step);
+  if (!ReportsToTensorBoard(c)) return;
+  report::EventFileWriter::Keep keep;  // null: a fresh run's new file
+  if (resumed_step == kAppend) {
+    keep = [](const report::Event&) { return true; };
+  } else if (resumed_step >= 0) {
+    // As metrics.jsonl: steps up to the checkpoint, without a task's evaluation (eval/<metric>
+    // other than eval/loss), which the resumed run makes again.
+    keep = [resumed_step](const report::Event& e) {
+      for (const auto& [tag, value] : e.scalars)
+        if (tag.rfind("eval/", 0) == 0 && tag != "eval/loss") return false;
+      return e.step <= resumed_step;
+    };
   }
+  events_ = std::make_unique<report::EventFileWriter>(dir + "/" + kEventFile, keep);
 }
 
 RunReports::~RunReports() = default;
@@ -116,10 +131,11 @@ void RunReports::SaveState() {
 }
 
 void ReportEvalMetrics(const Config& c, int step, const json& metrics) {
-  RunReports reports(c, INT_MAX);  // every row and event so far kept
+  RunReports reports(c, RunReports::kAppend);
   json row = {{"step", step}};
   row.update(metrics);
-  MetricsFile(c.train.out_dir + "/metrics.jsonl", INT_MAX).Write(row);
+  RecordFile(c.train.out_dir + "/metrics.jsonl", false, "check free disk space in --output_dir")
+      .Append(row.dump() + "\n");
   reports.Row(row);
   reports.SaveState();
 }

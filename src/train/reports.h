@@ -13,7 +13,8 @@
 //
 // A resumed run keeps what metrics.jsonl keeps: the rows, events and log entries of steps up to
 // its checkpoint's (a torn event record, or events of steps after the checkpoint, are dropped),
-// so no step is reported twice.
+// except a task's evaluation after training (rows of eval_* metrics), which the resumed run
+// makes again; so no step and no evaluation is reported twice.
 //
 // Thread safety: the writer's main thread only.
 #pragma once
@@ -36,11 +37,15 @@ inline constexpr char kTrainerStateFile[] = "trainer_state.json";
 
 // train.report_to asks for TensorBoard ("tensorboard" or "all").
 bool ReportsToTensorBoard(const Config& c);
+// A metrics.jsonl row of a task's evaluation after training: it holds an "eval_*" metric.
+bool IsTaskEvalRow(const nlohmann::json& row);
 
 class RunReports {
  public:
   // resumed_step < 0: a fresh run (a new event file); else the run resumed from that step, and
-  // metrics.jsonl (already cut back to it) holds the rows kept.
+  // metrics.jsonl (already cut back to it) holds the rows kept; kAppend: after the run, every
+  // row and event kept.
+  static constexpr int kAppend = -2;
   RunReports(const Config& c, int resumed_step);
   ~RunReports();
   // A row as written to metrics.jsonl.

@@ -23,7 +23,10 @@ std::string RowsThrough(const std::string& text, int step) {
   for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
     const std::string line = text.substr(at, nl - at);
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (row.is_object() && row.value("step", step + 1) <= step) kept += line + "\n";
+    // A task's evaluation after training is made again by the resumed run (train/reports.h).
+    if (row.is_object() && row.value("step", step + 1) <= step && !IsTaskEvalRow(row)) {
+      kept += line + "\n";
+    }
   }
   return kept;
 }

@@ -14,7 +14,8 @@ Per mode, for a model transformers saved (HF_DIR, its tokenizer beside it):
               shapes, ggml types, bytes: F32, F16, BF16 and Q8_0 bit for bit; rope_freqs within
               1e-6, LLAMA3_FACTORS_TOL says why) and the same keys with the same values, except
               the ones KEY_DIFFERENCES lists (naming keys convert derives from the directory's
-              name, and where we deliberately write more or better: docs/gguf.md). Every T.
+              name, and where we deliberately write more or better: docs/gguf.md). T = f32, f16,
+              bf16, q8_0 (GPT-2: f32, q8_0; Case.outtypes says why).
   2. logits   llama.cpp (llama-cpp-python, one thread) loads our F32 file and its logits for
               (T = 24) token ids equal the engine's (engine_logits, from HF_DIR) within 1e-4
               (rel_diff, transformers_parity.py), and the other types' files load.
@@ -122,6 +123,10 @@ class Case:
     # (ggml's ggml_vec_gelu_f32) goes through an fp16 table, an error of its own that grows with
     # the activations (1.4e-4 of the logits at 2x, 8.5e-4 at 4x; 3.3e-5 at 1x).
     weight_scale: float = 4.0
+    # The types compared with convert's. GPT-2 checks two: gguf-py's reader takes 4 s for each
+    # file of GPT-2's 50,257 tokens and 50,000 merges; F16 and BF16 go the same way as Q8_0
+    # through the type choice, and the Llama modes check all four.
+    outtypes: tuple = OUTTYPES
 
 
 LLAMA_BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -129,7 +134,8 @@ LLAMA_BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
 CASES = {
     "gpt2": Case("gpt2", "gpt2", None,
                  tokenizer_config={"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
-                                   "unk_token": "<|endoftext|>"}, weight_scale=1.0),
+                                   "unk_token": "<|endoftext|>"}, weight_scale=1.0,
+                 outtypes=("f32", "q8_0")),
     "llama-spm": Case("llama-spm", "llama2",
                       dict(LLAMA_BASE, intermediate_size=80, num_key_value_heads=2,
                            rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=True),
@@ -366,14 +372,14 @@ def check_case(engine, case: Case, tmp: str) -> int:
     for f in os.listdir(tok_dir):
         shutil.copy(os.path.join(tok_dir, f), ours_hf)
     files = {}
-    for t in OUTTYPES:
+    for t in case.outtypes:
         files[t] = os.path.join(tmp, f"ours-{t}.gguf")
         export_gguf(engine, hf_dir, files[t], t, adapter=adapter)
         theirs = os.path.join(tmp, f"convert-{t}.gguf")
         convert(ours_hf, theirs, t, case.pre)
         compare_files(files[t], theirs, checks, f"{case.name} {t}")
         load_llama(files[t])  # loads (raises otherwise)
-    checks.expect(True, f"{case.name}: llama.cpp loads our {', '.join(OUTTYPES)} files")
+    checks.expect(True, f"{case.name}: llama.cpp loads our {', '.join(case.outtypes)} files")
 
     llm = load_llama(files["f32"])
     rng = np.random.default_rng(7)
