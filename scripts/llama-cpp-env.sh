@@ -62,17 +62,21 @@ case "${1:-}" in
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
     pip=("$py" -m pip --no-input --disable-pip-version-check)
+    # The build backend pinned wherever pip makes its isolated build environment (the download
+    # reads the sdist's metadata through it too).
+    printf 'scikit-build-core==%s\npathspec==%s\n' "$SCIKIT_BUILD_CORE" "$PATHSPEC" >"$tmp/build.txt"
+    export PIP_CONSTRAINT="$tmp/build.txt"
     "${pip[@]}" download --quiet --no-deps --no-binary llama-cpp-python --dest "$tmp" \
       "llama-cpp-python==$LLAMA_CPP_PYTHON"
     sdist="$tmp/llama_cpp_python-$LLAMA_CPP_PYTHON.tar.gz"
     echo "$LLAMA_CPP_PYTHON_SHA256  $sdist" | sha256sum --check --quiet ||
       { echo "llama-cpp-env: the sdist's SHA-256 is not the pinned one" >&2; exit 1; }
-    printf 'scikit-build-core==%s\npathspec==%s\n' "$SCIKIT_BUILD_CORE" "$PATHSPEC" >"$tmp/build.txt"
     b0=$(date +%s)
-    PIP_CONSTRAINT="$tmp/build.txt" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+    CMAKE_BUILD_PARALLEL_LEVEL=2 \
       CMAKE_ARGS="$CMAKE_FLAGS" \
       "${pip[@]}" wheel --quiet --no-deps --wheel-dir "$tmp/wheel" "$sdist"
     echo $(($(date +%s) - b0)) >"$tmp/build-seconds"
+    unset PIP_CONSTRAINT
     "${pip[@]}" install --quiet --no-deps --no-compile --target "$dir/site" \
       "$tmp"/wheel/llama_cpp_python-*.whl "diskcache==$DISKCACHE" "sentencepiece==$SENTENCEPIECE"
     tar -xzf "$sdist" -C "$tmp"

@@ -139,8 +139,8 @@ Gguf ReadGguf(const std::string& path) {
 // A byte-level BPE tokenizer.json (GPT-2's pre-tokenizer, or Llama 3's Split without
 // ignore_merges) of five tokens, the merge that makes "ab" (or none), an added <|endoftext|>,
 // and a tokenizer_config.json with a chat template.
-std::string WriteTokenizer(const std::string& dir, bool prefix_space = false,
-                           bool llama3 = false, bool merge = true) {
+std::string WriteTokenizer(const std::string& dir, bool prefix_space = false, bool llama3 = false,
+                           bool merge = true) {
   fs::create_directories(dir);
   const nlohmann::json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", prefix_space}, {"use_regex", !llama3}};
@@ -155,9 +155,9 @@ std::string WriteTokenizer(const std::string& dir, bool prefix_space = false,
         {"merges", merge ? nlohmann::json{"a b"} : nlohmann::json::array()}}},
       {"added_tokens",
        {{{"id", 4}, {"content", "<|endoftext|>"}, {"special", true}, {"normalized", false}}}},
-      {"pre_tokenizer", llama3 ? nlohmann::json{{"type", "Sequence"},
-                                                {"pretokenizers", {split, byte_level}}}
-                               : byte_level},
+      {"pre_tokenizer",
+       llama3 ? nlohmann::json{{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}}
+              : byte_level},
       {"decoder", {{"type", "ByteLevel"}}}};
   std::ofstream(dir + "/tokenizer.json") << tok.dump();
   std::ofstream(dir + "/tokenizer_config.json")

@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "report/tensorboard.h"
 #include "test_util.h"
+#include "train_run.h"
 #include "train/trainer.h"
 
 namespace cputrain::train {
@@ -30,6 +31,7 @@ namespace {
 
 using nlohmann::json;
 using report::Event;
+using ::cputrain::test::TrainFor;
 
 std::string Fixture(const std::string& file) {
   return std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/odd/" + file;
@@ -41,18 +43,6 @@ Config RunConfig(const std::string& out_dir) {
       {"model.init_from=" + Fixture("model.bin"), "data.train=" + Fixture("train.bin"),
        "data.val=" + Fixture("val.bin"), "train.out_dir=" + out_dir, "train.steps=12",
        "train.eval_every=5", "train.checkpoint_every=3", "train.report_to=tensorboard"});
-}
-
-TrainResult TrainFor(const Config& c, int stop_after) {
-  StopToken stop;
-  int steps = 0;
-  TrainOptions o;
-  o.progress = Progress::kQuiet;
-  o.stop = &stop;
-  o.step_probe = [&](bool begin) {
-    if (!begin && ++steps == stop_after) stop.Request(15);
-  };
-  return Train(c, o);
 }
 
 std::vector<json> Rows(const std::string& out_dir) {

@@ -29,6 +29,7 @@
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "test_util.h"
+#include "train_run.h"
 #include "train/run_lock.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
@@ -38,6 +39,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::cputrain::test::Slurp;
+using ::cputrain::test::TrainFor;
 
 constexpr int kSteps = 12;
 const char* kTwoGroups = "topology=synthetic:pack:2 numa:1 core:1 pu:1";
@@ -54,19 +56,6 @@ Config OddConfig(const std::string& out_dir, std::vector<std::string> sets = {})
       "train.steps=" + std::to_string(kSteps),   "train.eval_every=5"};
   all.insert(all.end(), sets.begin(), sets.end());
   return LoadConfig(Fixture("config.yaml"), all);
-}
-
-// Trains; with stop_after > 0 a stop is requested once that step is done (as a SIGTERM would).
-TrainResult TrainFor(const Config& c, int stop_after = 0) {
-  StopToken stop;
-  int steps = 0;
-  TrainOptions o;
-  o.progress = Progress::kQuiet;
-  o.stop = &stop;
-  o.step_probe = [&](bool begin) {
-    if (!begin && ++steps == stop_after) stop.Request(15);
-  };
-  return Train(c, o);
 }
 
 // metrics.jsonl without the timing fields.

@@ -192,11 +192,11 @@ void WriteTokenizer(const data::VocabList& v, GgufWriter& w) {
     const char* pre = PreName(v.split, &ignore);
     if (pre == nullptr) Unsupported(v, "the pre-tokenizer " + v.split_text);
     if (ignore != v.ignore_merges && !v.unmerged.empty()) {
-      Unsupported(v, fmt::format("model.ignore_merges is {}, llama.cpp's '{}' pre-tokenizer runs "
-                                 "with {}, and {} vocabulary token(s) ('{}', ...) are not what "
-                                 "the merges make of their own text, so the two settings differ",
-                                 v.ignore_merges, pre, ignore, v.unmerged.size(),
-                                 v.tokens[v.unmerged[0]]));
+      Unsupported(
+          v, fmt::format("model.ignore_merges is {}, llama.cpp's '{}' pre-tokenizer runs "
+                         "with {}, and {} vocabulary token(s) ('{}', ...) are not what "
+                         "the merges make of their own text, so the two settings differ",
+                         v.ignore_merges, pre, ignore, v.unmerged.size(), v.tokens[v.unmerged[0]]));
     }
     if (v.prefix_space) Unsupported(v, "ByteLevel's add_prefix_space");
     w.String("tokenizer.ggml.pre", pre);
