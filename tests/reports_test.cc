@@ -23,15 +23,15 @@
 #include "config/config.h"
 #include "report/tensorboard.h"
 #include "test_util.h"
-#include "train_run.h"
 #include "train/trainer.h"
+#include "train_run.h"
 
 namespace cputrain::train {
 namespace {
 
+using ::cputrain::test::TrainFor;
 using nlohmann::json;
 using report::Event;
-using ::cputrain::test::TrainFor;
 
 std::string Fixture(const std::string& file) {
   return std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/odd/" + file;

@@ -29,10 +29,10 @@
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "test_util.h"
-#include "train_run.h"
 #include "train/run_lock.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
+#include "train_run.h"
 
 namespace cputrain::train {
 namespace {
