@@ -136,6 +136,17 @@ class CollectivesSuite : public Suite {
   void RunRepetitions(Op op, std::size_t n, int reps, std::vector<double>* times);
   // Runs the MPI worker; fills mpi_[(op, bytes)] = seconds. Returns a note for the report.
   std::string RunMpi(int G, const std::vector<uint64_t>& sizes, const RepPolicy& policy);
+  // STREAM on the real machine, all allowed CPUs, pinned: the bound's bandwidths (recorded).
+  static StreamResult MeasureMachineStream(const topo::Topology& topo, bool quick, int G,
+                                           SuiteRecords* report);
+  // Ours at every op and size, then the store-policy variants: ours_, variant_secs_, tpg_.
+  // Returns the groups' CPUs for the header.
+  std::string MeasureOurs(const GroupLayout& layout, const topo::Topology& topo,
+                          const std::vector<uint64_t>& sizes, const RepPolicy& policy);
+  // The table (ours, Open MPI, the bound) and its records; then the variants'.
+  void PrintTable(int G, const std::vector<uint64_t>& sizes, const StreamResult& stream,
+                  SuiteRecords* report) const;
+  void PrintVariants(int G, const std::vector<uint64_t>& sizes, SuiteRecords* report) const;
 
   int groups_ = 0;
   int threads_ = 0;
@@ -150,6 +161,14 @@ class CollectivesSuite : public Suite {
   std::unique_ptr<comm::Communicator> comm_;
   std::vector<MappedBuffer> send_, recv_;
   std::map<std::pair<std::string, uint64_t>, double> mpi_;
+  struct Variant {
+    const char* impl;
+    std::size_t streaming_store_bytes;
+  };
+  std::vector<Variant> variants_;  // the store-policy variants (none with --no-variants)
+  std::vector<int> tpg_;           // threads per group
+  std::map<std::pair<std::string, uint64_t>, std::pair<double, int>> ours_;  // seconds, reps
+  std::map<std::tuple<std::string, std::string, uint64_t>, double> variant_secs_;
 };
 
 GroupLayout CollectivesSuite::ResolveLayout(const Config& cfg, const topo::Topology& topo) {
@@ -349,20 +368,8 @@ std::string CollectivesSuite::RunMpi(int G, const std::vector<uint64_t>& sizes,
   return fmt::format("Open MPI: {} ranks, `{}`", G, cmdline);
 }
 
-void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
-  // WaitWord's automatic spin limit counts the CPUs of the first thread that asks, once; ask
-  // from this (unpinned) thread before any pinned worker exists, or a worker's single-CPU mask
-  // would make every wait sleep after 64 pauses (seen: 4 KiB reduce-scatter at ~50 us instead
-  // of 0.3 us in some runs).
-  (void)SpinLimit();
-  const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
-  const GroupLayout layout = ResolveLayout(ctx.config, topo);
-  const int G = static_cast<int>(layout.cpus.size());
-  const std::vector<uint64_t> sizes = Sizes(ctx.quick);
-  const RepPolicy policy = ctx.quick ? RepPolicy{0.02, 3, 10} : RepPolicy{0.25, 5, 100};
-  const uint64_t max_size = sizes.back();
-
-  // 1. STREAM on the real machine, all allowed CPUs, pinned.
+StreamResult CollectivesSuite::MeasureMachineStream(const topo::Topology& topo, bool quick, int G,
+                                                    SuiteRecords* report) {
   const topo::Topology real = topo.simulated ? topo::LoadTopology("this") : topo;
   const std::vector<int> all_cpus = real.AllowedCpus();
   StreamResult stream;
@@ -372,8 +379,8 @@ void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     // 64 MiB arrays even when quick: the three must not fit in the last-level cache, or the
     // "bound" would be a cache bandwidth.
     stream = MeasureStream(
-        pool, (ctx.quick ? (std::size_t{64} << 20) : (std::size_t{256} << 20)) / sizeof(float),
-        ctx.quick ? 3 : 5);
+        pool, (quick ? (std::size_t{64} << 20) : (std::size_t{256} << 20)) / sizeof(float),
+        quick ? 3 : 5);
   }
   for (auto [op, secs, gbs] :
        {std::tuple{"stream_copy", stream.copy_seconds, stream.copy_gbs},
@@ -388,12 +395,19 @@ void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                  {"seconds", secs},
                  {"busbw_gbs", gbs}});
   }
+  return stream;
+}
 
-  // 2. Ours: one pool per group, buffers first-touched by their group's threads.
-  // Oversubscription (more worker threads than CPUs) needs no action here: the pools register
-  // their threads and WaitWord shortens its spin by itself (common/wait.h).
-  std::vector<int> tpg;
-  for (const auto& c : layout.cpus) tpg.push_back(static_cast<int>(c.size()));
+std::string CollectivesSuite::MeasureOurs(const GroupLayout& layout, const topo::Topology& topo,
+                                          const std::vector<uint64_t>& sizes,
+                                          const RepPolicy& policy) {
+  // One pool per group, buffers first-touched by their group's threads. Oversubscription (more
+  // worker threads than CPUs) needs no action here: the pools register their threads and
+  // WaitWord shortens its spin by itself (common/wait.h).
+  const int G = static_cast<int>(layout.cpus.size());
+  const uint64_t max_size = sizes.back();
+  tpg_.clear();
+  for (const auto& c : layout.cpus) tpg_.push_back(static_cast<int>(c.size()));
   comm::CommOptions opts;
   if (streaming_ == "on") opts.streaming_store_bytes = 1;
   if (streaming_ == "off") opts.streaming_store_bytes = 0;
@@ -421,29 +435,20 @@ void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     placement +=
         (g ? " | " : "") + topo::Topology::FormatCpuList(layout.cpus[static_cast<std::size_t>(g)]);
   }
-  std::map<std::pair<std::string, uint64_t>, std::pair<double, int>> ours;
-  comm_ = std::make_unique<comm::Communicator>(tpg, opts);
+  comm_ = std::make_unique<comm::Communicator>(tpg_, opts);
   for (Op op : kOps) {
     for (uint64_t bytes : sizes) {
-      ours[{OpKey(op), bytes}] = TimeOurs(op, bytes / sizeof(float), policy);
+      ours_[{OpKey(op), bytes}] = TimeOurs(op, bytes / sizeof(float), policy);
     }
   }
   // The store-policy variants: the same sweep with each policy forced.
-  struct Variant {
-    const char* impl;
-    std::size_t streaming_store_bytes;
-  };
-  const std::vector<Variant> variants =
-      no_variants_ ? std::vector<Variant>{}
-                   : std::vector<Variant>{{"cputrain-cached", 0}, {"cputrain-streaming", 1}};
-  std::map<std::tuple<std::string, std::string, uint64_t>, double> variant_secs;
-  for (const Variant& v : variants) {
+  for (const Variant& v : variants_) {
     comm::CommOptions vo;
     vo.streaming_store_bytes = v.streaming_store_bytes;
-    comm_ = std::make_unique<comm::Communicator>(tpg, vo);
+    comm_ = std::make_unique<comm::Communicator>(tpg_, vo);
     for (Op op : kOps) {
       for (uint64_t bytes : sizes) {
-        variant_secs[{v.impl, OpKey(op), bytes}] =
+        variant_secs_[{v.impl, OpKey(op), bytes}] =
             TimeOurs(op, bytes / sizeof(float), policy).first;
       }
     }
@@ -452,40 +457,24 @@ void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   comm_.reset();
   send_.clear();
   recv_.clear();
+  return placement;
+}
 
-  // 3. Open MPI on the same machine.
-  const std::string mpi_note = RunMpi(G, sizes, policy);
-
-  // 4. Table and records.
-  std::printf(
-      "collectives: G=%d group%s (%s), threads per group %s, CPUs %s, %s\n", G, G > 1 ? "s" : "",
-      layout.how.c_str(), fmt::format("{}", fmt::join(tpg, ",")).c_str(), placement.c_str(),
-      layout.pin
-          ? "pinned"
-          : (topo.simulated ? "simulated topology: not pinned" : "oversubscribed: not pinned"));
-  std::printf("%s\n", mpi_note.c_str());
-  std::printf(
-      "memory: STREAM copy %.1f GB/s, triad %.1f GB/s; with non-temporal stores copy %.1f, "
-      "triad %.1f (%d threads, 3 x %s arrays, best of %d)%s\n",
-      stream.copy_gbs, stream.triad_gbs, stream.copy_nt_gbs, stream.triad_nt_gbs, stream.threads,
-      FormatBytes(stream.array_bytes).c_str(), ctx.quick ? 3 : 5,
-      topo.simulated ? " on the real machine" : "");
-  std::printf(
-      "bound = bytes moved (docs/collectives.md) / the better STREAM bandwidth of each kernel "
-      "kind; %% bound = ours / bound busbw (above 100%% = part of the data was in cache)\n\n");
+void CollectivesSuite::PrintTable(int G, const std::vector<uint64_t>& sizes,
+                                  const StreamResult& stream, SuiteRecords* report) const {
   std::printf("%-15s %9s | %10s %9s | %10s %9s | %8s | %9s %7s\n", "op", "size", "ours time",
               "busbw", "mpi time", "busbw", "ours/mpi", "bound", "% bound");
   std::printf("%-15s %9s | %10s %9s | %10s %9s | %8s | %9s %7s\n", "", "", "", "GB/s", "", "GB/s",
               "", "GB/s", "");
   for (Op op : kOps) {
     for (uint64_t bytes : sizes) {
-      const auto [secs, reps] = ours[{OpKey(op), bytes}];
+      const auto [secs, reps] = ours_.at({OpKey(op), bytes});
       const double factor = BusFactor(op, G);
       const double busbw = factor * static_cast<double>(bytes) / secs / 1e9;
       report->Add({{"op", OpKey(op)},
                    {"impl", "cputrain"},
                    {"groups", G},
-                   {"threads_per_group", tpg},
+                   {"threads_per_group", tpg_},
                    {"bytes", bytes},
                    {"seconds", secs},
                    {"busbw_gbs", busbw},
@@ -526,33 +515,77 @@ void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
                   mpi_bw.c_str(), ratio.c_str(), bound_busbw, 100.0 * t_bound / secs);
     }
   }
-  if (!variants.empty()) {
-    std::printf(
-        "\nstore-policy variants (busbw GB/s): default = non-temporal stores from %s, cached = "
-        "never, streaming = always\n",
-        FormatBytes(comm::kDefaultStreamingStoreBytes).c_str());
-    std::printf("%-15s %9s | %9s %9s %9s\n", "op", "size", "default", "cached", "streaming");
-    for (Op op : kOps) {
-      for (uint64_t bytes : sizes) {
-        const double factor = BusFactor(op, G);
-        const double bw = factor * static_cast<double>(bytes) / 1e9;
-        std::printf("%-15s %9s | %9.2f", OpKey(op), FormatBytes(bytes).c_str(),
-                    bw / ours[{OpKey(op), bytes}].first);
-        for (const Variant& v : variants) {
-          const double secs = variant_secs[{v.impl, OpKey(op), bytes}];
-          std::printf(" %9.2f", bw / secs);
-          report->Add({{"op", OpKey(op)},
-                       {"impl", v.impl},
-                       {"groups", G},
-                       {"threads_per_group", tpg},
-                       {"bytes", bytes},
-                       {"seconds", secs},
-                       {"busbw_gbs", bw / secs}});
-        }
-        std::printf("\n");
+}
+
+void CollectivesSuite::PrintVariants(int G, const std::vector<uint64_t>& sizes,
+                                     SuiteRecords* report) const {
+  if (variants_.empty()) return;
+  std::printf(
+      "\nstore-policy variants (busbw GB/s): default = non-temporal stores from %s, cached = "
+      "never, streaming = always\n",
+      FormatBytes(comm::kDefaultStreamingStoreBytes).c_str());
+  std::printf("%-15s %9s | %9s %9s %9s\n", "op", "size", "default", "cached", "streaming");
+  for (Op op : kOps) {
+    for (uint64_t bytes : sizes) {
+      const double factor = BusFactor(op, G);
+      const double bw = factor * static_cast<double>(bytes) / 1e9;
+      std::printf("%-15s %9s | %9.2f", OpKey(op), FormatBytes(bytes).c_str(),
+                  bw / ours_.at({OpKey(op), bytes}).first);
+      for (const Variant& v : variants_) {
+        const double secs = variant_secs_.at({v.impl, OpKey(op), bytes});
+        std::printf(" %9.2f", bw / secs);
+        report->Add({{"op", OpKey(op)},
+                     {"impl", v.impl},
+                     {"groups", G},
+                     {"threads_per_group", tpg_},
+                     {"bytes", bytes},
+                     {"seconds", secs},
+                     {"busbw_gbs", bw / secs}});
       }
+      std::printf("\n");
     }
   }
+}
+
+void CollectivesSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
+  // WaitWord's automatic spin limit counts the CPUs of the first thread that asks, once; ask
+  // from this (unpinned) thread before any pinned worker exists, or a worker's single-CPU mask
+  // would make every wait sleep after 64 pauses (seen: 4 KiB reduce-scatter at ~50 us instead
+  // of 0.3 us in some runs).
+  (void)SpinLimit();
+  const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
+  const GroupLayout layout = ResolveLayout(ctx.config, topo);
+  const int G = static_cast<int>(layout.cpus.size());
+  const std::vector<uint64_t> sizes = Sizes(ctx.quick);
+  const RepPolicy policy = ctx.quick ? RepPolicy{0.02, 3, 10} : RepPolicy{0.25, 5, 100};
+  if (!no_variants_) variants_ = {{"cputrain-cached", 0}, {"cputrain-streaming", 1}};
+
+  // 1. STREAM on the real machine, all allowed CPUs, pinned.
+  const StreamResult stream = MeasureMachineStream(topo, ctx.quick, G, report);
+  // 2. Ours, with the store-policy variants.
+  const std::string placement = MeasureOurs(layout, topo, sizes, policy);
+  // 3. Open MPI on the same machine.
+  const std::string mpi_note = RunMpi(G, sizes, policy);
+
+  // 4. Table and records.
+  std::printf(
+      "collectives: G=%d group%s (%s), threads per group %s, CPUs %s, %s\n", G, G > 1 ? "s" : "",
+      layout.how.c_str(), fmt::format("{}", fmt::join(tpg_, ",")).c_str(), placement.c_str(),
+      layout.pin
+          ? "pinned"
+          : (topo.simulated ? "simulated topology: not pinned" : "oversubscribed: not pinned"));
+  std::printf("%s\n", mpi_note.c_str());
+  std::printf(
+      "memory: STREAM copy %.1f GB/s, triad %.1f GB/s; with non-temporal stores copy %.1f, "
+      "triad %.1f (%d threads, 3 x %s arrays, best of %d)%s\n",
+      stream.copy_gbs, stream.triad_gbs, stream.copy_nt_gbs, stream.triad_nt_gbs, stream.threads,
+      FormatBytes(stream.array_bytes).c_str(), ctx.quick ? 3 : 5,
+      topo.simulated ? " on the real machine" : "");
+  std::printf(
+      "bound = bytes moved (docs/collectives.md) / the better STREAM bandwidth of each kernel "
+      "kind; %% bound = ours / bound busbw (above 100%% = part of the data was in cache)\n\n");
+  PrintTable(G, sizes, stream, report);
+  PrintVariants(G, sizes, report);
   std::fflush(stdout);
 }
 

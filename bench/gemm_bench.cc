@@ -184,6 +184,36 @@ void Fill(WorkerPool& pool, float* p, std::size_t n, uint32_t salt) {
   });
 }
 
+// One implementation's timing of one product of one shape (GemmSuite::MeasureProduct).
+struct GemmRow {
+  const Shape* shape = nullptr;
+  Product product = Product::kFwd;
+  Impl impl = Impl::kOurs;
+  std::size_t M = 0, N = 0, K = 0;
+  double flops = 0;              // 2 M N K
+  double seconds = 0, best = 0;  // median and best of the timed calls
+  std::size_t reps = 0;          // timed calls
+  double peak = 0;               // the peak its % is of (the group's FMA or bf16 peak)
+  double err = 0;                // max relative difference from ours' result
+  double gflops() const { return flops / seconds / 1e9; }
+};
+
+// One group's run: its pool, peaks, the implementations it times and how long each runs.
+struct GemmGroup {
+  int g = 0;
+  const topo::Group* pg = nullptr;
+  int node = 0;
+  WorkerPool* pool = nullptr;
+  topo::Binder* binder = nullptr;
+  std::vector<int> old_binding;  // the calling thread's binding, given back after openblas-mt
+  PeakResult peak;
+  double bf16_peak = 0;
+  std::vector<Impl> impls;
+  double target = 0;  // seconds each implementation runs per product
+  int min_reps = 0, max_reps = 0;
+  double PeakOf(Impl impl) const { return IsBf16(impl) ? bf16_peak : peak.group(); }
+};
+
 class GemmSuite : public Suite {
  public:
   std::string name() const override { return "gemm"; }
@@ -211,8 +241,23 @@ class GemmSuite : public Suite {
   void ReportAttention(WorkerPool& pool, const PeakResult& peak, const ModelPreset& m, int G, int g,
                        double target, SuiteRecords* report);
 
+  // Peaks printed and recorded; gr->impls and gr->bf16_peak set from what this CPU runs.
+  static void Peaks(GemmGroup* gr, SuiteRecords* report);
+  // One model's shapes on the group: each product measured, recorded and printed, then the
+  // step's summary and the attention products.
+  void RunModel(const GemmGroup& gr, const std::string& mname, const BenchContext& ctx,
+                SuiteRecords* report);
+  // Every implementation of the group on one product: warm-up (result checked against ours),
+  // then interleaved timed rounds.
+  std::vector<GemmRow> MeasureProduct(const GemmGroup& gr, Product p, Operands& o, std::size_t N,
+                                      const Shape& s);
+  // One call of impl, timed (openblas-mt and onednn-bf16-mt from this thread, bound).
+  double Time(const GemmGroup& gr, Impl impl, Product p, Operands& o, std::size_t N,
+              const Shape& s);
+
   std::vector<std::string> models_;
   OnednnBf16Gemm onednn_;
+  int groups_ = 1;  // the placement's groups (the batch splits over them)
 };
 
 // The attention's batched products (bench/attention_gemm.h): fp32 sgemm vs oneDNN bf16.
@@ -403,6 +448,267 @@ double RelErr(const float* x, const float* ref, std::size_t rows, std::size_t co
   return mag > 0 ? err / mag : err;
 }
 
+double GemmSuite::Time(const GemmGroup& gr, Impl impl, Product p, Operands& o, std::size_t N,
+                       const Shape& s) {
+  const bool mt = impl == Impl::kOpenblasMt || impl == Impl::kBf16Mt;
+  const int T = gr.pool->size();
+  if (mt) {
+    gr.binder->BindThisThread(gr.pg->cpus);
+    openblas_set_num_threads(impl == Impl::kOpenblasMt ? T : 1);
+    OnednnBf16Gemm::SetCallerThreads(impl == Impl::kBf16Mt ? T : 1);
+  }
+  const double t0 = NowSeconds();
+  Call(impl, p, *gr.pool, o, N, s);
+  const double t = NowSeconds() - t0;
+  if (mt) {
+    openblas_set_num_threads(1);
+    OnednnBf16Gemm::SetCallerThreads(1);
+    if (!gr.old_binding.empty()) gr.binder->BindThisThread(gr.old_binding);
+  }
+  return t;
+}
+
+std::vector<GemmRow> GemmSuite::MeasureProduct(const GemmGroup& gr, Product p, Operands& o,
+                                               std::size_t N, const Shape& s) {
+  std::size_t M = 0, Nn = 0, K = 0;
+  Dims(p, N, s, &M, &Nn, &K);
+  const double flops =
+      2.0 * static_cast<double>(M) * static_cast<double>(Nn) * static_cast<double>(K);
+  const std::size_t out_ld = p == Product::kFwd ? static_cast<std::size_t>(s.ld) : Nn;
+  // One warm-up call each (its result checked against ours), then the implementations in turns,
+  // one call each per round, so that a disturbance from another process lands on all of them
+  // alike rather than on whichever was running then.
+  std::vector<GemmRow> rows;
+  for (Impl impl : gr.impls) {
+    Time(gr, impl, p, o, N, s);
+    float* out = Output(p, o);
+    GemmRow r{&s, p, impl, M, Nn, K, flops};
+    r.peak = gr.PeakOf(impl);
+    if (impl == Impl::kOurs) {
+      std::copy(out, out + M * out_ld, o.ref.p);
+    } else {
+      r.err = RelErr(out, o.ref.p, M, Nn, out_ld);
+    }
+    rows.push_back(r);
+  }
+  std::vector<std::vector<double>> times(rows.size());
+  double spent = 0;
+  for (int rep = 0; rep < gr.max_reps; ++rep) {
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const double t = Time(gr, rows[i].impl, p, o, N, s);
+      times[i].push_back(t);
+      spent += t;
+    }
+    if (rep + 1 >= gr.min_reps && spent >= gr.target * static_cast<double>(rows.size())) break;
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i].seconds = Median(times[i]);
+    rows[i].best = *std::min_element(times[i].begin(), times[i].end());
+    rows[i].reps = times[i].size();
+  }
+  return rows;
+}
+
+// One product's line (ours, openblas-mt, own-avx2) and, on a bf16 CPU, its bf16 line.
+void PrintProduct(const std::vector<GemmRow>& rows, const PeakResult& peak, double bf16_peak) {
+  std::map<Impl, double> gf;
+  for (const GemmRow& r : rows) gf[r.impl] = r.gflops();
+  const GemmRow& r = rows.front();
+  std::printf(
+      "  %-8s %-10s %6zu %6zu %6zu | %8.1f %5.0f%% | %8.1f %5.0f%% | %8.1f %5.0f%% "
+      "| %6.2fx %6.2fx\n",
+      r.shape->name.c_str(), ProductName(r.product), r.M, r.N, r.K, gf[Impl::kOurs],
+      100 * gf[Impl::kOurs] / peak.group(), gf[Impl::kOpenblasMt],
+      100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
+      100 * gf[Impl::kOwn] / peak.group(), gf[Impl::kOpenblasMt] / gf[Impl::kOurs],
+      gf[Impl::kOwn] / gf[Impl::kOurs]);
+  if (peak.bf16 && !OnednnBf16Gemm::Available()) {
+    std::printf("  %-8s %-10s %20s | own-bf16 %7.1f %5.0f%% (of bf16 peak) | %5.2fx ours\n", "", "",
+                "", gf[Impl::kOwnBf16], 100 * gf[Impl::kOwnBf16] / bf16_peak,
+                gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
+  } else if (peak.bf16) {
+    std::printf(
+        "  %-8s %-10s %20s | bf16 %7.1f %5.0f%% | bf16-mt %7.1f %5.0f%% | own-bf16 %7.1f "
+        "%5.0f%% (of bf16 peak) | %5.2fx %5.2fx %5.2fx ours\n",
+        "", "", "", gf[Impl::kBf16], 100 * gf[Impl::kBf16] / bf16_peak, gf[Impl::kBf16Mt],
+        100 * gf[Impl::kBf16Mt] / bf16_peak, gf[Impl::kOwnBf16],
+        100 * gf[Impl::kOwnBf16] / bf16_peak, gf[Impl::kBf16] / gf[Impl::kOurs],
+        gf[Impl::kBf16Mt] / gf[Impl::kOurs], gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
+  }
+}
+
+// Each row's "gemm" record.
+void AddProductRecords(const std::vector<GemmRow>& rows, const std::string& model, int g, int T,
+                       SuiteRecords* report) {
+  for (const GemmRow& r : rows) {
+    report->Add({{"kind", "gemm"},
+                 {"model", model},
+                 {"group", g},
+                 {"threads", T},
+                 {"shape", r.shape->name},
+                 {"product", ProductName(r.product)},
+                 {"impl", ImplName(r.impl)},
+                 {"M", r.M},
+                 {"N", r.N},
+                 {"K", r.K},
+                 {"per_step", r.shape->per_step},
+                 {"seconds", r.seconds},
+                 {"reps", r.reps},
+                 {"gflops", r.gflops()},
+                 {"gflops_best", r.flops / r.best / 1e9},
+                 {"precision", IsBf16(r.impl) ? "bf16" : "fp32"},
+                 {"peak_gflops", r.peak},
+                 {"pct_peak", 100.0 * r.gflops() / r.peak},
+                 {"rel_err_vs_ours", r.err}});
+  }
+}
+
+// The step's products per implementation: each shape's products weighted by its uses per step.
+void PrintStepSummary(const GemmGroup& gr, const ModelPreset& m, const std::vector<GemmRow>& rows,
+                      SuiteRecords* report) {
+  std::map<Impl, double> step_secs;
+  double step_flops = 0;
+  for (const GemmRow& r : rows) {
+    step_secs[r.impl] += r.seconds * r.shape->per_step;
+    if (r.impl == Impl::kOurs) step_flops += r.flops * r.shape->per_step;
+  }
+  std::printf("  per step (%d x each block shape + LM head, 3 products each; %.1f GFLOP):\n",
+              m.shape.L, step_flops / 1e9);
+  for (Impl impl : gr.impls) {
+    const double pk = gr.PeakOf(impl);
+    const double gflops = step_flops / step_secs[impl] / 1e9;
+    std::printf("    %-14s %9.1f ms  %7.1f GFLOP/s  %5.1f%% of %s peak  %5.2fx ours\n",
+                ImplName(impl), step_secs[impl] * 1e3, gflops, 100 * gflops / pk,
+                IsBf16(impl) ? "bf16" : "fp32", step_secs[Impl::kOurs] / step_secs[impl]);
+    report->Add({{"kind", "summary"},
+                 {"model", m.name},
+                 {"group", gr.g},
+                 {"threads", gr.pool->size()},
+                 {"impl", ImplName(impl)},
+                 {"step_gemm_seconds", step_secs[impl]},
+                 {"step_gemm_flops", step_flops},
+                 {"gflops", gflops},
+                 {"precision", IsBf16(impl) ? "bf16" : "fp32"},
+                 {"peak_gflops", pk},
+                 {"pct_peak", 100 * gflops / pk},
+                 {"speedup_vs_ours", step_secs[Impl::kOurs] / step_secs[impl]}});
+  }
+}
+
+void GemmSuite::RunModel(const GemmGroup& gr, const std::string& mname, const BenchContext& ctx,
+                         SuiteRecords* report) {
+  const ModelPreset m = ResolveModel(mname, ctx.config);
+  const int G = groups_;
+  if (m.B % G != 0) {
+    throw InputError(
+        fmt::format("model {}: B = {} is not divisible by the {} groups", m.name, m.B, G),
+        "pick a placement whose group count divides the batch");
+  }
+  const std::size_t N = static_cast<std::size_t>(m.B / G) * static_cast<std::size_t>(m.T);
+  std::printf("\n  model %s (%s): N = %d x %d = %zu rows per group\n", m.name.c_str(),
+              m.Describe().c_str(), m.B / G, m.T, N);
+  std::printf("  %-8s %-10s %6s %6s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s\n", "shape",
+              "product", "M", "N", "K", "ours", "%peak", "blas-mt", "%peak", "own", "%peak",
+              "mt/ours", "own/ours");
+  WorkerPool& pool = *gr.pool;
+  const std::vector<Shape> shapes = ShapesOf(m);
+  std::vector<GemmRow> all;  // every shape's and product's rows, for the step's summary
+  double worst_err = 0, worst_bf16_err = 0;
+  for (const Shape& s : shapes) {
+    Operands o(gr.node, N, s);
+    Fill(pool, o.inp.p, o.inp.n, 1);
+    Fill(pool, o.w.p, o.w.n, 2);
+    Fill(pool, o.dout.p, o.dout.n, 3);
+    Fill(pool, o.out.p, o.out.n, 4);
+    Fill(pool, o.dinp.p, o.dinp.n, 5);
+    Fill(pool, o.dw.p, o.dw.n, 6);
+    Fill(pool, o.ref.p, o.ref.n, 7);
+    if (gr.peak.bf16) {
+      kernels::ConvertToBf16(pool, o.inp16.bf16(), o.inp.p, o.inp.n);
+      kernels::ConvertToBf16(pool, o.w16.bf16(), o.w.p, o.w.n);
+      kernels::ConvertToBf16(pool, o.dout16.bf16(), o.dout.p, o.dout.n);
+    }
+    for (Product p : kProducts) {
+      // measure -> rows, records(rows), print(rows)
+      const std::vector<GemmRow> rows = MeasureProduct(gr, p, o, N, s);
+      for (const GemmRow& r : rows) {
+        if (r.impl == Impl::kOurs) continue;
+        double& worst = IsBf16(r.impl) ? worst_bf16_err : worst_err;
+        worst = std::max(worst, r.err);
+      }
+      AddProductRecords(rows, m.name, gr.g, pool.size(), report);
+      PrintProduct(rows, gr.peak, gr.bf16_peak);
+      all.insert(all.end(), rows.begin(), rows.end());
+    }
+  }
+  PrintStepSummary(gr, m, all, report);
+  std::printf("    largest relative difference from ours' results: %.1e%s\n", worst_err,
+              worst_err > 1e-4 ? "  (WARNING: larger than fp32 reordering explains)" : "");
+  if (gr.peak.bf16) {
+    std::printf(
+        "    largest relative difference of the bf16 results from ours (fp32): %.1e "
+        "(bf16 inputs: 8-bit mantissas)\n",
+        worst_bf16_err);
+  }
+  ReportAttention(pool, gr.peak, m, G, gr.g, gr.target, report);
+  if (worst_err > 1e-4) {
+    log::Warn("bench gemm: an implementation's results differ from ours by {:.1e} (relative)",
+              worst_err);
+  }
+}
+
+// The group's FMA (and bf16) peaks: printed, recorded, and which implementations run.
+void GemmSuite::Peaks(GemmGroup* gr, SuiteRecords* report) {
+  const PeakResult& peak = gr->peak;
+  const int T = gr->pool->size(), g = gr->g;
+  const std::vector<int>& cpus = gr->pg->cpus;
+  std::printf(
+      "\ngroup %d: %d thread(s) on CPUs %s, memory on node %d\n  FMA peak (GFLOP/s): one core "
+      "%.1f (256-bit)%s; group %.1f (256-bit)%s -> peak used for %% = %.1f\n",
+      g, T, topo::Topology::FormatCpuList(cpus).c_str(), gr->node, peak.core_256,
+      peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.core_512).c_str() : "", peak.group_256,
+      peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.group_512).c_str() : "", peak.group());
+  for (auto [scope, width, gflops, threads] :
+       {std::tuple{"core", FmaWidth::k256, peak.core_256, 1},
+        std::tuple{"core", FmaWidth::k512, peak.core_512, 1},
+        std::tuple{"group", FmaWidth::k256, peak.group_256, T},
+        std::tuple{"group", FmaWidth::k512, peak.group_512, T}}) {
+    if (width == FmaWidth::k512 && !peak.avx512) continue;
+    report->Add({{"kind", "peak"},
+                 {"scope", scope},
+                 {"isa", FmaWidthName(width)},
+                 {"group", g},
+                 {"threads", threads},
+                 {"cpus", cpus},
+                 {"gflops", gflops}});
+  }
+  // The bf16 rows: only where the CPU runs bf16 products natively.
+  gr->impls.assign(std::begin(kFp32Impls), std::end(kFp32Impls));
+  gr->bf16_peak = peak.group_bf16_peak();
+  if (!peak.bf16) {
+    std::printf("  no bf16 rows: %s\n", kernels::DetectBf16().Describe().c_str());
+    return;
+  }
+  gr->impls.assign(std::begin(kAllImpls), std::end(kAllImpls));
+  if (!OnednnBf16Gemm::Available()) {
+    std::erase_if(gr->impls, [](Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt; });
+    std::printf("  onednn-bf16 rows skipped: %s\n", OnednnBf16Gemm::kMissing);
+  }
+  std::printf("  bf16 peak (VDPBF16PS, GFLOP/s): one core %.1f; group %.1f -> %.1f for %%\n",
+              peak.core_bf16, peak.group_bf16, gr->bf16_peak);
+  for (auto [scope, gflops, threads] :
+       {std::tuple{"core", peak.core_bf16, 1}, std::tuple{"group", peak.group_bf16, T}}) {
+    report->Add({{"kind", "peak"},
+                 {"scope", scope},
+                 {"isa", FmaWidthName(FmaWidth::kBf16)},
+                 {"group", g},
+                 {"threads", threads},
+                 {"cpus", cpus},
+                 {"gflops", gflops}});
+  }
+  gr->pool->ForEachThread([](int) { OnednnBf16Gemm::SetCallerThreads(1); });
+}
+
 void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   kernels::InitBlas();
   const topo::Topology topo = topo::LoadTopology(ctx.config.topology);
@@ -410,12 +716,11 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       topo::PlanPlacement(topo, ctx.config.placement, std::getenv("OMP_NUM_THREADS"));
   alloc::Configure(alloc::OptionsFor(topo));
   std::unique_ptr<topo::Binder> binder = topo::MakeBinder(topo);
-  const int G = static_cast<int>(plan.groups.size());
-  const double target = ctx.quick ? 0.05 : 0.5;
-  const int min_reps = ctx.quick ? 2 : 3, max_reps = ctx.quick ? 5 : 50;
-  std::vector<std::string> names = models_.empty() ? std::vector<std::string>{"config"} : models_;
+  groups_ = static_cast<int>(plan.groups.size());
+  const std::vector<std::string> names =
+      models_.empty() ? std::vector<std::string>{"config"} : models_;
 
-  std::printf("gemm: %d group(s) of the placement plan%s; OpenBLAS %s (core %s)\n", G,
+  std::printf("gemm: %d group(s) of the placement plan%s; OpenBLAS %s (core %s)\n", groups_,
               topo.simulated ? " (SIMULATED topology: threads not pinned, memory not bound; the "
                                "numbers are this machine's)"
                              : "",
@@ -425,224 +730,23 @@ void GemmSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
       "OpenBLAS threads; own-avx2 = our 6x16 kernel, same partition. Median of reps after a "
       "warm-up.\n");
 
-  for (int g = 0; g < G; ++g) {
-    const topo::Group& pg = plan.groups[static_cast<std::size_t>(g)];
-    const int node = pg.numa_node >= 0 ? pg.numa_node : topo.numa_nodes.front().os_index;
-    WorkerPool pool(pg.cpus, binder.get(), fmt::format("gemm{}", g));
-    const int T = pool.size();
-    const PeakResult peak = MeasurePeak(pool, binder.get(), ctx.quick);
-    std::printf(
-        "\ngroup %d: %d thread(s) on CPUs %s, memory on node %d\n  FMA peak (GFLOP/s): one core "
-        "%.1f (256-bit)%s; group %.1f (256-bit)%s -> peak used for %% = %.1f\n",
-        g, T, topo::Topology::FormatCpuList(pg.cpus).c_str(), node, peak.core_256,
-        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.core_512).c_str() : "", peak.group_256,
-        peak.avx512 ? fmt::format(", {:.1f} (512-bit)", peak.group_512).c_str() : "", peak.group());
-    for (auto [scope, width, gflops, threads] :
-         {std::tuple{"core", FmaWidth::k256, peak.core_256, 1},
-          std::tuple{"core", FmaWidth::k512, peak.core_512, 1},
-          std::tuple{"group", FmaWidth::k256, peak.group_256, T},
-          std::tuple{"group", FmaWidth::k512, peak.group_512, T}}) {
-      if (width == FmaWidth::k512 && !peak.avx512) continue;
-      report->Add({{"kind", "peak"},
-                   {"scope", scope},
-                   {"isa", FmaWidthName(width)},
-                   {"group", g},
-                   {"threads", threads},
-                   {"cpus", pg.cpus},
-                   {"gflops", gflops}});
-    }
-    // The bf16 rows: only where the CPU runs bf16 products natively.
-    std::vector<Impl> impls(std::begin(kFp32Impls), std::end(kFp32Impls));
-    const double bf16_peak = peak.group_bf16_peak();
-    if (peak.bf16) {
-      impls.assign(std::begin(kAllImpls), std::end(kAllImpls));
-      if (!OnednnBf16Gemm::Available()) {
-        std::erase_if(impls, [](Impl i) { return i == Impl::kBf16 || i == Impl::kBf16Mt; });
-        std::printf("  onednn-bf16 rows skipped: %s\n", OnednnBf16Gemm::kMissing);
-      }
-      std::printf("  bf16 peak (VDPBF16PS, GFLOP/s): one core %.1f; group %.1f -> %.1f for %%\n",
-                  peak.core_bf16, peak.group_bf16, bf16_peak);
-      for (auto [scope, gflops, threads] :
-           {std::tuple{"core", peak.core_bf16, 1}, std::tuple{"group", peak.group_bf16, T}}) {
-        report->Add({{"kind", "peak"},
-                     {"scope", scope},
-                     {"isa", FmaWidthName(FmaWidth::kBf16)},
-                     {"group", g},
-                     {"threads", threads},
-                     {"cpus", pg.cpus},
-                     {"gflops", gflops}});
-      }
-      pool.ForEachThread([](int) { OnednnBf16Gemm::SetCallerThreads(1); });
-    } else {
-      std::printf("  no bf16 rows: %s\n", kernels::DetectBf16().Describe().c_str());
-    }
-
+  for (int g = 0; g < groups_; ++g) {
+    GemmGroup gr;
+    gr.g = g;
+    gr.pg = &plan.groups[static_cast<std::size_t>(g)];
+    gr.node = gr.pg->numa_node >= 0 ? gr.pg->numa_node : topo.numa_nodes.front().os_index;
+    WorkerPool pool(gr.pg->cpus, binder.get(), fmt::format("gemm{}", g));
+    gr.pool = &pool;
+    gr.binder = binder.get();
+    gr.target = ctx.quick ? 0.05 : 0.5;
+    gr.min_reps = ctx.quick ? 2 : 3;
+    gr.max_reps = ctx.quick ? 5 : 50;
+    gr.peak = MeasurePeak(pool, binder.get(), ctx.quick);
+    Peaks(&gr, report);
     // The bound calling thread of openblas-mt: this thread, bound to the group's CPUs for the
     // duration (and given its old binding back after).
-    const std::vector<int> old_binding = binder->ThisThreadBinding();
-
-    for (const std::string& mname : names) {
-      const ModelPreset m = ResolveModel(mname, ctx.config);
-      if (m.B % G != 0) {
-        throw InputError(
-            fmt::format("model {}: B = {} is not divisible by the {} groups", m.name, m.B, G),
-            "pick a placement whose group count divides the batch");
-      }
-      const std::size_t N = static_cast<std::size_t>(m.B / G) * static_cast<std::size_t>(m.T);
-      std::printf("\n  model %s (%s): N = %d x %d = %zu rows per group\n", m.name.c_str(),
-                  m.Describe().c_str(), m.B / G, m.T, N);
-      std::printf("  %-8s %-10s %6s %6s %6s | %8s %6s | %8s %6s | %8s %6s | %7s %7s\n", "shape",
-                  "product", "M", "N", "K", "ours", "%peak", "blas-mt", "%peak", "own", "%peak",
-                  "mt/ours", "own/ours");
-      std::map<Impl, double> step_secs;
-      double step_flops = 0, worst_err = 0, worst_bf16_err = 0;
-      for (const Shape& s : ShapesOf(m)) {
-        Operands o(node, N, s);
-        Fill(pool, o.inp.p, o.inp.n, 1);
-        Fill(pool, o.w.p, o.w.n, 2);
-        Fill(pool, o.dout.p, o.dout.n, 3);
-        Fill(pool, o.out.p, o.out.n, 4);
-        Fill(pool, o.dinp.p, o.dinp.n, 5);
-        Fill(pool, o.dw.p, o.dw.n, 6);
-        Fill(pool, o.ref.p, o.ref.n, 7);
-        if (peak.bf16) {
-          kernels::ConvertToBf16(pool, o.inp16.bf16(), o.inp.p, o.inp.n);
-          kernels::ConvertToBf16(pool, o.w16.bf16(), o.w.p, o.w.n);
-          kernels::ConvertToBf16(pool, o.dout16.bf16(), o.dout.p, o.dout.n);
-        }
-        for (Product p : kProducts) {
-          std::size_t M = 0, Nn = 0, K = 0;
-          Dims(p, N, s, &M, &Nn, &K);
-          const double flops =
-              2.0 * static_cast<double>(M) * static_cast<double>(Nn) * static_cast<double>(K);
-          const std::size_t out_ld = p == Product::kFwd ? static_cast<std::size_t>(s.ld) : Nn;
-          // One warm-up call each (its result checked against ours), then the implementations
-          // in turns, one call each per round, so that a disturbance from another process
-          // lands on all of them alike rather than on whichever was running then.
-          auto call = [&](Impl impl) {
-            if (impl == Impl::kOpenblasMt || impl == Impl::kBf16Mt) {
-              binder->BindThisThread(pg.cpus);
-              openblas_set_num_threads(impl == Impl::kOpenblasMt ? T : 1);
-              OnednnBf16Gemm::SetCallerThreads(impl == Impl::kBf16Mt ? T : 1);
-            }
-            const double t0 = NowSeconds();
-            Call(impl, p, pool, o, N, s);
-            const double t = NowSeconds() - t0;
-            if (impl == Impl::kOpenblasMt || impl == Impl::kBf16Mt) {
-              openblas_set_num_threads(1);
-              OnednnBf16Gemm::SetCallerThreads(1);
-              if (!old_binding.empty()) binder->BindThisThread(old_binding);
-            }
-            return t;
-          };
-          std::map<Impl, double> err;
-          for (Impl impl : impls) {
-            call(impl);
-            float* out = Output(p, o);
-            if (impl == Impl::kOurs) {
-              std::copy(out, out + M * out_ld, o.ref.p);
-            } else {
-              err[impl] = RelErr(out, o.ref.p, M, Nn, out_ld);
-              double& worst = IsBf16(impl) ? worst_bf16_err : worst_err;
-              worst = std::max(worst, err[impl]);
-            }
-          }
-          std::map<Impl, std::vector<double>> times;
-          double spent = 0;
-          for (int r = 0; r < max_reps; ++r) {
-            for (Impl impl : impls) {
-              const double t = call(impl);
-              times[impl].push_back(t);
-              spent += t;
-            }
-            if (r + 1 >= min_reps && spent >= target * static_cast<double>(impls.size())) break;
-          }
-          std::map<Impl, double> gf;
-          for (Impl impl : impls) {
-            const double pk = IsBf16(impl) ? bf16_peak : peak.group();
-            const double secs = Median(times[impl]);
-            gf[impl] = flops / secs / 1e9;
-            step_secs[impl] += secs * s.per_step;
-            const double best = *std::min_element(times[impl].begin(), times[impl].end());
-            report->Add({{"kind", "gemm"},
-                         {"model", m.name},
-                         {"group", g},
-                         {"threads", T},
-                         {"shape", s.name},
-                         {"product", ProductName(p)},
-                         {"impl", ImplName(impl)},
-                         {"M", M},
-                         {"N", Nn},
-                         {"K", K},
-                         {"per_step", s.per_step},
-                         {"seconds", secs},
-                         {"reps", times[impl].size()},
-                         {"gflops", gf[impl]},
-                         {"gflops_best", flops / best / 1e9},
-                         {"precision", IsBf16(impl) ? "bf16" : "fp32"},
-                         {"peak_gflops", pk},
-                         {"pct_peak", 100.0 * gf[impl] / pk},
-                         {"rel_err_vs_ours", err[impl]}});
-          }
-          step_flops += flops * s.per_step;
-          std::printf(
-              "  %-8s %-10s %6zu %6zu %6zu | %8.1f %5.0f%% | %8.1f %5.0f%% | %8.1f %5.0f%% "
-              "| %6.2fx %6.2fx\n",
-              s.name.c_str(), ProductName(p), M, Nn, K, gf[Impl::kOurs],
-              100 * gf[Impl::kOurs] / peak.group(), gf[Impl::kOpenblasMt],
-              100 * gf[Impl::kOpenblasMt] / peak.group(), gf[Impl::kOwn],
-              100 * gf[Impl::kOwn] / peak.group(), gf[Impl::kOpenblasMt] / gf[Impl::kOurs],
-              gf[Impl::kOwn] / gf[Impl::kOurs]);
-          if (peak.bf16 && !OnednnBf16Gemm::Available()) {
-            std::printf("  %-8s %-10s %20s | own-bf16 %7.1f %5.0f%% (of bf16 peak) | %5.2fx ours\n",
-                        "", "", "", gf[Impl::kOwnBf16], 100 * gf[Impl::kOwnBf16] / bf16_peak,
-                        gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
-          } else if (peak.bf16) {
-            std::printf(
-                "  %-8s %-10s %20s | bf16 %7.1f %5.0f%% | bf16-mt %7.1f %5.0f%% | own-bf16 %7.1f "
-                "%5.0f%% (of bf16 peak) | %5.2fx %5.2fx %5.2fx ours\n",
-                "", "", "", gf[Impl::kBf16], 100 * gf[Impl::kBf16] / bf16_peak, gf[Impl::kBf16Mt],
-                100 * gf[Impl::kBf16Mt] / bf16_peak, gf[Impl::kOwnBf16],
-                100 * gf[Impl::kOwnBf16] / bf16_peak, gf[Impl::kBf16] / gf[Impl::kOurs],
-                gf[Impl::kBf16Mt] / gf[Impl::kOurs], gf[Impl::kOwnBf16] / gf[Impl::kOurs]);
-          }
-        }
-      }
-      std::printf("  per step (%d x each block shape + LM head, 3 products each; %.1f GFLOP):\n",
-                  m.shape.L, step_flops / 1e9);
-      for (Impl impl : impls) {
-        const double pk = IsBf16(impl) ? bf16_peak : peak.group();
-        const double gflops = step_flops / step_secs[impl] / 1e9;
-        std::printf("    %-14s %9.1f ms  %7.1f GFLOP/s  %5.1f%% of %s peak  %5.2fx ours\n",
-                    ImplName(impl), step_secs[impl] * 1e3, gflops, 100 * gflops / pk,
-                    IsBf16(impl) ? "bf16" : "fp32", step_secs[Impl::kOurs] / step_secs[impl]);
-        report->Add({{"kind", "summary"},
-                     {"model", m.name},
-                     {"group", g},
-                     {"threads", T},
-                     {"impl", ImplName(impl)},
-                     {"step_gemm_seconds", step_secs[impl]},
-                     {"step_gemm_flops", step_flops},
-                     {"gflops", gflops},
-                     {"precision", IsBf16(impl) ? "bf16" : "fp32"},
-                     {"peak_gflops", pk},
-                     {"pct_peak", 100 * gflops / pk},
-                     {"speedup_vs_ours", step_secs[Impl::kOurs] / step_secs[impl]}});
-      }
-      std::printf("    largest relative difference from ours' results: %.1e%s\n", worst_err,
-                  worst_err > 1e-4 ? "  (WARNING: larger than fp32 reordering explains)" : "");
-      if (peak.bf16) {
-        std::printf(
-            "    largest relative difference of the bf16 results from ours (fp32): %.1e "
-            "(bf16 inputs: 8-bit mantissas)\n",
-            worst_bf16_err);
-      }
-      ReportAttention(pool, peak, m, G, g, target, report);
-      if (worst_err > 1e-4) {
-        log::Warn("bench gemm: an implementation's results differ from ours by {:.1e} (relative)",
-                  worst_err);
-      }
-    }
+    gr.old_binding = binder->ThisThreadBinding();
+    for (const std::string& mname : names) RunModel(gr, mname, ctx, report);
   }
   std::fflush(stdout);
 }

@@ -41,6 +41,11 @@ void ModelPreset::ApplyTo(Config* config) const {
   // has no key for the padding token or DistilBERT's qa_dropout: a random init from it has
   // neither (one row of the embedding gradient zeroed, one dropout pass over (B,T,C) a step).
   m.head = model::HeadName(s.head);
+  if (s.head == model::Head::kClassify) {  // a classifier's outputs, loss and padding token
+    m.num_labels = s.labels;
+    m.problem_type = model::ProblemName(s.problem);
+    m.pad_token_id = s.encoder() ? -1 : s.pad_token;
+  }
   m.token_types = s.types > 0 ? s.types : m.token_types;
   m.hidden_dropout = Decimal(s.hidden_dropout);
   m.attention_dropout = Decimal(s.attn_dropout);

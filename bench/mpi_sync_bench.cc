@@ -129,6 +129,33 @@ void MpiSyncSuite::Launch(const BenchContext& ctx, SuiteRecords* report) {
   for (auto& rec : recs) report->Add(rec);
 }
 
+// Rank 0's table and records: the medians of the hierarchical and the flat sync, mh and mf.
+void PrintResult(const std::string& model, std::size_t n, int R, int G, double bucket_mb, double mh,
+                 double mf, const std::string& worker_json, SuiteRecords* report) {
+  const double bytes = static_cast<double>(n) * sizeof(float);
+  std::printf("gradient of %s: %zu floats (%s), %d process(es) x %d group(s), buckets of %.1f MB\n",
+              model.c_str(), n, FormatBytes(static_cast<uint64_t>(bytes)).c_str(), R, G, bucket_mb);
+  std::printf("%-14s %12s %14s %10s\n", "method", "time", "algbw GB/s", "vs flat");
+  std::printf("%-14s %12s %14.2f %9.2fx\n", "hierarchical", FormatSeconds(mh).c_str(),
+              bytes / mh / 1e9, mf / mh);
+  std::printf("%-14s %12s %14.2f %9.2fx\n", "flat MPI", FormatSeconds(mf).c_str(), bytes / mf / 1e9,
+              1.0);
+  nlohmann::json recs = nlohmann::json::array();
+  for (auto [method, t] :
+       {std::pair<const char*, double>{"hierarchical", mh}, {"flat_mpi_allreduce", mf}}) {
+    recs.push_back({{"method", method},
+                    {"model", model},
+                    {"floats", n},
+                    {"bytes", bytes},
+                    {"ranks", R},
+                    {"groups_per_rank", G},
+                    {"seconds", t},
+                    {"algbw_gbs", bytes / t / 1e9}});
+  }
+  if (!worker_json.empty()) WriteFileAtomic(worker_json, recs.dump(2));
+  for (auto& rec : recs) report->Add(rec);
+}
+
 void MpiSyncSuite::Measure(const BenchContext& ctx, SuiteRecords* report) {
   MpiConfig mc;
   mc.enabled = MpiMode::kOn;
@@ -231,32 +258,9 @@ void MpiSyncSuite::Measure(const BenchContext& ctx, SuiteRecords* report) {
     const double tf = slowest(NowSeconds() - t0);
     if (rep > 0) hier.push_back(th), flat.push_back(tf);
   }
-  const double mh = Median(hier), mf = Median(flat);
-  const double bytes = static_cast<double>(n) * sizeof(float);
   if (rank == 0) {
-    std::printf(
-        "gradient of %s: %zu floats (%s), %d process(es) x %d group(s), buckets of %.1f MB\n",
-        preset.name.c_str(), n, FormatBytes(static_cast<uint64_t>(bytes)).c_str(), R, G,
-        ctx.config.comm.bucket_mb);
-    std::printf("%-14s %12s %14s %10s\n", "method", "time", "algbw GB/s", "vs flat");
-    std::printf("%-14s %12s %14.2f %9.2fx\n", "hierarchical", FormatSeconds(mh).c_str(),
-                bytes / mh / 1e9, mf / mh);
-    std::printf("%-14s %12s %14.2f %9.2fx\n", "flat MPI", FormatSeconds(mf).c_str(),
-                bytes / mf / 1e9, 1.0);
-    nlohmann::json recs = nlohmann::json::array();
-    for (auto [method, t] :
-         {std::pair<const char*, double>{"hierarchical", mh}, {"flat_mpi_allreduce", mf}}) {
-      recs.push_back({{"method", method},
-                      {"model", preset.name},
-                      {"floats", n},
-                      {"bytes", bytes},
-                      {"ranks", R},
-                      {"groups_per_rank", G},
-                      {"seconds", t},
-                      {"algbw_gbs", bytes / t / 1e9}});
-    }
-    if (!worker_json_.empty()) WriteFileAtomic(worker_json_, recs.dump(2));
-    for (auto& rec : recs) report->Add(rec);
+    PrintResult(preset.name, n, R, G, ctx.config.comm.bucket_mb, Median(hier), Median(flat),
+                worker_json_, report);
   }
   bridge->Finish();
 }

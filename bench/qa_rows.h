@@ -1,6 +1,6 @@
 // bench/qa_rows: random question-answering features for `bench train` on a span-head preset
 // (bert-base-qa, distilbert-qa), as the rows Train() reads (train/rows.h) — the shape of what
-// `qa train` feeds it (task/squad_rows.h), without a SQuAD file or a tokenizer.
+// `qa train` feeds it (task/task_rows.h), without a SQuAD file or a tokenizer.
 //
 // Each feature, like run_qa.py's prepare_train_features with pad_to_max_length: `length` real
 // tokens drawn uniformly from [0.6 T, T] (SQuAD's windows are partly padded), random ids in

@@ -9,7 +9,7 @@ namespace cputrain::bench {
 std::unique_ptr<Suite> MakeMemorySuite();       // memory_bench.cc
 std::unique_ptr<Suite> MakeGemmSuite();         // gemm_bench.cc
 std::unique_ptr<Suite> MakeCollectivesSuite();  // collectives_bench.cc
-std::unique_ptr<Suite> MakeTrainSuite();        // train_bench.cc
+std::unique_ptr<Suite> MakeTrainSuite();        // train_bench.cc (its pieces: train_suite.h)
 // mpi_sync_bench.cc; nullptr from mpi_sync_none.cc in a build without MPI
 std::unique_ptr<Suite> MakeMpiSyncSuite();
 

@@ -255,7 +255,7 @@ TEST(Gpt2, LayoutIsAPermutationOfTheCheckpointOrder) {
 // is refused with its bound before a layout is built.
 TEST(Gpt2, SixHundredMillionChannelsOverflowedFourC) {
   Shape s{64, 256, 256, 1, 1, 600'000'000};
-  const auto table = kGpt2Family.tensors(s);  // llm.c's order: table[t] is tensor t
+  const auto table = FamilyOf(Arch::kGpt2).tensors(s);  // llm.c's order: table[t] is tensor t
   EXPECT_EQ(table[kFcw].shape, (std::vector<std::size_t>{2'400'000'000u, 600'000'000u}));
   EXPECT_EQ(table[kFcw].numel, std::size_t{2'400'000'000u} * 600'000'000u);
   EXPECT_EQ(s.Problem(), "C is 600000000: it must be in [1, 65536]");

@@ -295,5 +295,98 @@ TEST(HostileInput, RepeatedPuIndexesEndedInMapAt) {
   EXPECT_EQ(r.err.find("map::at"), std::string::npos) << r.err;
 }
 
+// ---- issue 32: text that is not UTF-8, numbers reported as written, HF directories
+
+// fuzz_config aborted in CI on this input: an overlong C0 84 (U+0004) in a quoted string passed
+// the control-character check, and its dump was refused. Every config is now UTF-8 or exit 2
+// naming the byte, its line and column.
+TEST(HostileInput, ConfigWithAnOverlongControlCharacterWasAccepted) {
+  const std::string input = std::string(CPUTRAIN_SOURCE_DIR) +
+                            "/tests/fuzz/regressions/config/"
+                            "overlong-utf8-smuggled-a-control-character.yaml";
+  ExpectInputError(test::RunCli({"config", "--config", input}, {}, kTimeoutS),
+                   {input + " is not valid UTF-8 at byte 14 (line 1, column 15): 0xC0 starts a "
+                            "2-byte sequence, but 0xC0 after it is not a continuation byte"});
+}
+
+TEST(HostileInput, SetValueThatIsNotUtf8WasAccepted) {
+  ExpectInputError(
+      test::RunCli({"config", "--set", "topology=s.\xC0\x84"}, {}, kTimeoutS),
+      {"a --set argument is not valid UTF-8 at byte 11: 0xC0 0x84 is an overlong encoding of "
+       "U+0004"});
+}
+
+// HF tokenizers and transformers refuse a vocab.txt line that is not UTF-8; it was accepted.
+TEST(HostileInput, VocabTxtLineThatIsNotUtf8WasAccepted) {
+  test::TempDir dir;
+  const std::string vocab = dir.path() + "/vocab.txt";
+  std::ofstream(vocab, std::ios::binary) << "[PAD]\n[UNK]\ncaf\xE9\n[CLS]\n[SEP]\n";
+  ExpectInputError(test::RunCli({"tokenize", "--tokenizer", vocab}, {}, kTimeoutS),
+                   {"'" + vocab +
+                        "' is not valid UTF-8 at byte 15 (line 3, column 4): 0xE9 "
+                        "starts a 3-byte sequence, but 0x0A after it is not a "
+                        "continuation byte",
+                    "save the file as UTF-8"});
+}
+
+TEST(HostileInput, TokenizerJsonThatIsNotUtf8GotAJsonParseError) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/tokenizer.json";
+  std::ofstream(path, std::ios::binary) << "{\n  \"model\": {\"vocab\": {\"\xED\xA0\x80\": 0}}}\n";
+  ExpectInputError(
+      test::RunCli({"tokenize", "--tokenizer", path}, {}, kTimeoutS),
+      {"'" + path + "' is not valid UTF-8 at byte 25 (line 2, column 24)", "a UTF-16 surrogate"});
+}
+
+// A Hugging Face directory: config.json that is not UTF-8, a FIFO, a directory or /dev/zero.
+// The last three said "not a checkpoint ... pass a Hugging Face GPT-2 directory (config.json +
+// model.safetensors)" of a directory that has both.
+TEST(HostileInput, HfConfigJsonThatIsAFifoSaidNotACheckpoint) {
+  test::TempDir dir;
+  const std::string hf = dir.path() + "/hf", config = hf + "/config.json";
+  std::filesystem::create_directory(hf);
+  std::ofstream(hf + "/model.safetensors") << "";
+  auto generate = [&] {
+    return test::RunCli({"generate", "--checkpoint", hf, "--tokenizer", "bytes"}, {}, kTimeoutS);
+  };
+  ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0);
+  ExpectInputError(generate(),
+                   {"Hugging Face config '" + config + "' is not a regular file (a FIFO)"});
+  std::filesystem::remove(config);
+  std::filesystem::create_directory(config);
+  ExpectInputError(generate(), {"Hugging Face config '" + config + "' is a directory"});
+  std::filesystem::remove(config);
+  std::filesystem::create_symlink("/dev/zero", config);
+  ExpectInputError(generate(), {"Hugging Face config '" + config +
+                                "' is not a regular file (a character device)"});
+  std::filesystem::remove(config);
+  std::ofstream(config, std::ios::binary) << "{\"model_type\": \"gpt2\xFF\"}";
+  ExpectInputError(generate(), {"'" + config +
+                                "' is not valid UTF-8 at byte 20 (line 1, column 21): "
+                                "0xFF never occurs in UTF-8"});
+  std::ofstream(config) << "[1, 2";
+  ExpectInputError(generate(), {"Hugging Face config '" + config + "': not valid JSON"});
+}
+
+// A token file whose header count is -5 was reported as "18446744073709551606 bytes".
+TEST(HostileInput, NegativeTokenCountWasReportedAsEighteenQuintillionBytes) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/neg.bin";
+  std::vector<int32_t> h(256, 0);
+  h[0] = 20240520, h[1] = 1, h[2] = -5;
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(h.data()), 1024);
+  f << "0123456789";
+  f.close();
+  const std::string fx = std::string(CPUTRAIN_SOURCE_DIR) + "/tests/reference/fixtures/odd";
+  test::CliResult r = test::RunCli(
+      {"eval", "--config", fx + "/config.yaml", "--checkpoint", fx + "/model.bin", "--data", path},
+      {}, kTimeoutS);
+  ExpectInputError(r, {"token file '" + path +
+                       "': its header says -5 tokens, and a count cannot "
+                       "be negative (the file has 10 bytes after the header)"});
+  EXPECT_EQ(r.err.find("18446744073709551606"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace cputrain

@@ -196,10 +196,50 @@ TEST(Llama, FamilyCheckpointRoundTripsAndRefusesADamagedHeader) {
   bad_arch.replace(at, 7, "\"mamba\"");
   refused(bad_arch, "unknown model family 'mamba'");
   std::string version = bytes;
-  const int32_t v2 = 2;
-  std::memcpy(version.data() + 4, &v2, 4);
-  refused(version, "version 2 of the model-family format");
+  const int32_t v3 = 3;
+  std::memcpy(version.data() + 4, &v3, 4);
+  refused(version, "version 3 of the model-family format");
   refused(bytes.substr(0, bytes.size() - 4), "bytes but its header");
+}
+
+// Issue 32: a header whose rope_theta was edited loaded without a word (no state.bin beside the
+// file, no checksum). The format's CRC32C trailer refuses it, and a flipped weight; a version-1
+// file (no trailer) still loads.
+TEST(Llama, FamilyCheckpointWithAnEditedRopeThetaLoadedWithoutAWord) {
+  const ParamLayout layout(SmallLlama());
+  const std::vector<float> p = RandomWeights(layout, 4);
+  TempDir dir;
+  const std::string path = dir.path() + "/model.bin";
+  SaveCheckpoint(path, layout, p.data());
+  const std::string bytes = Slurp(path);
+  std::vector<float> back(layout.total());
+  auto load_error = [&](const std::string& file) -> std::string {
+    WriteFileAtomic(path, file);
+    try {
+      LoadCheckpoint(path, ParamLayout(ReadCheckpointShape(path)), back.data());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::size_t at = bytes.find("\"rope_theta\":");
+  ASSERT_NE(at, std::string::npos);
+  std::string edited = bytes;
+  const std::size_t digit = edited.find_first_of("123456789", at);
+  edited[digit] = edited[digit] == '9' ? '8' : static_cast<char>(edited[digit] + 1);
+  const std::string e = load_error(edited);
+  EXPECT_NE(ReadCheckpointShape(path).rope_theta, layout.shape().rope_theta);  // the edit took
+  EXPECT_NE(e.find("is damaged: its CRC32C is"), std::string::npos) << e;
+  EXPECT_NE(e.find("its trailer records"), std::string::npos) << e;
+  std::string flipped = bytes;
+  flipped[1024 + 40] ^= 0x10;
+  EXPECT_NE(load_error(flipped).find("is damaged"), std::string::npos);
+  // Version 1: the same bytes without the trailer.
+  std::string v1 = bytes.substr(0, bytes.size() - 4);
+  const int32_t one = kFamilyCheckpointVersionUnchecked;
+  std::memcpy(v1.data() + 4, &one, 4);
+  EXPECT_EQ(load_error(v1), "");
+  EXPECT_EQ(back, p);
 }
 
 // A sharded Hugging Face directory (model.safetensors.index.json + shards) loads as the single
@@ -233,18 +273,88 @@ TEST(Llama, ShardedHfDirectoryLoadsAsOneFile) {
   EXPECT_THROW(LoadHf(sharded.path(), layout, from_shards.data()), InputError);
 }
 
+// Issue 32: a tensor stored in two shards with different values loaded silently, the index's
+// copy winning, where transformers loads the later shard's: one directory, two models.
+TEST(Llama, TensorInTwoShardsWithDifferentValuesLoadedSilently) {
+  const ParamLayout layout(SmallLlama());
+  const std::vector<float> p = RandomWeights(layout, 6);
+  TempDir one, sharded;
+  ExportHf(one.path(), layout, p.data());
+  const std::vector<HfTensorData> tensors = ToHfTensors(layout, p.data());
+  const char* kFiles[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+  nlohmann::json map = nlohmann::json::object();
+  std::vector<SafeTensorOut> parts[2];
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    parts[i % 2].push_back({tensors[i].name, tensors[i].shape, tensors[i].data.data()});
+    map[tensors[i].name] = kFiles[i % 2];
+  }
+  // tensors[0] (in the first shard, where the index says) also in the second, another value.
+  std::vector<float> other = tensors[0].data;
+  for (float& x : other) x += 1.0f;
+  parts[1].push_back({tensors[0].name, tensors[0].shape, other.data()});
+  for (int k = 0; k < 2; ++k) {
+    WriteSafetensors(sharded.path() + "/" + kFiles[k], parts[k], {{"format", "pt"}});
+  }
+  WriteFileAtomic(sharded.path() + "/" + kHfIndexFile, nlohmann::json{{"weight_map", map}}.dump());
+  WriteFileAtomic(sharded.path() + "/config.json", Slurp(one.path() + "/config.json"));
+  std::vector<float> back(layout.total());
+  try {
+    LoadHf(sharded.path(), layout, back.data());
+    ADD_FAILURE() << "loaded a tensor stored twice";
+  } catch (const InputError& e) {
+    const std::string want = "tensor '" + tensors[0].name + "' is stored twice, in '" +
+                             sharded.path() + "/" + kFiles[0] + "' and in '" + sharded.path() +
+                             "/" + kFiles[1] + "'";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
+// Issue 32: rope_scaling {"rope_type": "llama3"} without its factors was accepted with made-up
+// defaults (8, 1, 4, 8192); transformers refuses it ("Missing required keys"). Each missing (or
+// null) key is refused by name; "default" needs none.
+TEST(Llama, Llama3RopeScalingWithoutItsFactorsGotMadeUpDefaults) {
+  const nlohmann::json cfg = FamilyOf(Arch::kLlama).to_hf_config(SmallLlama());
+  for (const char* key :
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    for (const bool null : {false, true}) {
+      nlohmann::json bad = cfg;
+      if (null) {
+        bad["rope_scaling"][key] = nullptr;
+      } else {
+        bad["rope_scaling"].erase(key);
+      }
+      try {
+        FamilyOf(Arch::kLlama).from_hf_config(bad, "c.json");
+        ADD_FAILURE() << key << " missing, accepted";
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("rope_scaling of type llama3 has no '") +
+                                             key + "'"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  nlohmann::json only_type = cfg;
+  only_type["rope_scaling"] = {{"rope_type", "llama3"}};
+  EXPECT_THROW(FamilyOf(Arch::kLlama).from_hf_config(only_type, "c.json"), InputError);
+  nlohmann::json plain = cfg;
+  plain["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(plain, "c.json").rope_scaling.kind,
+            RopeScaling::kNone);
+}
+
 // config.json: what Llama configs say (defaults, null num_key_value_heads, rope_scaling), and
 // the keys of a model this engine cannot run are refused by name.
 TEST(Llama, HfConfigKeysAndRefusals) {
   const Shape s = SmallLlama();
-  nlohmann::json cfg = kLlamaFamily.to_hf_config(s);
+  nlohmann::json cfg = FamilyOf(Arch::kLlama).to_hf_config(s);
   EXPECT_EQ(cfg["num_key_value_heads"], 2);
   EXPECT_EQ(cfg["rope_scaling"]["rope_type"], "llama3");
   EXPECT_EQ(cfg["rms_norm_eps"], 1e-6);
-  EXPECT_EQ(kLlamaFamily.from_hf_config(cfg, "c.json"), s);
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(cfg, "c.json"), s);
   nlohmann::json no_kv = cfg;
   no_kv["num_key_value_heads"] = nullptr;  // transformers' default: as many as the heads
-  EXPECT_EQ(kLlamaFamily.from_hf_config(no_kv, "c.json").kv_heads(), 4);
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(no_kv, "c.json").kv_heads(), 4);
   for (const auto& [key, value, needle] :
        std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
            {"hidden_act", "gelu", "hidden_act"},
@@ -255,7 +365,7 @@ TEST(Llama, HfConfigKeysAndRefusals) {
     nlohmann::json bad = cfg;
     bad[key] = value;
     try {
-      kLlamaFamily.from_hf_config(bad, "c.json");
+      FamilyOf(Arch::kLlama).from_hf_config(bad, "c.json");
       ADD_FAILURE() << key << " accepted";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -277,6 +387,11 @@ TEST(Llama, PresetsAreValidAndHaveTheirParameterCounts) {
   EXPECT_EQ(real(FindPreset("llama-1b")->shape), 1'235'814'400u);
   EXPECT_EQ(real(FindPreset("bert-base-qa")->shape), 108'893'186u);
   EXPECT_EQ(real(FindPreset("distilbert-qa")->shape), 66'364'418u);
+  // The classifiers, as transformers 4.55.4 counts BertForSequenceClassification(BertConfig(
+  // num_labels=2)) (with its pooler) and LlamaForSequenceClassification of SmolLM2's config with
+  // num_labels=2 (score Linear(576, 2, bias=False), no LM head).
+  EXPECT_EQ(real(FindPreset("bert-base-cls")->shape), 109'483'778u);
+  EXPECT_EQ(real(FindPreset("smollm2-135m-cls")->shape), 134'516'160u);
 }
 
 }  // namespace

@@ -44,6 +44,7 @@
 #include "common/subprocess.h"
 #include "kernels/bf16.h"
 #include "model/checkpoint_path.h"
+#include "task_test_util.h"
 #include "test_util.h"
 #include "train/train_state.h"
 
@@ -57,81 +58,43 @@ using ::cputrain::test::Slurp;
 
 const std::string kSourceDir = CPUTRAIN_SOURCE_DIR;
 const std::string kPeersPython = CPUTRAIN_PEERS_PYTHON;
-const std::vector<std::string> kPeersEnv = {
-    "OMP_NUM_THREADS=1",    "MKL_NUM_THREADS=1",      "TOKENIZERS_PARALLELISM=false",
-    "HF_HUB_OFFLINE=1",     "TRANSFORMERS_OFFLINE=1", "PYTHONDONTWRITEBYTECODE=1",
-    "HF_DATASETS_OFFLINE=1"};
-
-// make_qa_models.py's directory, made once per build and kept (ctest runs each test in its own
-// process: making it per process would run transformers a dozen times). Keyed by the CRC32C of
-// the maker and the reference it runs, so editing either makes a new one; made in a temporary
-// directory and renamed into place, so concurrent tests never see half of it. "" on failure.
+// make_qa_models.py's directory (task_test_util.h: made once per build, keyed by the maker and
+// the reference it runs). "" on failure.
 const std::string& Models() {
-  static const std::string dir = [] {
-    if (!fs::exists(kPeersPython)) {
-      ADD_FAILURE() << kPeersPython << " is missing: run scripts/install-deps.sh --peers";
-      return std::string();
-    }
-    const std::string maker = kSourceDir + "/tests/data/make_qa_models.py";
-    const std::string code =
-        Slurp(maker) + Slurp(kSourceDir + "/tests/reference/squad_reference.py");
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08x", Crc32c(0, code.data(), code.size()));
-    const std::string done = std::string(CPUTRAIN_BINARY_DIR) + "/tests/qa_models/" + key;
-    std::error_code ec;
-    if (fs::exists(done + "/bert/model.safetensors", ec)) return done;
-    fs::create_directories(fs::path(done).parent_path(), ec);
-    const std::string tmp = done + ".tmp" + std::to_string(getpid());
-    SubprocessOptions opts;
-    opts.env = kPeersEnv;
-    const SubprocessResult r = RunSubprocess({kPeersPython, maker, tmp}, opts);
-    if (r.exit_code != 0) {
-      ADD_FAILURE() << "make_qa_models.py failed (" << r.exit_code << "):\n" << r.err;
-      fs::remove_all(tmp, ec);
-      return std::string();
-    }
-    fs::rename(tmp, done, ec);  // fails if another test made it first: theirs is the same
-    fs::remove_all(tmp, ec);
-    return done;
-  }();
+  static const std::string dir = test::MadeByPeers(
+      kSourceDir + "/tests/data/make_qa_models.py",
+      {kSourceDir + "/tests/reference/squad_reference.py"}, "qa_models", "bert/model.safetensors");
   return dir;
 }
 
 std::string Ref(const std::string& file) { return Models() + "/ref/" + file; }
 
-// Flags and their values ("" for a switch, kLeaveOut to drop one of TrainArgs').
-using Flags = std::vector<std::pair<std::string, std::string>>;
-const std::string kLeaveOut = "(left out)";
+using test::Flags;
+using test::kLeaveOut;
 
-// run_qa.py's command line for a short run: 5 examples (20 features, T=48), 12 steps of 4
-// features a group (several epochs, batches that run past an epoch's end), a checkpoint every 4,
-// a high learning rate so the steps differ visibly.
+// run_qa.py's command line for a short run: 5 examples (20 features, T=48, of which run_qa.py's
+// --max_train_samples keeps the first 5), 12 steps of 4 features a group (several epochs,
+// batches that run past an epoch's end), a checkpoint every 4, a high learning rate so the steps
+// differ visibly.
 // `more` replaces the value of a flag given here (CLI11 refuses a repeated option) or adds one;
 // --set always adds.
 std::vector<std::string> TrainArgs(const std::string& model, const std::string& out,
                                    const Flags& more = {}) {
-  Flags f = {{"--model_name_or_path", model}, {"--train_file", Ref("v1.json")},
-             {"--output_dir", out},           {"--do_train", ""},
-             {"--max_seq_length", "48"},      {"--doc_stride", "16"},
-             {"--max_train_samples", "5"},    {"--per_device_train_batch_size", "4"},
-             {"--learning_rate", "1e-3"},     {"--max_steps", "12"},
-             {"--save_steps", "4"},           {"--seed", "7"},
-             {"--progress", "quiet"}};
-  for (const auto& m : more) {
-    auto it = std::find_if(f.begin(), f.end(), [&](const auto& x) { return x.first == m.first; });
-    if (it != f.end() && m.first != "--set") {
-      it->second = m.second;
-    } else {
-      f.push_back(m);
-    }
-  }
-  std::vector<std::string> a = {"qa", "train"};
-  for (const auto& [flag, value] : f) {
-    if (value == kLeaveOut) continue;
-    a.push_back(flag);
-    if (!value.empty()) a.push_back(value);
-  }
-  return a;
+  return test::TaskCommandLine({"qa", "train"},
+                               {{"--model_name_or_path", model},
+                                {"--train_file", Ref("v1.json")},
+                                {"--output_dir", out},
+                                {"--do_train", ""},
+                                {"--max_seq_length", "48"},
+                                {"--doc_stride", "16"},
+                                {"--max_train_samples", "5"},
+                                {"--per_device_train_batch_size", "4"},
+                                {"--learning_rate", "1e-3"},
+                                {"--max_steps", "12"},
+                                {"--save_steps", "4"},
+                                {"--seed", "7"},
+                                {"--progress", "quiet"}},
+                               more);
 }
 
 // Trains; fails the test if the run does not exit 0.
@@ -140,26 +103,8 @@ void Train(const std::vector<std::string>& args) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
 }
 
-// metrics.jsonl without the timing fields (resume_test.cc's Rows).
-std::vector<json> Rows(const std::string& out) {
-  std::ifstream in(out + "/metrics.jsonl");
-  std::vector<json> rows;
-  for (std::string line; std::getline(in, line);) {
-    json j = json::parse(line);
-    for (const char* t :
-         {"ms", "tokens_per_s", "forward_ms", "backward_ms", "comm_ms", "optimizer_ms", "time"}) {
-      j.erase(t);
-    }
-    rows.push_back(j);
-  }
-  return rows;
-}
-
-std::vector<double> Losses(const std::string& out) {
-  std::vector<double> l;
-  for (const json& r : Rows(out)) l.push_back(r.at("loss").get<double>());
-  return l;
-}
+std::vector<json> Rows(const std::string& out) { return test::MetricsRows(out); }
+std::vector<double> Losses(const std::string& out) { return test::MetricsLosses(out); }
 
 // ---------------------------------------------------------------------------- resume
 
@@ -196,7 +141,7 @@ TEST_P(QaResume, ResumedFromACheckpointIsBitIdentical) {
   Train(TrainArgs(model, straight.path(), more));
   const std::vector<json> rows = Rows(straight.path());
   ASSERT_EQ(rows.size(), 12u);
-  // The 12 steps run over more than one epoch (20 features, 4 or 8 a step), and the resume
+  // The 12 steps run over more than one epoch (5 features, 4 or 8 a step), and the resume
   // starts mid-epoch (after 16 or 32 features).
   EXPECT_GE(rows.back().at("epoch").get<int>(), 2) << rows.back();
 
@@ -412,7 +357,7 @@ TEST(QaPredict, PredictEqualsTrainsEvalAndTransformersLoadsTheOutput) {
     dirs.push_back(out->path());
   }
   SubprocessOptions opts;
-  opts.env = kPeersEnv;
+  opts.env = test::PeersEnv();
   std::vector<std::string> check = {
       kPeersPython, kSourceDir + "/tests/reference/qa_export_check.py", Ref("v1.json"), "20"};
   check.insert(check.end(), dirs.begin(), dirs.end());
@@ -466,7 +411,7 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
       {"do_eval without a validation file",
        {{"--do_eval", ""}},
        "--do_eval needs --validation_file",
-       "SQuAD dev file"},
+       "--validation_file"},
       {"a BPE tokenizer",
        {{"--tokenizer_name", Models() + "/bpe"}},
        "is not WordPiece",
@@ -488,6 +433,17 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
        {{"--max_steps", kLeaveOut}, {"--num_train_epochs", "0"}},
        "0 training steps",
        "--num_train_epochs or --max_steps"},
+      // Issue 32, item 3: the files --do_eval will predict after training are read and checked
+      // before the first step (they were read after training: 10 steps trained and saved, then
+      // exit 2).
+      {"do_eval with a missing validation file",
+       {{"--do_eval", ""}, {"--validation_file", tmp.path() + "/nope.json"}},
+       "nope.json': cannot open: No such file",
+       "check --validation_file"},
+      {"do_eval with a validation file that is not JSON",
+       {{"--do_eval", ""}, {"--validation_file", not_json}},
+       "not.json: not JSON",
+       "official SQuAD"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
@@ -504,6 +460,66 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
     EXPECT_FALSE(fs::exists(out)) << "the refused run wrote " << out;
     fs::remove_all(out);
   }
+}
+
+// Issue 33, item 6: --max_train_samples N keeps run_qa.py's training set — the first N features
+// of the first N examples (it kept every feature of the N examples: 20 for 5 here).
+TEST(QaTrain, MaxTrainSamplesKeepsTheFirstNFeaturesAsRunQaPy) {
+  ASSERT_FALSE(Models().empty());
+  test::TempDir out;
+  const test::CliResult r = RunCli(TrainArgs(Models() + "/bert", out.path(),
+                                             {{"--max_train_samples", "3"}, {"--max_steps", "1"}}),
+                                   {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("3 training features from 3 examples"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the first 3 of "), std::string::npos) << r.err;
+}
+
+// Issue 32, item 8: a rerun into an output_dir whose run was trained on another file or feature
+// length is refused in qa train's own words — its flags and its unit (features), not train's
+// config keys (data.train, data.seq_len, train.resume) and tokens; --overwrite_output_dir then
+// starts the run afresh there, the old run's checkpoints and metrics gone.
+TEST(QaBadInput, ResumeMismatchesNameTheCommandsFlags) {
+  ASSERT_FALSE(Models().empty());
+  test::TempDir out, tmp;
+  const std::string model = Models() + "/bert";
+  Train(TrainArgs(model, out.path(), {{"--max_steps", "2"}}));
+  const std::string copy = tmp.path() + "/copy.json";
+  fs::copy_file(Ref("v1.json"), copy);
+  struct Case {
+    Flags flags;
+    std::string message, hint;
+  };
+  for (const Case& c :
+       {Case{{{"--max_steps", "4"}, {"--max_seq_length", "40"}},
+             "--max_seq_length is 40 but the checkpoint",
+             "set --max_seq_length back to 48 to resume, or start a new run: another "
+             "--output_dir, or --overwrite_output_dir"},
+        Case{{{"--max_steps", "4"}, {"--train_file", copy}},
+             "--train_file is " + fs::canonical(copy).string() + " (5 features)",
+             "set --train_file back to"}}) {
+    const test::CliResult r = RunCli(TrainArgs(model, out.path(), c.flags), {}, 120);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const std::size_t e = r.err.find("error: "), h = r.err.find("hint: ");
+    ASSERT_NE(e, std::string::npos) << r.err;
+    ASSERT_NE(h, std::string::npos) << r.err;
+    EXPECT_NE(r.err.substr(e, h - e).find(c.message), std::string::npos) << r.err;
+    EXPECT_NE(r.err.substr(h).find(c.hint), std::string::npos) << r.err;
+    for (const char* key :
+         {"data.train", "data.seq_len", "train.resume", "train.out_dir", "tokens"}) {
+      EXPECT_EQ(r.err.find(key), std::string::npos) << key << " in:\n" << r.err;
+    }
+  }
+  // --overwrite_output_dir: the same command with another feature length trains afresh.
+  const test::CliResult r = RunCli(
+      TrainArgs(model, out.path(),
+                {{"--max_steps", "3"}, {"--max_seq_length", "40"}, {"--overwrite_output_dir", ""}}),
+      {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("resuming"), std::string::npos) << r.err;
+  EXPECT_EQ(Rows(out.path()).size(), 3u);
+  EXPECT_FALSE(fs::exists(out.path() + "/checkpoints/step_00000002"));
+  EXPECT_EQ(Slurp(out.path() + "/latest"), "checkpoints/step_00000003\n");
 }
 
 // An output_dir holding a BERT run, rerun with DistilBERT (the same dimensions): refused naming

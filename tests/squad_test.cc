@@ -10,7 +10,7 @@
 //   - normalize_answer, EM and F1 (v1.1 and v2.0) of crafted pairs, and `qa evaluate` on crafted
 //     predictions, within 1e-9;
 //   - each bad input exits 2 naming the file and the fix.
-#include "task/squad.h"
+#include "task/qa/squad.h"
 
 #include <gtest/gtest.h>
 
@@ -27,8 +27,8 @@
 #include "common/subprocess.h"
 #include "data/tokenizer.h"
 #include "task/python_text.h"
-#include "task/squad_eval.h"
-#include "task/squad_features.h"
+#include "task/qa/squad_eval.h"
+#include "task/qa/squad_features.h"
 #include "test_util.h"
 
 namespace cputrain::task {
@@ -270,6 +270,9 @@ TEST(SquadReader, BadInputsExitTwoWithFileAndFix) {
       {"negative.json",
        std::string("[").append(rec("a", "{\"text\": [\"x\"], \"answer_start\": [-1]}")).append("]"),
        "record 0 (id 'a'): answer_start -1"},
+      // Issue 32: reported as -9223372036854775808 (read as int64).
+      {"huge_start.jsonl", rec("a", "{\"text\": [\"x\"], \"answer_start\": [9223372036854775808]}"),
+       "answer_start 9223372036854775808 with the answer's 1 characters ('x') ends outside"},
       {"empty_answer.jsonl", rec("a", "{\"text\": [\"\"], \"answer_start\": [0]}"),
        "answer's text is empty"},
       {"lengths.jsonl", rec("a", "{\"text\": [\"x\", \"y\"], \"answer_start\": [0]}"),
@@ -294,6 +297,17 @@ TEST(SquadReader, BadInputsExitTwoWithFileAndFix) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.name << ": " << r.err;
     EXPECT_NE(r.err.find("\nhint: "), std::string::npos) << c.name << ": " << r.err;
   }
+  // Issue 32: bytes that are not UTF-8 are refused with where they are (an overlong "i" on the
+  // second line), before any JSON is parsed.
+  const std::string latin = dir.path() + "/overlong.jsonl";
+  std::ofstream(latin) << rec("a", ok) << "\n{\"id\": \"caf\xC1\xA9\"}\n";
+  const test::CliResult u = RunCli({"qa", "evaluate", "--data", latin, "--predictions", latin});
+  EXPECT_EQ(u.exit_code, 2) << u.err;
+  EXPECT_NE(u.err.find("error: '" + latin + "' is not valid UTF-8 at byte " +
+                       std::to_string(rec("a", ok).size() + 12) +
+                       " (line 2, column 12): 0xC1 0xA9 is an overlong encoding of U+0069"),
+            std::string::npos)
+      << u.err;
   // A good file read correctly: characters, not bytes (é and ü are two bytes each).
   const std::string good = dir.path() + "/good.jsonl";
   std::ofstream(good) << rec("a", ok) << "\n\n" << rec("b", "{\"text\": [], \"answer_start\": []}");

@@ -1,6 +1,6 @@
 // The trainer's pieces on their own (src/train/{batches,replica_group,step,placement_check}.h):
-// which rows a group reads, when groups share a replica, the cross-rank CPU check, and one step
-// run against a fake Distributed.
+// which rows a group reads, when groups share a replica, the cross-rank CPU check, one step
+// run against a fake Distributed, and a random init's shape from the config's model.* keys.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +14,7 @@
 
 #include "alloc/numa_alloc.h"
 #include "common/error.h"
+#include "config/config.h"
 #include "data/token_file.h"
 #include "kernels/kernels.h"
 #include "model/transformer.h"
@@ -24,6 +25,7 @@
 #include "train/placement_check.h"
 #include "train/replica_group.h"
 #include "train/step.h"
+#include "train/trainer.h"
 
 namespace cputrain::train {
 namespace {
@@ -326,6 +328,66 @@ TEST(Stepper, AccumulatedGradientsEqualOneBigBatch) {
     EXPECT_LT(worst / largest, 1e-6) << "k=" << k;
     EXPECT_NEAR(acc_loss, loss, 1e-6 * loss) << "k=" << k;
   }
+}
+
+// The model.* keys go through the family's table (model/family.h, from_config): the config
+// knows no family, so an unknown name, a head the family has not, and keys the family cannot
+// run are refused here, naming the key, before anything is built.
+std::string ShapeError(const std::string& yaml) {
+  try {
+    ShapeFromConfig(ParseConfig(yaml, "x.yaml", {}).model);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ShapeFromConfig, TheFamilyTableDecidesWhatTheKeysMean) {
+  EXPECT_NE(ShapeError("model: {arch: mamba}")
+                .find("model.arch is 'mamba': the families are gpt2, "
+                      "llama, bert, distilbert"),
+            std::string::npos);
+  EXPECT_NE(ShapeError("model: {arch: bert}").find("model.arch bert with model.head lm"),
+            std::string::npos);
+  EXPECT_NE(ShapeError("model: {arch: gpt2, head: qa}").find("model.arch gpt2 with model.head qa"),
+            std::string::npos);
+  EXPECT_NE(ShapeError("model: {kv_heads: 4}").find("model.arch gpt2 has kv_heads = heads"),
+            std::string::npos);
+  EXPECT_NE(ShapeError("model: {tied_embeddings: false}").find("model.arch gpt2 has"),
+            std::string::npos);
+  // GPT-2 keeps its six dimensions; Llama its keys without biases; BERT its encoder keys.
+  const model::Shape g = ShapeFromConfig(
+      ParseConfig("model: {layers: 2, channels: 64, heads: 4, norm_eps: 1e-6}", "x", {}).model);
+  EXPECT_TRUE(g == model::Shape(1024, 50257, model::Shape::PadVocab(50257), 2, 4, 64));
+  EXPECT_EQ(g.norm_eps, 1e-5f);
+  const model::Shape l = ShapeFromConfig(
+      ParseConfig("model: {arch: llama, layers: 2, channels: 64, heads: 4, kv_heads: 2, "
+                  "ffn_hidden: 96, tied_embeddings: false, rope_theta: 500000}",
+                  "x", {})
+          .model);
+  EXPECT_EQ(l.arch, model::ArchFromName("llama"));
+  EXPECT_EQ(l.kv_heads(), 2);
+  EXPECT_EQ(l.ffn(), 96);
+  EXPECT_FALSE(l.tied);
+  EXPECT_FALSE(l.attn_bias || l.mlp_bias);
+  EXPECT_EQ(l.types, 0);
+  EXPECT_EQ(l.rope_theta, 500000.f);
+  const model::Shape b = ShapeFromConfig(
+      ParseConfig("model: {arch: bert, head: qa, layers: 2, channels: 64, heads: 4, "
+                  "ffn_hidden: 128, token_types: 3, hidden_dropout: 0.1}",
+                  "x", {})
+          .model);
+  EXPECT_TRUE(b.encoder());
+  EXPECT_EQ(b.types, 3);
+  EXPECT_EQ(b.head, model::Head::kSpan);
+  EXPECT_FALSE(b.tied);
+  EXPECT_EQ(b.hidden_dropout, 0.1f);
+  const model::Shape d = ShapeFromConfig(
+      ParseConfig("model: {arch: distilbert, head: qa, layers: 2, channels: 64, heads: 4, "
+                  "token_types: 3}",
+                  "x", {})
+          .model);
+  EXPECT_EQ(d.types, 0);
 }
 
 }  // namespace

@@ -38,6 +38,12 @@ rank r its B/P share of them); random ids in [0, V) there, pad id 0 after, atten
 the real tokens, token types 0 for the first third and the padding, 1 after (BERT only), an
 answer span inside the context. With IPEX: ipex.optimize(model, optimizer=opt, dtype=...,
 level="O1"), as the Trainer calls it under --use_ipex.
+Sequence classification: --cls-lengths (with an --hf-config of a *ForSequenceClassification: its
+id2label, pad_token_id) builds AutoModelForSequenceClassification.from_config and trains it as the
+Trainer does run_glue.py's job (the same step and optimizer as question answering's above, lr
+2e-5): W*B rows of the given real lengths, random ids in [0, V) other than the padding token,
+each batch padded to its longest row with pad_token_id (run_glue.py's DataCollatorWithPadding),
+attention_mask 1 on the real tokens, token types 0, random labels.
 LoRA (--lora-r R, with --hf-config): the model is wrapped as PEFT wraps it for a LoRA fine-tune,
 get_peft_model(model, LoraConfig(r=R, lora_alpha=--lora-alpha (default 2R), target_modules=
 --lora-targets (default: PEFT's own for the model type), lora_dropout=0, modules_to_save=
@@ -105,6 +111,10 @@ def parse():
     p.add_argument("--qa-lengths", metavar="N,N,...",
                    help="question answering (model_type bert/distilbert): the real tokens of each "
                         "row of the batches, W*B of them (default: 60-100%% of T at random)")
+    p.add_argument("--cls-lengths", metavar="N,N,...",
+                   help="sequence classification (an --hf-config *ForSequenceClassification): the "
+                        "real tokens of each row of the batches, W*B of them; each batch is "
+                        "padded to its longest")
     p.add_argument("--seq-len", type=int, required=True)
     p.add_argument("--batch", type=int, required=True, help="global batch (sequences per step)")
     p.add_argument("--steps", type=int, default=5, help="timed steps")
@@ -158,6 +168,17 @@ def parse():
             p.error("--qa-lengths needs an --hf-config of model_type bert or distilbert")
         if len(args.qa_lengths) % args.batch or not all(8 <= n <= args.seq_len for n in args.qa_lengths):
             p.error(f"--qa-lengths: a multiple of --batch ({args.batch}) lengths in [8, --seq-len]")
+    args.cls = args.cls_lengths is not None
+    if args.cls:
+        try:
+            args.cls_lengths = [int(x) for x in args.cls_lengths.split(",")]
+        except ValueError:
+            p.error("--cls-lengths takes integers separated by commas")
+        if args.hf_config is None:
+            p.error("--cls-lengths needs an --hf-config (a *ForSequenceClassification's)")
+        if len(args.cls_lengths) % args.batch or not all(1 <= n <= args.seq_len for n in args.cls_lengths):
+            p.error(f"--cls-lengths: a multiple of --batch ({args.batch}) lengths in [1, --seq-len]")
+        args.qa = False
     if args.lora_r is not None:
         if args.hf_config is None:
             p.error("--lora-r needs --hf-config (PEFT names the modules of transformers' models)")
@@ -327,6 +348,54 @@ def build_qa(args, torch):
     return SpanLoss(), info
 
 
+def build_cls(args, torch):
+    """AutoModelForSequenceClassification.from_config(args.hf_config) (its labels and
+    pad_token_id) at its random init, fp32, wrapped so that forward(input_ids, token_type_ids,
+    attention_mask, labels) is the loss the model computes. Returns the module and the JSON's
+    info."""
+    import transformers
+    config, cls, attn = from_config(args, torch, transformers.AutoModelForSequenceClassification)
+    types = config.model_type == "bert"
+    info = {"model_type": config.model_type, "attn_implementation": attn,
+            "architecture": type(cls).__name__, "params": sum(p.numel() for p in cls.parameters())}
+    cls = adapt(args, cls, info, "SEQ_CLS")
+
+    class ClassifierLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cls = cls
+
+        def forward(self, ids, token_types, mask, labels):
+            extra = {"token_type_ids": token_types} if types else {}
+            return self.cls(input_ids=ids, attention_mask=mask, labels=labels, **extra).loss
+
+    return ClassifierLoss(), info
+
+
+def cls_batches(args, torch, rank, world):
+    """The W micro-batches of this rank: each batch padded to its longest row (of the whole
+    global batch, as ours) with pad_token_id, random ids other than it, random labels."""
+    B, P = args.batch, world
+    pad = args.hf_config.get("pad_token_id") or 0
+    labels = max(len(args.hf_config.get("id2label", {})), 2)
+    g = torch.Generator().manual_seed(1234)
+    out = []
+    for w in range(len(args.cls_lengths) // B):
+        batch = args.cls_lengths[w * B:(w + 1) * B]
+        T = max(batch)
+        rows = batch[rank * (B // P):(rank + 1) * (B // P)]
+        ids = torch.full((len(rows), T), pad, dtype=torch.long)
+        mask = torch.zeros(len(rows), T, dtype=torch.long)
+        for r, n in enumerate(rows):
+            x = torch.randint(0, args.vocab, (n,), generator=g)
+            x[x == pad] = (pad + 1) % args.vocab
+            ids[r, :n] = x
+            mask[r, :n] = 1
+        out.append((ids, torch.zeros_like(ids), mask,
+                    torch.randint(0, labels, (len(rows),), generator=g)))
+    return out
+
+
 def qa_batches(args, torch, rank, world):
     """The W micro-batches of this rank: rows padded as run_qa.py pads them (see the module
     docstring), from --qa-lengths (else W=4 batches of lengths drawn from 60-100% of T)."""
@@ -377,6 +446,8 @@ def run(args, rank=0, world=1, init_file=None):
     torch.manual_seed(1234 + rank)
     if args.qa:
         model, info = build_qa(args, torch)
+    elif args.cls:
+        model, info = build_cls(args, torch)
     else:
         model, info = build_hf(args, torch) if args.hf_config else (build(args, torch), {})
     model.train()  # dropout on where the model has it (the encoders' configs)
@@ -384,10 +455,10 @@ def run(args, rank=0, world=1, init_file=None):
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
         model = torch.nn.parallel.DistributedDataParallel(model)
-    if args.qa:
+    if args.qa or args.cls:
         # The Trainer's: weight decay (0 by default) on all but biases and LayerNorm weights,
         # torch.optim.AdamW(fused=True) ("adamw_torch_fused", transformers 4.55's default on
-        # torch >= 2.8), run_qa.py's README's learning rate.
+        # torch >= 2.8), run_qa.py's README's learning rate (run_glue.py's: 2e-5; the same cost).
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         nodecay = [p for n, p in named if n.endswith("bias") or "LayerNorm" in n or "layer_norm" in n]
         ids = {id(p) for p in nodecay}
@@ -395,7 +466,7 @@ def run(args, rank=0, world=1, init_file=None):
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0},
                                  {"params": nodecay, "weight_decay": 0.0}],
                                 lr=3e-5, betas=(0.9, 0.999), eps=1e-8, fused=True)
-        batches = qa_batches(args, torch, rank, world)
+        batches = (cls_batches if args.cls else qa_batches)(args, torch, rank, world)
     else:
         trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters
         decay = [p for p in trainable if p.dim() >= 2]
@@ -420,7 +491,7 @@ def run(args, rank=0, world=1, init_file=None):
     g = torch.Generator().manual_seed(rank)
     times, parts, warm = [], [], []
     for step in range(args.warmup + args.steps):
-        if args.qa:
+        if args.qa or args.cls:
             batch = batches[step % len(batches)]
         else:
             idx = torch.randint(0, args.vocab, (B, args.seq_len + 1), generator=g)

@@ -55,16 +55,8 @@ CLI::App* AddReportOptions(CLI::App& app, std::string* results, std::string* dir
 void AddPrepareDataCommand(CLI::App& app);
 // tokenize --tokenizer PATH [--special]: lines on stdin -> ids on stdout (tokenize_cmd.cc).
 void AddTokenizeCommand(CLI::App& app);
-// qa <subcommand>: extractive question answering on SQuAD (qa_cmd.cc). AddQaCommand makes `qa`
-// and adds each subcommand below to it; a new subcommand is one more Add*(qa) call there.
-void AddQaCommand(CLI::App& app, const std::string& command_line);
-// qa features --tokenizer --data: run_qa.py's features, counted or dumped (qa_cmd.cc).
-void AddQaFeaturesCommand(CLI::App& qa);
-// qa evaluate --data --predictions: the official SQuAD v1.1 / v2.0 scores (qa_cmd.cc).
-void AddQaEvaluateCommand(CLI::App& qa);
-// qa train: run_qa.py --do_train [--do_eval] on the engine; qa predict: --do_eval alone
-// (qa_train_cmd.cc). command_line: as AddTrainCommand's.
-void AddQaTrainCommand(CLI::App& qa, const std::string& command_line);
-void AddQaPredictCommand(CLI::App& qa);
+// The fine-tuning tasks (task/task.h): `qa`, `classify`, ... each with train, predict and
+// evaluate run by one command core (task_command.h).
+void AddTaskCommands(CLI::App& app, const std::string& command_line);
 
 }  // namespace cputrain::cli

@@ -17,6 +17,7 @@
 #include "data/vocab_list.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
+#include "model/family.h"
 #include "model/gguf.h"
 #include "model/hf.h"
 #include "model/peft.h"
@@ -133,7 +134,7 @@ void AddExportCommand(CLI::App& app) {
           s.f16_fallback ? fmt::format(", {} f16 (rows not a multiple of 32)", s.f16_fallback) : "",
           s.bytes / 1e6, vocab.tokens.size(), shape.ToString());
     } else {
-      if (shape.arch != model::Arch::kGpt2) {
+      if (!model::FamilyOf(shape.arch).llmc) {
         throw InputError(fmt::format("--format llmc: llm.c's model.bin holds GPT-2 only, and "
                                      "'{}' is a {} model",
                                      o->checkpoint, model::ArchName(shape.arch)),

@@ -15,6 +15,7 @@
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
 #include "model/decoder.h"
+#include "model/family.h"
 #include "model/hf.h"
 #include "model/peft.h"
 #include "topology/binding.h"
@@ -39,31 +40,33 @@ void CheckTokenizerFits(const data::Tokenizer& tok, const model::Shape& shape,
                      shape.V == 256 ? "use --tokenizer bytes" : "use the model's tokenizer");
   }
   if (tok.name() == "bytes" && shape.V >= gpt2_vocab) {
-    throw InputError(fmt::format("checkpoint '{}' has a vocabulary of {}, but tokenizer "
-                                 "'bytes' has 256 tokens: it would print the model's ids as bytes",
-                                 path, shape.V),
-                     shape.arch == model::Arch::kGpt2
-                         ? "use --tokenizer gpt2"
-                         : "use --tokenizer DIR, the model's tokenizer.json directory");
+    throw InputError(
+        fmt::format("checkpoint '{}' has a vocabulary of {}, but tokenizer "
+                    "'bytes' has 256 tokens: it would print the model's ids as bytes",
+                    path, shape.V),
+        model::FamilyOf(shape.arch).vocab_tokenizer
+            ? fmt::format("use --tokenizer {}", model::FamilyOf(shape.arch).vocab_tokenizer)
+            : "use --tokenizer DIR, the model's tokenizer.json directory");
   }
 }
 
 // --tokenizer auto: a Hugging Face directory's own tokenizer.json (or vocab.json + merges.txt;
-// MakeTokenizer picks), else by the
-// model's vocabulary: GPT-2's BPE for V >= 50257, bytes below (V = 256, or a bytes model with
-// spare rows). Says on stderr which it picked.
+// MakeTokenizer picks), else by the model's vocabulary: the family's vocab_tokenizer (GPT-2's
+// BPE) for V >= 50257, bytes below (V = 256, or a bytes model with spare rows). Says on stderr
+// which it picked.
 std::unique_ptr<data::Tokenizer> ChooseTokenizer(const std::string& flag, const std::string& file,
                                                  const model::Shape& shape) {
   if (flag != "auto") return data::MakeTokenizer(flag);
   std::error_code ec;
-  std::string name = shape.V >= data::kGpt2VocabSize ? "gpt2" : "bytes";
+  const char* implied = model::FamilyOf(shape.arch).vocab_tokenizer;
+  std::string name = implied && shape.V >= data::kGpt2VocabSize ? implied : "bytes";
   const bool own = model::IsHfDir(file) &&
                    (std::filesystem::exists(std::filesystem::path(file) / "tokenizer.json", ec) ||
                     std::filesystem::exists(std::filesystem::path(file) / "vocab.json", ec));
   if (own) {
     name = file;
-  } else if (shape.arch != model::Arch::kGpt2 && shape.V > 256) {
-    // GPT-2's vocabulary is a guess only a GPT-2 can take.
+  } else if (!implied && shape.V > 256) {
+    // GPT-2's vocabulary is a guess only a family whose vocabulary implies it can take.
     throw InputError(fmt::format("'{}' is a {} model without a tokenizer beside it", file,
                                  model::ArchName(shape.arch)),
                      "pass --tokenizer DIR: the Hugging Face directory holding the model's "

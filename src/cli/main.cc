@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
   cputrain::cli::AddTokenizeCommand(app);
-  cputrain::cli::AddQaCommand(app, ShellCommandLine(argc, argv));
+  cputrain::cli::AddTaskCommands(app, ShellCommandLine(argc, argv));
   AddLogLevel(&app);
   DropEmptyListDefaults(&app);
   if (const char* env = std::getenv("CPUTRAIN_LOG"); env && !SetLogLevel(env)) {

@@ -225,17 +225,25 @@ RecordFile::~RecordFile() {
 }
 
 void RecordFile::Append(std::string_view record) {
-  const ssize_t n = ::write(fd_, record.data(), record.size());
-  if (n == static_cast<ssize_t>(record.size())) {
+  // One write(2) a record; a short one (the disk filled up in the middle of the record) has no
+  // errno, so the rest is written again: that gets the reason (ENOSPC: "No space left on
+  // device"), or the rest of the record if room came back.
+  std::size_t done = 0;
+  ssize_t n = 0;
+  while (done < record.size() &&
+         (n = ::write(fd_, record.data() + done, record.size() - done)) > 0) {
+    done += static_cast<std::size_t>(n);
+  }
+  if (done == record.size()) {
     size_ += record.size();
     return;
   }
-  const int err = n < 0 ? errno : ENOSPC;  // a short write: the disk filled up
-  const std::string why = n < 0 ? std::strerror(err) : "short write";
+  const int err = n < 0 ? errno : ENOSPC;  // 0 bytes written: no room either
   if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
     // Could not cut the torn record: its readers drop it (and a resumed run rewrites the file).
   }
-  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, why), err, path_, hint_);
+  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, std::strerror(err)), err, path_,
+                  hint_);
 }
 
 void WriteFileAtomic(const std::string& path, std::string_view contents) {

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/spelling.h"
+#include "common/utf8.h"
 #include "model/limits.h"
 
 namespace cputrain {
@@ -350,13 +351,26 @@ const std::vector<Key>& Keys() {
                   "you set that disagrees is an error)",
                   [](Config& c) -> std::string& { return c.model.init_from; }));
     v.push_back(StringKey("model", "arch",
-                          "model family of a random init: gpt2, llama, bert or distilbert "
-                          "(docs/config.md)",
+                          "model family of a random init (docs/config.md lists them; a family "
+                          "name the engine does not know is refused when training starts)",
                           [](Config& c) -> std::string& { return c.model.arch; }));
     v.push_back(StringKey("model", "head",
-                          "what the model computes: lm (gpt2, llama) or qa (bert, distilbert: "
-                          "extractive question answering, as `qa train` sets)",
+                          "what the model computes: lm (the decoder families), qa (the encoder "
+                          "families: extractive question answering, as `qa train` sets) or "
+                          "classify (sequence classification, as `classify train` sets)",
                           [](Config& c) -> std::string& { return c.model.head; }));
+    v.push_back(IntKey(
+        "model", "num_labels",
+        "a classifier's outputs (its labels; 1 for a regression); 0 = the checkpoint's", 0,
+        [](Config& c) -> int& { return c.model.num_labels; }, model::kMaxLabels));
+    v.push_back(IntKey(
+        "model", "pad_token_id",
+        "a decoder classifier's padding token where its config.json names none; -1 = none", -1,
+        [](Config& c) -> int& { return c.model.pad_token_id; }, model::kMaxVocab));
+    v.push_back(StringKey("model", "problem_type",
+                          "a classifier's loss: single_label_classification, regression or "
+                          "multi_label_classification; empty = the checkpoint's",
+                          [](Config& c) -> std::string& { return c.model.problem_type; }));
     v.push_back(IntKey(
         "model", "token_types", "token types of a random bert init (type_vocab_size)", 1,
         [](Config& c) -> int& { return c.model.token_types; }, model::kMaxTypes));
@@ -792,6 +806,8 @@ void ApplyDocument(const YAML::Node& root, const std::string& name, Config& c) {
 }
 
 void ApplySet(const std::string& set, Config& c) {
+  // Checked before the value is echoed in any message.
+  CheckUtf8(set, "a --set argument", "pass the value as UTF-8", /*with_line=*/false);
   const std::string where = fmt::format("--set {}", set);
   auto eq = set.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -863,22 +879,17 @@ void Validate(const Config& c) {
                                  c.model.channels),
                      hint);
   }
-  if (c.model.arch != "gpt2" && c.model.arch != "llama" && c.model.arch != "bert" &&
-      c.model.arch != "distilbert") {
-    throw InputError(fmt::format("model.arch is '{}': the families are gpt2, llama, bert and "
-                                 "distilbert",
-                                 c.model.arch),
+  if (c.model.head != "lm" && c.model.head != "qa" && c.model.head != "classify") {
+    throw InputError(fmt::format("model.head is '{}': it is lm, qa or classify", c.model.head),
                      hint);
   }
-  if (c.model.head != "lm" && c.model.head != "qa") {
-    throw InputError(fmt::format("model.head is '{}': it is lm or qa", c.model.head), hint);
-  }
-  const bool encoder = c.model.arch == "bert" || c.model.arch == "distilbert";
-  if (c.model.init_from.empty() && encoder != (c.model.head == "qa")) {
-    throw InputError(fmt::format("model.arch {} with model.head {}: gpt2 and llama have the lm "
-                                 "head, bert and distilbert the qa head",
-                                 c.model.arch, c.model.head),
-                     "set model.head to match the family (`qa train` sets qa)");
+  const std::string& p = c.model.problem_type;
+  if (!p.empty() && p != "single_label_classification" && p != "regression" &&
+      p != "multi_label_classification") {
+    throw InputError(fmt::format("model.problem_type is '{}': it is single_label_classification, "
+                                 "regression or multi_label_classification",
+                                 p),
+                     hint);
   }
   if (c.model.rope_scaling != "none" && c.model.rope_scaling != "llama3") {
     throw InputError(
@@ -894,16 +905,6 @@ void Validate(const Config& c) {
     throw InputError(fmt::format("model.kv_heads ({}) must divide model.heads ({})",
                                  c.model.kv_heads, c.model.heads),
                      hint);
-  }
-  if (c.model.arch == "gpt2" &&
-      ((c.model.kv_heads != 0 && c.model.kv_heads != c.model.heads) ||
-       (c.model.ffn_hidden != 0 && c.model.ffn_hidden != 4 * c.model.channels) ||
-       !c.model.tied_embeddings || c.model.rope_scaling != "none")) {
-    throw InputError(
-        "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels and tied "
-        "embeddings",
-        "set model.arch: llama for grouped-query attention, another MLP width or an "
-        "untied head");
   }
   if (c.model.init_from.empty() && c.data.seq_len > c.model.max_seq_len) {
     throw InputError(fmt::format("data.seq_len ({}) is larger than model.max_seq_len ({})",
@@ -940,6 +941,9 @@ const char* MpiModeName(MpiMode m) {
 Config ParseConfig(const std::string& yaml_text, const std::string& name,
                    const std::vector<std::string>& sets) {
   Config c;
+  // yaml-cpp passes bytes through: an overlong C0 84 would reach the values as U+0004, past the
+  // control-character check (found by fuzz_config). The whole text is checked first.
+  CheckUtf8(yaml_text, name, kUtf8Hint);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);

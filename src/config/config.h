@@ -22,8 +22,13 @@ namespace cputrain {
 struct ModelConfig {
   std::string init_from;      // checkpoint or HF directory; "" = random init from seed
   std::string arch = "gpt2";  // the family of a random init (model/family.h)
-  std::string head = "lm";    // lm | qa (model/shape.h, Head)
-  int token_types = 2;        // a random bert init's
+  std::string head = "lm";    // lm | qa | classify (model/shape.h, Head)
+  // A classifier's outputs (0: the checkpoint's) and loss (problem_type; "": the checkpoint's).
+  int num_labels = 0;
+  std::string problem_type;
+  // A decoder classifier's padding token where its config.json names none; -1 = none.
+  int pad_token_id = -1;
+  int token_types = 2;                               // a random bert init's
   double hidden_dropout = 0, attention_dropout = 0;  // a random encoder init's
   int layers = 12;                                   // L
   int channels = 768;                                // C

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/utf8.h"
 #include "data/bpe_heap.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/unicode_classes.h"
@@ -88,7 +89,7 @@ std::unordered_map<std::string, int> ReadEncoder(const std::string& encoder_path
   for (int b = 0; b < 256; ++b) cp_to_byte[byte_to_cp[b]] = b;
   nlohmann::json encoder;
   try {
-    encoder = nlohmann::json::parse(ReadFile(encoder_path, vocab_kind));
+    encoder = nlohmann::json::parse(ReadUtf8File(encoder_path, vocab_kind));
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("'{}' is not valid JSON: {}", encoder_path, e.what()), hint);
   }
@@ -190,7 +191,7 @@ std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::Load(const std::string& dir) {
   }
 
   // vocab.bpe: "#version: 0.2", then one merge "left right" per line, rank = line order.
-  std::string text = ReadFile(merges_path, vocab_kind);
+  std::string text = ReadUtf8File(merges_path, vocab_kind);
   const std::vector<std::pair<std::string_view, int>> lines = MergeLines(text);
   if (lines.size() >= 65535) {
     throw InputError(fmt::format("'{}' has {} merges; at most 65534 fit this tokenizer's table",

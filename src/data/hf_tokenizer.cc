@@ -193,38 +193,8 @@ struct HfTokenizer::Impl {
 
 namespace {
 
-void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
-  const json& model = f.At(root, "", "model");
-  if (!model.is_object()) f.Fail("model", "is not a JSON object");
-  std::string type = model.contains("type") ? f.Type(model, "model") : "BPE";
-  if (type == "WordPiece") {
-    f.Fail("model.type", "WordPiece (BERT's) is read by WordPieceTokenizer, not HfTokenizer",
-           "load it through MakeTokenizer or WordPieceTokenizer::Load (data/wordpiece.h)");
-  }
-  if (type != "BPE") {
-    f.Fail("model.type",
-           fmt::format("'{}' is not supported: cputrain-numa reads BPE models (byte-level or "
-                       "SentencePiece-style)",
-                       type),
-           "use a BPE tokenizer.json (GPT-2, Llama, Qwen2, Mistral, SmolLM2 families)");
-  }
-  if (model.contains("dropout") && !model["dropout"].is_null() &&
-      !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0)) {
-    f.Fail("model.dropout", "BPE dropout makes encoding random; it is not supported",
-           "set \"dropout\": null");
-  }
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (model.contains(key) && !model[key].is_null() &&
-        !(model[key].is_string() && model[key].get<std::string>().empty())) {
-      f.Fail(JsonFile::Key("model", key), "is not supported (only null)");
-    }
-  }
-  t->byte_fallback = f.Bool(model, "model", "byte_fallback", false);
-  t->fuse_unk = f.Bool(model, "model", "fuse_unk", false);
-  t->ignore_merges = f.Bool(model, "model", "ignore_merges", false);
-
-  const json& vocab = f.At(model, "model", "vocab");
-  if (!vocab.is_object()) f.Fail("model.vocab", "is not an object of token -> id");
+// model.vocab and the added tokens: every id below the number of tokens, each spelled once.
+void LoadVocab(const JsonFile& f, const json& root, const json& vocab, HfTokenizer::Impl* t) {
   const json& added = f.Array(root, "", "added_tokens");
   // Ids must be below the number of tokens (vocab + added): they index arrays of that size.
   const std::size_t limit = vocab.size() + added.size();
@@ -249,8 +219,11 @@ void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
   }
   t->vocab_size = static_cast<int>(t->id_to_token.size());
   if (t->vocab_size == 0) f.Fail("model.vocab", "is empty");
+}
 
-  // The model's own alphabet: byte-level vocabularies spell bytes with ByteLevelCodePoints().
+// The model's own alphabet: byte-level vocabularies spell bytes with ByteLevelCodePoints(); a
+// character-level one has its one-code-point tokens and its <0xNN> byte-fallback tokens.
+void BuildAlphabet(const json& vocab, HfTokenizer::Impl* t) {
   std::unordered_map<char32_t, int> cp_to_byte;
   if (t->byte_level) {
     const std::vector<char32_t>& cps = ByteLevelCodePoints();
@@ -289,15 +262,10 @@ void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
       t->model_ids.emplace(token, id);
     }
   }
-  if (const json& unk = model.value("unk_token", json()); !unk.is_null()) {
-    if (!unk.is_string()) f.Fail("model.unk_token", "is not a string");
-    auto it = vocab.find(unk.get<std::string>());
-    if (it == vocab.end()) {
-      f.Fail("model.unk_token", fmt::format("'{}' is not in model.vocab", unk.get<std::string>()));
-    }
-    t->unk = it->get<int>();
-  }
+}
 
+// model.merges, "a b" or ["a", "b"], each pair and its result in model.vocab; rank = position.
+void LoadMerges(const JsonFile& f, const json& model, const json& vocab, HfTokenizer::Impl* t) {
   const json& merges = f.Array(model, "model", "merges");
   t->merges.Reserve(merges.size());
   t->merge_list.reserve(merges.size());
@@ -329,6 +297,51 @@ void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
     t->merges.Put(l->get<int>(), r->get<int>(), static_cast<int>(rank), merged->get<int>());
     t->merge_list.push_back({l->get<int>(), r->get<int>(), merged->get<int>()});
   }
+}
+
+void LoadModel(const JsonFile& f, const json& root, HfTokenizer::Impl* t) {
+  const json& model = f.At(root, "", "model");
+  if (!model.is_object()) f.Fail("model", "is not a JSON object");
+  std::string type = model.contains("type") ? f.Type(model, "model") : "BPE";
+  if (type == "WordPiece") {
+    f.Fail("model.type", "WordPiece (BERT's) is read by WordPieceTokenizer, not HfTokenizer",
+           "load it through MakeTokenizer or WordPieceTokenizer::Load (data/wordpiece.h)");
+  }
+  if (type != "BPE") {
+    f.Fail("model.type",
+           fmt::format("'{}' is not supported: cputrain-numa reads BPE models (byte-level or "
+                       "SentencePiece-style)",
+                       type),
+           "use a BPE tokenizer.json (GPT-2, Llama, Qwen2, Mistral, SmolLM2 families)");
+  }
+  if (model.contains("dropout") && !model["dropout"].is_null() &&
+      !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0)) {
+    f.Fail("model.dropout", "BPE dropout makes encoding random; it is not supported",
+           "set \"dropout\": null");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && !model[key].is_null() &&
+        !(model[key].is_string() && model[key].get<std::string>().empty())) {
+      f.Fail(JsonFile::Key("model", key), "is not supported (only null)");
+    }
+  }
+  t->byte_fallback = f.Bool(model, "model", "byte_fallback", false);
+  t->fuse_unk = f.Bool(model, "model", "fuse_unk", false);
+  t->ignore_merges = f.Bool(model, "model", "ignore_merges", false);
+
+  const json& vocab = f.At(model, "model", "vocab");
+  if (!vocab.is_object()) f.Fail("model.vocab", "is not an object of token -> id");
+  LoadVocab(f, root, vocab, t);
+  BuildAlphabet(vocab, t);
+  if (const json& unk = model.value("unk_token", json()); !unk.is_null()) {
+    if (!unk.is_string()) f.Fail("model.unk_token", "is not a string");
+    auto it = vocab.find(unk.get<std::string>());
+    if (it == vocab.end()) {
+      f.Fail("model.unk_token", fmt::format("'{}' is not in model.vocab", unk.get<std::string>()));
+    }
+    t->unk = it->get<int>();
+  }
+  LoadMerges(f, model, vocab, t);
 }
 
 void LoadNormalizer(const JsonFile& f, const json& n, const std::string& where,

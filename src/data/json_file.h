@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/utf8.h"
 #include "data/tokenizer.h"
 
 namespace cputrain::data {
@@ -33,7 +34,7 @@ class JsonFile {
   json Parse() const {
     const InputKind kind{"tokenizer file", "a Hugging Face tokenizer.json", kMaxTokenizerJsonBytes,
                          hint_};
-    std::string text = ReadFile(path_, kind);
+    std::string text = ReadUtf8File(path_, kind);
     try {
       return json::parse(text);
     } catch (const json::exception& e) {

@@ -94,11 +94,18 @@ TokenFile TokenFile::Open(const std::string& path) {
   }
   const std::size_t width = header[1] == kTokenFileVersion ? 2 : 4;
   std::size_t payload = bytes - kTokenFileHeaderBytes;
-  if (header[2] < 0 || static_cast<std::size_t>(header[2]) * width != payload) {
+  if (header[2] < 0) {
+    throw InputError(fmt::format("token file '{}': its header says {} tokens, and a count cannot "
+                                 "be negative (the file has {} bytes after the header)",
+                                 path, header[2], payload),
+                     fmt::format("the header is damaged; {}", kRecreateHint));
+  }
+  if (static_cast<std::size_t>(header[2]) * width != payload) {
     throw InputError(
         fmt::format("token file '{}': its header says {} tokens ({} bytes after the header, "
                     "version {}) but the file has {} bytes after the header",
-                    path, header[2], static_cast<int64_t>(header[2]) * width, header[1], payload),
+                    path, header[2], static_cast<std::size_t>(header[2]) * width, header[1],
+                    payload),
         fmt::format("the file is truncated or was changed after it was written; {}",
                     kRecreateHint));
   }

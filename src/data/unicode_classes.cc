@@ -73,25 +73,4 @@ CodePointClass ClassBefore(std::string_view text, std::size_t pos) {
   return CodePointClass::kOther;
 }
 
-std::size_t FindInvalidUtf8(std::string_view s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const auto* end = p + s.size();
-  const auto* begin = p;
-  while (p < end) {
-    // ASCII runs are the common case: check 8 bytes at a time.
-    while (end - p >= 8) {
-      uint64_t w;
-      std::memcpy(&w, p, 8);
-      if (w & 0x8080808080808080ull) break;
-      p += 8;
-    }
-    if (p == end) break;
-    char32_t cp;
-    int n = DecodeUtf8(p, end, &cp);
-    if (cp == kInvalidCodePoint) return static_cast<std::size_t>(p - begin);
-    p += n;
-  }
-  return std::string_view::npos;
-}
-
 }  // namespace cputrain::data

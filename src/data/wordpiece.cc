@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/utf8.h"
 #include "data/added_tokens.h"
 #include "data/json_file.h"
 #include "data/nfc.h"
@@ -376,7 +377,7 @@ namespace {
 // the tokens).
 void LoadVocabTxt(const std::string& path, WordPieceTokenizer::Impl* t) {
   const InputKind kind{"vocabulary", "a BERT vocab.txt (one token a line)", 1ull << 30, kHint};
-  const std::string text = ReadFile(path, kind);
+  const std::string text = ReadUtf8File(path, kind);  // the line of a bad byte named
   if (text.empty()) throw InputError(fmt::format("'{}' is empty: no tokens", path), kHint);
   const std::size_t lines =
       std::count(text.begin(), text.end(), '\n') + (text.back() == '\n' ? 0 : 1);

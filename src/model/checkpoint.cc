@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "kernels/bf16.h"
 #include "model/checkpoint_path.h"
+#include "model/family.h"
 #include "model/hf.h"
 
 namespace cputrain::model {
@@ -48,19 +49,21 @@ bool LooksLikeSafetensors(const int32_t* h, std::uint64_t file_bytes) {
           "checkpoint '{}' is a safetensors file, not a model.bin: Hugging Face weights are "
           "read from their directory, with its config.json",
           path),
+      // In no command's words: --checkpoint of generate, model.init_from of train, ...
       IsHfDir(dir.empty() ? "." : dir)
-          ? fmt::format("pass the directory instead: --checkpoint {}", dir.empty() ? "." : dir)
+          ? fmt::format("pass the directory instead: {}", dir.empty() ? "." : dir)
           : "pass the directory holding it and its config.json (Hugging Face's layout)");
 }
 
 void CheckMagicAndVersion(const std::string& path, const int32_t* h) {
   if (h[0] == kFamilyCheckpointMagic) {
-    if (h[1] != kFamilyCheckpointVersion) {
-      throw InputError(fmt::format("checkpoint '{}': version {} of the model-family format is not "
-                                   "supported (expected {})",
-                                   path, h[1], kFamilyCheckpointVersion),
-                       "re-create the checkpoint with this cputrain-numa, or export it from the "
-                       "version that wrote it with `export --format hf`");
+    if (h[1] != kFamilyCheckpointVersion && h[1] != kFamilyCheckpointVersionUnchecked) {
+      throw InputError(
+          fmt::format("checkpoint '{}': version {} of the model-family format is not "
+                      "supported (expected {}, or {} without its checksum)",
+                      path, h[1], kFamilyCheckpointVersion, kFamilyCheckpointVersionUnchecked),
+          "re-create the checkpoint with this cputrain-numa, or export it from the "
+          "version that wrote it with `export --format hf`");
     }
     return;
   }
@@ -130,7 +133,8 @@ Shape FamilyShape(const std::string& path, const int32_t* h) {
 // Reads and validates the header of `f`, leaving it positioned at the first tensor. Every size
 // is judged before anything is allocated: the shape against model/limits.h (so no size derived
 // from it overflows), then the size it implies against the file's. *version: 3 or 5.
-Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr) {
+// *trailer: the file ends with a CRC32C of all its bytes before it (the model-family format 2).
+Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr, bool* trailer = nullptr) {
   const std::string& path = f.path();
   if (f.size() < kHeaderBytes) {
     throw InputError(fmt::format("checkpoint '{}' is {} bytes, shorter than the {}-byte header",
@@ -145,6 +149,8 @@ Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr) {
   CheckMagicAndVersion(path, h);
   if (crc) *crc = Crc32c(0, h, kHeaderBytes);
   *version = h[0] == kFamilyCheckpointMagic ? kCheckpointVersion : h[1];  // both fp32
+  const bool has_trailer = h[0] == kFamilyCheckpointMagic && h[1] == kFamilyCheckpointVersion;
+  if (trailer) *trailer = has_trailer;
   Shape s;
   if (h[0] == kFamilyCheckpointMagic) {
     s = FamilyShape(path, h);
@@ -164,7 +170,8 @@ Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr) {
                      "the file is damaged or not an llm.c checkpoint");
   }
   // At most 1024 + 4 * 2^40 bytes for a valid shape: no overflow.
-  const std::uint64_t expect = kHeaderBytes + s.ParamCount() * ParamBytes(h[1]);
+  const std::uint64_t expect =
+      kHeaderBytes + s.ParamCount() * ParamBytes(h[1]) + (has_trailer ? sizeof(uint32_t) : 0);
   if (f.size() != expect) {
     throw InputError(fmt::format("checkpoint '{}' is {} bytes but its header ({}) needs {}", path,
                                  f.size(), s.ToString(), expect),
@@ -174,9 +181,26 @@ Shape ReadHeader(InputFile& f, int* version, uint32_t* crc = nullptr) {
   return s;
 }
 
+// The model-family format's trailer: the CRC32C of every byte before it, which *crc (continued
+// over the file so far) must equal; *crc then continues over the trailer too, so that it is the
+// whole file's, as the state.bin beside it records.
+void CheckTrailer(InputFile& f, uint32_t* crc) {
+  uint32_t recorded = 0;
+  ReadExact(f, &recorded, sizeof recorded);
+  if (recorded != *crc) {
+    throw InputError(fmt::format("checkpoint '{}' is damaged: its CRC32C is {:08x}, its trailer "
+                                 "records {:08x} (a flipped bit, an edited header, a bad disk or "
+                                 "copy)",
+                                 f.path(), *crc, recorded),
+                     "copy the checkpoint again from a good source, or use the one before it (a "
+                     "checkpoints/step_N directory)");
+  }
+  *crc = Crc32c(*crc, &recorded, sizeof recorded);
+}
+
 }  // namespace
 
-Shape ReadCheckpointShape(const std::string& path, std::optional<Head> head) {
+Shape ReadCheckpointShape(const std::string& path, std::optional<HeadSpec> head) {
   if (IsHfDir(path)) return ReadHfShape(path, head);
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;
@@ -196,29 +220,43 @@ void CheckModelDigest(const std::string& path, const FileDigest& got) {
                         "it records {:08x} (a flipped bit, a bad disk or copy)",
                         path, got.crc32c, t->model.crc32c),
       "copy the checkpoint again from a good source, or use the one before it (a "
-      "checkpoints/step_N directory; to resume: train --resume-fallback)");
+      "checkpoints/step_N directory)");
 }
 
-void CheckFinite(const std::string& source, const ParamLayout& layout, const float* params) {
-  const std::size_t bad = FirstNonFinite(params, layout.total());
-  if (bad == layout.total()) return;
-  throw InputError(fmt::format("checkpoint '{}': parameter {} ({}) is {}", source, bad,
-                               DescribeParam(layout, bad), params[bad]),
-                   "the checkpoint holds a diverged model (NaN or Inf weights): use a checkpoint "
-                   "from before the loss diverged");
+namespace {
+
+// The first weight that is not finite in the file's order (tensor-major: each tensor's L copies
+// together), named by its tensor, layer and element, and by its place among the file's values.
+void CheckFiniteInFileOrder(const std::string& path, const ParamLayout& layout,
+                            const float* params) {
+  for (const TensorInfo& info : layout.tensors()) {
+    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l) {
+      const float* t = params + layout.offset(info.t, l);
+      const std::size_t i = FirstNonFinite(t, info.numel);
+      if (i == info.numel) continue;
+      throw InputError(
+          fmt::format("checkpoint '{}': tensor {}{}, element {} is {} (value {} of the file, "
+                      "whose tensors are in the order of docs/formats.md)",
+                      path, info.name, info.per_layer ? fmt::format(", layer {}", l) : "", i, t[i],
+                      layout.checkpoint_offset(info.t, l) + i),
+          kDivergedHint);
+    }
+  }
 }
+
+}  // namespace
 
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params,
                     uint64_t head_seed) {
   if (IsHfDir(path)) {
-    LoadHf(path, layout, params, head_seed);
-    CheckFinite(path, layout, params);
+    LoadHf(path, layout, params, head_seed);  // refuses a weight that is not finite, by name
     return;
   }
   InputFile f = InputFile::Open(path, kCheckpointKind);
   int version = 0;
   uint32_t crc = 0;
-  const Shape s = ReadHeader(f, &version, &crc);
+  bool trailer = false;
+  const Shape s = ReadHeader(f, &version, &crc, &trailer);
   if (!(s == layout.shape())) {
     throw InputError(fmt::format("checkpoint '{}' has shape {}, expected {}", path, s.ToString(),
                                  layout.shape().ToString()),
@@ -230,14 +268,15 @@ void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* p
       ReadParams(f, version, params + layout.offset(info.t, l), info.numel, &crc);
     }
   }
+  if (trailer) CheckTrailer(f, &crc);
   CheckModelDigest(path, {f.size(), crc});
-  CheckFinite(path, layout, params);
+  CheckFiniteInFileOrder(path, layout, params);
 }
 
 FileDigest SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params) {
   const Shape& s = layout.shape();
   int32_t h[kHeaderInts] = {};
-  if (s.arch == Arch::kGpt2) {  // llm.c's header: llm.c and its scripts read our GPT-2 files
+  if (FamilyOf(s.arch).llmc) {  // llm.c's header: llm.c and its scripts read our GPT-2 files
     h[0] = kCheckpointMagic;
     h[1] = kCheckpointVersion;
     h[2] = s.maxT;
@@ -261,6 +300,10 @@ FileDigest SaveCheckpoint(const std::string& path, const ParamLayout& layout, co
     for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
       w.Write(params + layout.offset(info.t, l), info.numel * sizeof(float));
     }
+  }
+  if (s.arch != Arch::kGpt2) {
+    const uint32_t crc = w.digest().crc32c;  // of every byte written before it
+    w.Write(&crc, sizeof crc);
   }
   w.Commit();
   return w.digest();

@@ -4,8 +4,11 @@
 //  - GPT-2: llm.c's format — [0] magic 20240326, [1] version 3 (fp32) or 5 (llm.c's bf16: read,
 //    widened to fp32; never written), [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp. Checkpoints
 //    written here load in llm.c and its PyTorch scripts, and theirs load here.
-//  - every other family: [0] magic 20261125, [1] version 1, [2] n, then n bytes of JSON from
-//    byte 12: the whole Shape (family, dimensions, norm eps, rope, tied head; model/shape.h).
+//  - every other family: [0] magic 20261125, [1] version 2, [2] n, then n bytes of JSON from
+//    byte 12: the whole Shape (family, dimensions, norm eps, rope, tied head; model/shape.h);
+//    after the tensors, a uint32 CRC32C of every byte before it (as state.bin's trailer), so
+//    that an edited header or a flipped bit is refused without a state.bin beside the file.
+//    Version 1 (no CRC) is still read.
 #pragma once
 
 #include <optional>
@@ -20,7 +23,8 @@ inline constexpr int kCheckpointMagic = 20240326;
 inline constexpr int kCheckpointVersion = 3;      // fp32: the one we write
 inline constexpr int kCheckpointVersionBf16 = 5;  // llm.c's bf16 parameters: loaded as fp32
 inline constexpr int kFamilyCheckpointMagic = 20261125;
-inline constexpr int kFamilyCheckpointVersion = 1;
+inline constexpr int kFamilyCheckpointVersion = 2;           // with its CRC32C trailer
+inline constexpr int kFamilyCheckpointVersionUnchecked = 1;  // without: read, never written
 
 // Both readers also take a Hugging Face GPT-2 directory (config.json + model.safetensors,
 // model/hf.h) in place of a model.bin file.
@@ -28,7 +32,7 @@ inline constexpr int kFamilyCheckpointVersion = 1;
 // Reads and validates the header: magic, version, a sane shape, and a file size that matches
 // it. Throws InputError naming the file, what is wrong, and a fix-it hint.
 // head: as ReadHfShape's (an encoder directory read for a task); our files record their head.
-Shape ReadCheckpointShape(const std::string& path, std::optional<Head> head = std::nullopt);
+Shape ReadCheckpointShape(const std::string& path, std::optional<HeadSpec> head = std::nullopt);
 
 // Loads the parameters into `params` (layout.total() floats, flat layer-major layout); a
 // version-5 file's bf16 values are widened exactly to fp32 (the master weights). The one load

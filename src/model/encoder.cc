@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
+#include "model/head.h"
 #include "model/net.h"
 
 namespace cputrain::model {
@@ -50,6 +51,12 @@ struct Pass {
   // x (N,C) dropped in place at a hidden site (nothing when p is 0).
   void Drop(WorkerPool& pool, float* x, float p, int layer, Site site) const {
     if (p > 0) kernels::DropoutForward(pool, x, x, n.N * n.C, p, Seed(layer, site), HiddenOffset());
+  }
+  // A classifier's dropout of its pooled (B,C) vectors (model/head.h): the head's site, indexed
+  // by the rows' global element index.
+  HeadDropout ClassifierDropout() const {
+    return {P(n.s.head_dropout), Seed(n.s.L, kEmbOrHead),
+            a.dropout.row0 * static_cast<uint64_t>(n.C)};
   }
   // The gradient through that dropout: into out, or dout itself when p is 0.
   const float* DropBack(WorkerPool& pool, float* out, const float* dout, float p, int layer,
@@ -110,10 +117,12 @@ double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const flo
     norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual3, kLn2w, kLn2b, l);
     x = A.ln2;
   }
-  // The head's input: the last hidden state, dropped (DistilBERT's qa_dropout) into lnf.
+  if (s.head == Head::kClassify) {
+    return ClassifyForward(pool, n, a, x, bf16, with_loss, pass.ClassifierDropout());
+  }
+  // The span head's input: the last hidden state, dropped (DistilBERT's qa_dropout) into lnf.
   std::copy(x, x + N * C, a.lnf);
   pass.Drop(pool, a.lnf, pass.P(s.head_dropout), s.L, kEmbOrHead);
-  CPUTRAIN_CHECK(s.head == Head::kSpan, "only the span head is implemented");
   linear(a.logits, a.lnf, kHeadw, kHeadb, 0, C, 2);
   if (!with_loss) return 0.0;
   // BertForQuestionAnswering: (CE(start) + CE(end)) / 2 per row, a label outside [0, T) ignored.
@@ -148,11 +157,15 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
   const float hidden_p = pass.P(s.hidden_dropout);
 
   // Loss and head: dlogits in place; d of the head's input into dresidual, back through its
-  // dropout: the gradient of the last block's output.
-  k::SpanCrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.starts, a.ends, 0.5f * dloss,
-                              0.5f * dloss, B, T);
-  linear_back(a.dresidual, kHeadw, kHeadb, 0, a.logits, a.lnf, C, 2);
-  pass.DropBack(pool, a.dresidual, a.dresidual, pass.P(s.head_dropout), s.L, kEmbOrHead);
+  // dropout: the gradient of the last block's output. A classifier's: model/head.h.
+  if (s.head == Head::kClassify) {
+    ClassifyBackward(pool, n, a, a.dresidual, bf16, dloss, acc, pass.ClassifierDropout());
+  } else {
+    k::SpanCrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.starts, a.ends, 0.5f * dloss,
+                                0.5f * dloss, B, T);
+    linear_back(a.dresidual, kHeadw, kHeadb, 0, a.logits, a.lnf, C, 2);
+    pass.DropBack(pool, a.dresidual, a.dresidual, pass.P(s.head_dropout), s.L, kEmbOrHead);
+  }
   on_ready(n.trained().output_begin());
 
   for (int l = s.L - 1; l >= 0; --l) {
@@ -201,6 +214,11 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
     k::EncoderBackward(pool, dwte, dwpe, a.dln, a.inputs, B, T, C, acc,
                        layout.has(kWtt) ? a.types : nullptr, dwtt, s.types);
   }
+  // Positions past this batch's T (a task's dynamic padding pads each batch to its longest row):
+  // no gradient, not a stale one from a longer batch.
+  if (dwpe && !acc)
+    std::fill(dwpe + static_cast<std::size_t>(T) * C, dwpe + static_cast<std::size_t>(s.maxT) * C,
+              0.f);
   if (dwte && s.pad_token >= 0) {  // nn.Embedding(padding_idx): the padding row learns nothing
     std::fill_n(dwte + static_cast<std::size_t>(s.pad_token) * C, C, 0.f);
   }

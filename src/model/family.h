@@ -2,13 +2,17 @@
 //
 // A Family says which layers its blocks are made of (BlockKind: the one forward/backward in
 // transformer.h runs them), which parameter tensors it has (our role, name, shape, weight decay,
-// init), and how Hugging Face names and lays them out (config.json keys, tensor names with {} for
-// the layer index, which rows of a fused tensor a Hugging Face tensor is, and transposes).
-// The trainer, the flat buffers and their ZeRO shards, the optimizer, bf16, checkpoints, eval,
-// generate, export and the MPI bridge see a Shape and a ParamLayout only; none names a family.
+// init), how a config's model.* keys and a Hugging Face config.json become its Shape and back,
+// how Hugging Face names and lays out its tensors (names with {} for the layer index, which rows
+// of a fused tensor a Hugging Face tensor is, transposes), LoRA's default targets, and its named
+// shapes (presets). The trainer, the flat buffers and their ZeRO shards, the optimizer, bf16,
+// checkpoints, eval, generate, export and the MPI bridge see a Shape, a ParamLayout and these
+// tables only; none compares an Arch with a family.
 //
-// Adding a family: a file like gpt2.cc or llama.cc (its tables), one line in family.cc, and the
-// kernels it really lacks.
+// Adding a family: a file under src/model/families/ defining its `const Family` (gpt2.cc and
+// llama.cc are the examples), one line in families.h, and the kernel options it really lacks.
+// Nothing else names it: CMake finds the file, Arch gets its value from the registry line, the
+// config, the trainer, the CLI and the benchmarks read its table.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "model/params.h"
+#include "model/presets.h"
 #include "model/shape.h"
 
 namespace cputrain::model {
@@ -53,6 +58,11 @@ struct HfTensor {
   int head = -1;
 };
 
+// Sequence classification's pooling (model/head.h): the last token that is not padding
+// (decoders' XForSequenceClassification), or the first token through a dense layer and tanh
+// (BERT's pooler) or ReLU (DistilBERT's pre_classifier).
+enum class Pooling { kLastToken, kFirstTanh, kFirstRelu };
+
 // Rows [*begin, *begin + *rows) of our tensor (info, of a model of shape s) that an HF tensor
 // of part `part` covers.
 void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
@@ -82,16 +92,25 @@ struct GgufNames {
 
 struct Family {
   const char* name;  // "gpt2": model.arch in configs, the name in checkpoints
-  Arch arch;
+  Arch arch;         // its line in families.h
   BlockKind kind;
   // The parameter tensors in flat-buffer order (params.h: inputs, one block, outputs).
   std::vector<TensorInfo> (*tensors)(const Shape&);
+  // What this family cannot be beyond Shape::Problem()'s own checks ("" if nothing): GPT-2's
+  // fixed widths, BERT's token types. Null: nothing more.
+  std::string (*problem)(const Shape&) = nullptr;
+  // A random init's shape from the config's model.* keys (train::ShapeFromConfig): `keys` has
+  // arch and head set and every key in its field (the dimensions, NKV, F, norm_eps, rope_theta
+  // and rope_scaling, tied, types, the dropouts). The family keeps the keys that apply to it,
+  // fixes the rest to its own values, and throws InputError naming the model.* key it cannot run
+  // (GPT-2 with kv_heads != heads).
+  Shape (*from_config)(const Shape& keys);
 
   // Hugging Face. model_type in config.json; the architecture written on export.
   const char* hf_model_type;
   const char* hf_architecture;
-  // The shape config.json describes; InputError naming the key of a config this engine cannot
-  // run (path is config.json's, for messages).
+  // The shape config.json describes (ReadHfShape sets its arch); InputError naming the key of a
+  // config this engine cannot run (path is config.json's, for messages).
   Shape (*from_hf_config)(const nlohmann::json& cfg, const std::string& path);
   // config.json for a shape (keys sorted when dumped, as transformers writes them).
   nlohmann::json (*to_hf_config)(const Shape&);
@@ -108,25 +127,44 @@ struct Family {
   std::vector<const char*> hf_dropped_prefixes = {};
   // The task head's model class per head (BertForQuestionAnswering, ...), "" if none.
   const char* hf_span_architecture = "";
+  // Sequence classification (model/head.h): the class ("" if the family has no classifier here)
+  // and how it pools a row. A decoder family needs only its class name: its score tensor is the
+  // head module's.
   const char* hf_classify_architecture = "";
+  Pooling classify_pooling = Pooling::kLastToken;
+  // What to do about a tied model whose lm_head.weight differs from its embedding (the load
+  // refuses it): the hint.
+  const char* hf_untied_hint =
+      "set \"tie_word_embeddings\": false in config.json if the head is its own tensor";
   // LoRA (model/lora.h): the modules adapted when target_modules is not given: PEFT's own
   // default for the model type where it has one (DistilBERT: none; ours is its query and value).
   std::vector<const char*> lora_default_targets = {};
+
+  // llm.c's model.bin: the family's whole shape is llm.c's checkpoint header (maxT, V, L, NH, C,
+  // Vp: GPT-2), so its checkpoints are llm.c's files, `export --format llmc` writes it, and its
+  // shape prints as those six numbers. Other families' checkpoints carry their shape as JSON.
+  bool llmc = false;
+  // The tokenizer a checkpoint of this family implies by its vocabulary alone, when no
+  // tokenizer ships beside it (generate --tokenizer auto): GPT-2's BPE ("gpt2") for V >= 50257.
+  // Null: none; the model's own tokenizer.json must be given (bytes still serve V <= 256).
+  const char* vocab_tokenizer = nullptr;
+  // Named shapes of this family (presets.h: the benchmarks' models, configs' starting points).
+  std::vector<Preset> presets = {};
   // llama.cpp's GGUF names (export --format gguf); null: not exported to GGUF.
   const GgufNames* gguf = nullptr;
 };
 
 const Family& FamilyOf(Arch arch);
-// Every family, in Arch order; "gpt2, llama" for messages.
+// Every family, in Arch order (families.h); "gpt2, llama, ..." for messages.
 const std::vector<const Family*>& Families();
 std::string FamilyNames();
-// The family whose hf_model_type is `model_type`, or null.
+// The family named `name` (model.arch), or the one whose hf_model_type is `model_type`, or null.
+const Family* FindFamily(const std::string& name);
 const Family* FamilyOfHfType(const std::string& model_type);
 
-// The families' tables (gpt2.cc, llama.cc, bert.cc).
-extern const Family kGpt2Family;
-extern const Family kLlamaFamily;
-extern const Family kBertFamily;
-extern const Family kDistilBertFamily;
+// The shape of a random init from the config's model.* keys (see Family::from_config): the
+// family's from_config, after the check every family shares (the head it has); InputError naming
+// the keys. (ParamLayout judges the resulting shape as a whole, Shape::Problem.)
+Shape ShapeFromConfigKeys(const Shape& keys);
 
 }  // namespace cputrain::model

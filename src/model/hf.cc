@@ -16,7 +16,9 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/log.h"
+#include "common/utf8.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/hf_config.h"
 #include "model/safetensors.h"
 
@@ -68,7 +70,7 @@ struct Placed {
 std::vector<Placed> Placements(const ParamLayout& layout) {
   const Shape& s = layout.shape();
   std::vector<Placed> out;
-  for (const HfTensor& h : FamilyOf(s.arch).hf_tensors) {
+  for (const HfTensor& h : HfTensorsOf(FamilyOf(s.arch))) {
     if (!layout.has(h.t)) continue;  // an optional tensor this model has not (biases, lm_head)
     if (h.head >= 0 && h.head != static_cast<int>(s.head)) continue;  // another head's
     const TensorInfo& info = layout.info(h.t);
@@ -116,8 +118,8 @@ void ToHf(const Placed& p, const float* ours, float* hf) {
 json ReadConfig(const std::string& dir, std::string* path) {
   *path = (fs::path(dir) / kHfConfigFile).string();
   const std::string text =
-      ReadFile(*path, InputKind{"Hugging Face config", "a config.json file", kMaxConfigBytes,
-                                "pass a Hugging Face model directory"});
+      ReadUtf8File(*path, InputKind{"Hugging Face config", "a config.json file", kMaxConfigBytes,
+                                    "pass a Hugging Face model directory"});
   json cfg = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (cfg.is_discarded()) hf::BadConfig(*path, "not valid JSON", "fix config.json");
   if (!cfg.is_object()) hf::BadConfig(*path, "not a JSON object", "fix config.json");
@@ -134,9 +136,9 @@ class Weights {
       files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::Open(single.string())));
       return;
     }
-    const std::string text =
-        ReadFile(index.string(), InputKind{"safetensors index", "a model.safetensors.index.json",
-                                           kMaxConfigBytes, "pass a Hugging Face model directory"});
+    const std::string text = ReadUtf8File(
+        index.string(), InputKind{"safetensors index", "a model.safetensors.index.json",
+                                  kMaxConfigBytes, "pass a Hugging Face model directory"});
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
         !j["weight_map"].is_object()) {
@@ -160,6 +162,7 @@ class Weights {
             std::make_unique<SafetensorsFile>(SafetensorsFile::Open((fs::path(dir) / f).string())));
       }
     }
+    RefuseRepeatedTensors(index.string());
   }
   // The file holding `name` and its entry, or {null, null}.
   std::pair<SafetensorsFile*, const SafeTensor*> Find(const std::string& name) {
@@ -178,6 +181,24 @@ class Weights {
   }
 
  private:
+  // A tensor stored in two shards makes one directory two models: transformers loads the later
+  // shard's copy, an index-first reader the index's. Refused, naming both files.
+  void RefuseRepeatedTensors(const std::string& index) const {
+    std::map<std::string_view, const std::string*> seen;  // tensor -> the file that holds it
+    for (const auto& f : files_) {
+      for (const SafeTensor& t : f->tensors()) {
+        auto [it, fresh] = seen.emplace(t.name, &f->path());
+        if (fresh) continue;
+        const auto [a, b] = std::minmax(*it->second, f->path());
+        throw InputError(fmt::format("tensor '{}' is stored twice, in '{}' and in '{}' (the "
+                                     "shards of '{}')",
+                                     t.name, a, b, index),
+                         "keep one copy: transformers would load one and this engine the other. "
+                         "Re-save the model with save_pretrained");
+      }
+    }
+  }
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
 };
 
@@ -261,10 +282,13 @@ void FixedKey(const json& cfg, const std::string& key, const std::vector<json>& 
 
 bool IsHfDir(const std::string& path) {
   std::error_code ec;
-  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / kHfConfigFile, ec);
+  // Any config.json (or a link to one, even dangling): one that is a FIFO, a directory or
+  // /dev/zero is then refused by ReadConfig for what it is, not taken for "not a checkpoint".
+  return fs::is_directory(path, ec) &&
+         fs::symlink_status(fs::path(path) / kHfConfigFile, ec).type() != fs::file_type::not_found;
 }
 
-Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
+Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
   std::string path;
   json cfg = ReadConfig(dir, &path);
   const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string()
@@ -291,16 +315,24 @@ Shape ReadHfShape(const std::string& dir, std::optional<Head> head) {
                      "files");
   }
   Shape s = family->from_hf_config(cfg, path);
-  if (head && s.head != *head && s.encoder()) {
-    // Read as the task model the caller trains: a new head over the checkpoint's body.
-    const char* arch =
-        *head == Head::kClassify ? family->hf_classify_architecture : family->hf_span_architecture;
-    if (*arch == '\0') {
-      hf::BadConfig(path, fmt::format("{} has no {} head here", family->name, HeadName(*head)),
-                    "see docs/question-answering.md for what each family runs");
-    }
-    cfg["architectures"] = json::array({arch});
+  s.arch = family->arch;
+  ReadHfHead(cfg, path, &s);  // the head its architectures name (model/head.h)
+  const char* want = !head                           ? ""
+                     : head->head == Head::kClassify ? family->hf_classify_architecture
+                     : head->head == Head::kSpan     ? family->hf_span_architecture
+                                                     : family->hf_architecture;
+  if (head && s.head != head->head && *want != '\0') {
+    // Read as the task model the caller trains: a new head over the checkpoint's body. (A family
+    // without that head keeps its own: the caller names what it cannot run.)
+    cfg["architectures"] = json::array({want});
     s = family->from_hf_config(cfg, path);
+    s.arch = family->arch;
+    ReadHfHead(cfg, path, &s);
+  }
+  if (head && s.head == Head::kClassify) {  // the outputs and loss the caller trains
+    if (head->labels > 0) s.labels = head->labels;
+    if (head->problem) s.problem = *head->problem;
+    if (!s.encoder() && s.pad_token < 0) s.pad_token = head->pad_token;
   }
   const std::string problem = s.Problem();
   if (!problem.empty()) {
@@ -321,7 +353,11 @@ std::string CanonicalName(const std::string& name) {
 }
 
 void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, uint64_t head_seed) {
-  const Shape s = ReadHfShape(dir, layout.shape().head);
+  HeadSpec spec(layout.shape().head);
+  spec.labels = layout.shape().labels;
+  spec.problem = layout.shape().problem;
+  spec.pad_token = layout.shape().pad_token;
+  const Shape s = ReadHfShape(dir, spec);
   if (!(s == layout.shape())) {
     throw InputError(
         fmt::format("'{}' has shape {}, expected {}", dir, s.ToString(), layout.shape().ToString()),
@@ -345,13 +381,16 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
   for (const auto& entry : w.Names()) {
     // (clang 14 cannot capture a structured binding in the lambda below)
     const std::string &file = entry.first, &name = CanonicalName(entry.second);
-    if (wanted.count(name) || (name == kTiedHeadName && !layout.has(kLmHead))) continue;
+    const bool lm = s.head == Head::kLm;
+    if (wanted.count(name) || (name == kTiedHeadName && !layout.has(kLmHead) && lm)) continue;
     auto has_suffix = [&](const char* sfx) { return EndsWith(name, sfx); };
     if (std::any_of(family.hf_ignored_suffixes.begin(), family.hf_ignored_suffixes.end(),
                     has_suffix))
       continue;
     auto under = [&](const char* pfx) { return name.rfind(pfx, 0) == 0; };
-    if (std::any_of(family.hf_dropped_prefixes.begin(), family.hf_dropped_prefixes.end(), under)) {
+    // A decoder read as a classifier drops its LM head, as transformers does.
+    if (std::any_of(family.hf_dropped_prefixes.begin(), family.hf_dropped_prefixes.end(), under) ||
+        (!lm && under("lm_head."))) {
       dropped.push_back(name);
       continue;
     }
@@ -382,6 +421,11 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
       continue;
     }
     Read(w, stored.count(name) ? stored[name] : name, p.shape, buf);
+    if (const std::size_t i = FirstNonFinite(buf.data(), buf.size()); i < buf.size()) {
+      throw InputError(fmt::format("checkpoint '{}': tensor '{}', element {} is {}", dir,
+                                   stored.count(name) ? stored[name] : name, i, buf[i]),
+                       kDivergedHint);
+    }
     ToOurs(p, buf.data(), params + layout.offset(p.t, p.layer));
   }
   if (!initialized.empty()) {
@@ -391,7 +435,7 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
         dir, fmt::join(initialized, ", "));
   }
   // A tied head saved anyway must be the embedding.
-  if (!layout.has(kLmHead) && w.Find(kTiedHeadName).second) {
+  if (s.head == Head::kLm && !layout.has(kLmHead) && w.Find(kTiedHeadName).second) {
     const std::size_t n = static_cast<std::size_t>(s.V) * s.C;
     Read(w, kTiedHeadName, {static_cast<std::uint64_t>(s.V), static_cast<std::uint64_t>(s.C)}, buf);
     if (std::memcmp(buf.data(), params + layout.offset(kWte), n * sizeof(float)) != 0) {
@@ -399,15 +443,16 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
           fmt::format("the weights in '{}': lm_head.weight differs from the token embedding, but "
                       "config.json ties them",
                       dir),
-          s.arch == Arch::kGpt2
-              ? "cputrain-numa ties GPT-2's LM head to the token embedding as GPT-2 does; an "
-                "untied head cannot be loaded"
-              : "set \"tie_word_embeddings\": false in config.json if the head is its own tensor");
+          family.hf_untied_hint);
     }
   }
 }
 
-std::string HfConfigJson(const Shape& s) { return FamilyOf(s.arch).to_hf_config(s).dump(2) + "\n"; }
+std::string HfConfigJson(const Shape& s) {
+  json cfg = FamilyOf(s.arch).to_hf_config(s);
+  WriteHfHead(s, &cfg);  // a classifier's keys (model/head.h)
+  return cfg.dump(2) + "\n";
+}
 
 std::vector<HfTensorData> ToHfTensors(const ParamLayout& layout, const float* flat) {
   std::vector<HfTensorData> out;

@@ -29,9 +29,10 @@ bool IsHfDir(const std::string& path);
 // The model's shape from <dir>/config.json. Throws InputError naming the key of a config this
 // engine cannot run (an unknown model_type, an activation or option no family has, ...), and
 // when the directory has no weights.
-// head: an encoder's task head to read it with (its checkpoint may have been saved with another
-// head, or none: a pretraining checkpoint); unset: the head its architectures name.
-Shape ReadHfShape(const std::string& dir, std::optional<Head> head = std::nullopt);
+// head: the task head to read it with (its checkpoint may have been saved with another head, or
+// none: a pretraining checkpoint), and a classifier's outputs and loss when set (shape.h,
+// HeadSpec); unset: the head its architectures name.
+Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head = std::nullopt);
 
 // Loads the weights of <dir> into params (layout.total() floats); config.json's shape must be
 // layout.shape(). Padding rows are zero. An encoder's task head that the weights lack (a

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/spelling.h"
+#include "model/head.h"
 
 namespace cputrain::model {
 namespace {
@@ -70,7 +71,7 @@ std::vector<Module> Modules(const ParamLayout& base) {
   const Shape& s = base.shape();
   const Family& f = FamilyOf(s.arch);
   std::vector<Module> out;
-  for (const HfTensor& h : f.hf_tensors) {
+  for (const HfTensor& h : HfTensorsOf(f)) {
     if (!base.has(h.t)) continue;
     if (h.head >= 0 && h.head != static_cast<int>(s.head)) continue;
     std::string name = h.name;
@@ -196,10 +197,9 @@ LoraConfig::Init LoraInitFromName(const std::string& name) {
                    "gaussian, or false (B random too; tests)");
 }
 
-Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
-    : base_(base), cfg_(cfg), layout_(base.shape()) {
-  const Shape& s = base.shape();
-  const Family& f = FamilyOf(s.arch);
+namespace {
+
+void CheckLoraConfig(const LoraConfig& cfg) {
   if (cfg.r < 1 || cfg.r > 4096) {
     throw InputError(fmt::format("LoRA rank r = {} is out of range", cfg.r),
                      "set train.lora.r between 1 and 4096 (8 to 64 is usual)");
@@ -212,35 +212,42 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
     throw InputError(fmt::format("LoRA dropout = {} is out of range", cfg.dropout),
                      "set train.lora.dropout in [0, 1)");
   }
-  const std::vector<Module> modules = Modules(base);
-  std::vector<std::string> targets = cfg.target_modules;
-  if (targets.empty()) targets.assign(f.lora_default_targets.begin(), f.lora_default_targets.end());
+}
+
+// The weight tensor of module m (its ".weight"), or null.
+const HfTensor* WeightOf(const Module& m) {
+  const HfTensor* w = nullptr;
+  for (const HfTensor* h : m.tensors)
+    if (!StripWeight(h->name).empty()) w = h;
+  return w;
+}
+
+bool IsLinear(const Module& m) {
+  const HfTensor* w = WeightOf(m);
+  return w != nullptr && KindOf(w->t, w->rows) >= 0;
+}
+
+// The modules `targets` picks (PEFT's names; "all-linear": every linear layer of the blocks), in
+// module order; InputError for a name that picks nothing or a module that is not linear.
+std::vector<const Module*> Targeted(const std::vector<Module>& modules,
+                                    const std::vector<std::string>& targets, const Shape& s) {
   const bool all_linear = targets.size() == 1 && targets[0] == "all-linear";
   std::vector<bool> used(targets.size(), false);
   std::vector<const Module*> targeted;
   for (const Module& m : modules) {
     const int picked = all_linear ? 0 : PickedLayers(m, targets, s.L, &used);
     CheckEveryLayer(m, picked, s.L, "target_modules");
-    bool hit = picked > 0;
-    const HfTensor* w = nullptr;
-    for (const HfTensor* h : m.tensors)
-      if (!StripWeight(h->name).empty()) w = h;
-    const bool linear = w != nullptr && KindOf(w->t, w->rows) >= 0;
-    if (all_linear && linear) hit = true;
-    if (!hit) continue;
+    const bool linear = IsLinear(m);
+    if (picked == 0 && !(all_linear && linear)) continue;
     if (!linear) {
+      std::vector<Module> lin;
+      for (const Module& x : modules)
+        if (IsLinear(x)) lin.push_back(x);
       throw InputError(
           fmt::format("LoRA target module {} is not a linear layer of the blocks", PathAt(m, 0)),
           fmt::format("adapt the blocks' linear layers ({}); train a head or an embedding fully "
                       "with train.lora.modules_to_save",
-                      ModuleList([&] {
-                        std::vector<Module> lin;
-                        for (const Module& x : modules)
-                          for (const HfTensor* h : x.tensors)
-                            if (!StripWeight(h->name).empty() && KindOf(h->t, h->rows) >= 0)
-                              lin.push_back(x);
-                        return lin;
-                      }())));
+                      ModuleList(lin)));
     }
     targeted.push_back(&m);
   }
@@ -250,16 +257,20 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
                                  ArchName(s.arch)),
                      fmt::format("its modules are: {}", ModuleList(modules)));
   }
-  // Sites in kind order (the order of the table; a product's sites then run in row order).
+  return targeted;
+}
+
+// One site per targeted module, in kind order (the order of the table; a product's sites then
+// run in row order).
+std::vector<LoraSite> Sites(const ParamLayout& base, const std::vector<const Module*>& targeted) {
+  std::vector<LoraSite> sites;
   for (int k = 0; k < kLoraSiteKinds; ++k) {
     for (const Module* m : targeted) {
-      const HfTensor* w = nullptr;
-      for (const HfTensor* h : m->tensors)
-        if (!StripWeight(h->name).empty()) w = h;
+      const HfTensor* w = WeightOf(*m);
       if (KindOf(w->t, w->rows) != k) continue;
       const TensorInfo& info = base.info(w->t);
       std::size_t row0 = 0, rows = 0;
-      HfRows(w->rows, s, info, &row0, &rows);
+      HfRows(w->rows, base.shape(), info, &row0, &rows);
       LoraSite site;
       site.base = w->t;
       site.part = w->rows;
@@ -270,12 +281,19 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
       site.a = static_cast<Tensor>(kLoraFirst + 2 * k);
       site.b = static_cast<Tensor>(kLoraFirst + 2 * k + 1);
       site.module = m->path;
-      sites_.push_back(site);
+      sites.push_back(site);
     }
   }
-  // modules_to_save; a task head trains fully as PEFT's QUESTION_ANS / SEQ_CLS task types make
-  // it (their head is a modules_to_save without being named).
-  std::vector<std::string> save = cfg.modules_to_save;
+  return sites;
+}
+
+// The modules to save (cfg.modules_to_save, plus a task model's head, which trains fully as
+// PEFT's QUESTION_ANS / SEQ_CLS task types make it: a modules_to_save without being named);
+// InputError for a name that picks nothing, part of a fused tensor, or a target too.
+std::vector<LoraSaved> Saved(const ParamLayout& base, const std::vector<Module>& modules,
+                             std::vector<std::string> save, const std::vector<LoraSite>& sites) {
+  const Shape& s = base.shape();
+  const Family& f = FamilyOf(s.arch);
   if (s.head != Head::kLm) {
     for (const Module& m : modules) {
       const bool head = std::any_of(m.tensors.begin(), m.tensors.end(),
@@ -285,6 +303,7 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
         save.push_back(Leaf(m.path));
     }
   }
+  std::vector<LoraSaved> saved;
   std::set<Tensor> saved_set;
   std::vector<bool> save_used(save.size(), false);
   for (const Module& m : modules) {
@@ -298,7 +317,7 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
                                      Leaf(m.path), base.info(h->t).name),
                          "adapt it with train.lora.target_modules instead");
       }
-      if (std::any_of(sites_.begin(), sites_.end(),
+      if (std::any_of(sites.begin(), sites.end(),
                       [&](const LoraSite& x) { return x.base == h->t; })) {
         throw InputError(
             fmt::format("module '{}' is both a LoRA target and a module to save", Leaf(m.path)),
@@ -306,7 +325,7 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
       }
       if (saved_set.insert(h->t).second) {
         const std::string prefix = h->head >= 0 ? "" : f.hf_optional_prefix;
-        saved_.push_back({h->t, prefix + h->name});
+        saved.push_back({h->t, prefix + h->name});
       }
     }
   }
@@ -322,9 +341,16 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
         tied ? std::string("save the embedding instead (its module name)")
              : fmt::format("its modules are: {}", ModuleList(modules)));
   }
-  for (const LoraSite& site : sites_) by_base_[site.base].push_back(&site);
-  // The trainable table: saved input tensors, per layer the adapters (and saved per-layer
-  // tensors), saved output tensors — the base table's order.
+  return saved;
+}
+
+// The trainable table: saved input tensors, per layer the adapters (and saved per-layer
+// tensors), saved output tensors — the base table's order.
+std::vector<TensorInfo> TrainableTable(const ParamLayout& base, const LoraConfig& cfg,
+                                       const std::vector<LoraSite>& sites,
+                                       const std::vector<LoraSaved>& saved) {
+  std::set<Tensor> saved_set;
+  for (const LoraSaved& x : saved) saved_set.insert(x.t);
   std::vector<TensorInfo> table;
   auto saved_in = [&](bool per_layer, bool before_blocks) {
     bool blocks_seen = false;
@@ -336,11 +362,10 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
     }
   };
   saved_in(false, true);
-  for (const LoraSite& site : sites_) {
-    const Init a_init =
-        cfg.init == LoraConfig::Init::kGaussian ? Init::kNormalInvRows : Init::kKaimingUniform;
-    const Init b_init =
-        cfg.init == LoraConfig::Init::kRandom ? Init::kKaimingUniform : Init::kZeros;
+  const Init a_init =
+      cfg.init == LoraConfig::Init::kGaussian ? Init::kNormalInvRows : Init::kKaimingUniform;
+  const Init b_init = cfg.init == LoraConfig::Init::kRandom ? Init::kKaimingUniform : Init::kZeros;
+  for (const LoraSite& site : sites) {
     table.push_back(
         MakeTensor(site.a, kAdapterNames[2 * site.kind], true, true, a_init,
                    {static_cast<std::size_t>(cfg.r), static_cast<std::size_t>(site.in)}));
@@ -354,7 +379,22 @@ Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
     throw InputError("LoRA trains nothing: no target module and no module to save",
                      "set train.lora.target_modules");
   }
-  layout_ = ParamLayout(s, std::move(table));
+  return table;
+}
+
+}  // namespace
+
+Lora::Lora(const ParamLayout& base, const LoraConfig& cfg)
+    : base_(base), cfg_(cfg), layout_(base.shape()) {
+  CheckLoraConfig(cfg);
+  const Family& f = FamilyOf(base.shape().arch);
+  const std::vector<Module> modules = Modules(base);
+  std::vector<std::string> targets = cfg.target_modules;
+  if (targets.empty()) targets.assign(f.lora_default_targets.begin(), f.lora_default_targets.end());
+  sites_ = Sites(base, Targeted(modules, targets, base.shape()));
+  saved_ = Saved(base, modules, cfg.modules_to_save, sites_);
+  for (const LoraSite& site : sites_) by_base_[site.base].push_back(&site);
+  layout_ = ParamLayout(base.shape(), TrainableTable(base, cfg, sites_, saved_));
 }
 
 const std::vector<const LoraSite*>& Lora::SitesOf(Tensor t) const { return by_base_[t]; }

@@ -30,6 +30,12 @@ class Net {
   float* G(Tensor t, int l = 0) const;
   // The layout of `grads`: on_ready reports ranges of it, at its ReadyPoints().
   const ParamLayout& trained() const { return trained_; }
+  // The same buffers for a pass over B rows of T positions (a head's products over the pooled
+  // rows: model/head.h). Not for LoRA-adapted products (their activations are laid out for the
+  // pass's rows).
+  Net Rows(int rows, int positions) const {
+    return Net(layout, rows, positions, params_, grads_, lora_, dropout_);
+  }
   // out (N,OC) = inp (N,IC) @ w^T + bias of layer l (b may be absent), in fp32 or with bf16
   // operands (null: fp32; a saved module's product runs in fp32 from the trainable buffer, the
   // base's bf16 copy not holding it), plus each LoRA site of w in fp32 into its rows; out's row

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "model/family.h"
+#include "model/head.h"
 
 namespace cputrain::model {
 
@@ -31,7 +32,7 @@ ParamLayout::ParamLayout(const Shape& shape, std::vector<TensorInfo> table) : sh
                      "use a smaller model (model.layers, model.channels; docs/config.md gives "
                      "the limits)");
   }
-  table_ = table.empty() ? FamilyOf(shape_.arch).tensors(shape_) : std::move(table);
+  table_ = table.empty() ? ModelTensors(shape_) : std::move(table);
   index_.fill(-1);
   // Input tensors, then the per-layer ones (one block), then the output tensors.
   std::size_t off = 0;

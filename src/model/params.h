@@ -144,6 +144,10 @@ class ParamLayout {
 
 // The index of the first non-finite float of p[0, n), or n if all are finite.
 std::size_t FirstNonFinite(const float* p, std::size_t n);
+// The hint of a load refused for a weight that is not finite.
+inline constexpr const char* kDivergedHint =
+    "the checkpoint holds a diverged model (NaN or Inf weights): use a checkpoint from before the "
+    "loss diverged";
 
 // Where flat index i (< layout.total()) lives, for messages: "tensor qkvw, layer 3, element 17"
 // ("tensor wte, element 5" for a tensor that is not per layer).

@@ -14,7 +14,10 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/utf8.h"
+#include "model/checkpoint.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/safetensors.h"
 
 namespace cputrain::model {
@@ -211,7 +214,7 @@ struct AdapterTensor {
 // The family's table row of a module to save.
 const HfTensor& HfOf(const Shape& s, const LoraSaved& x) {
   const Family& f = FamilyOf(s.arch);
-  for (const HfTensor& h : f.hf_tensors) {
+  for (const HfTensor& h : HfTensorsOf(f)) {
     if (h.t != x.t || (h.head >= 0 && h.head != static_cast<int>(s.head))) continue;
     if ((h.head >= 0 ? "" : std::string(f.hf_optional_prefix)) + h.name == x.hf_name) return h;
   }
@@ -278,7 +281,7 @@ AdapterInfo ReadAdapterConfig(const std::string& dir) {
                      "and adapter_model.safetensors)");
   }
   const std::string path = ConfigPath(dir);
-  const std::string text = ReadFile(
+  const std::string text = ReadUtf8File(
       path, InputKind{"PEFT adapter config", "an adapter_config.json file", kMaxConfigBytes,
                       "pass the directory PeftModel.save_pretrained wrote "
                       "(adapter_config.json and adapter_model.safetensors)"});
@@ -381,6 +384,14 @@ void LoadAdapter(const std::string& dir, const Lora& lora, float* params) {
     throw InputError(fmt::format("PEFT adapter '{}' has no {}", dir, kAdapterFile),
                      "pass the directory PeftModel.save_pretrained wrote (adapter_config.json "
                      "and adapter_model.safetensors)");
+  }
+  // A LoRA run's step directory records the adapter file's length and CRC32C in its state.bin,
+  // as a full run's records model.bin's: every command that loads an adapter (train --adapter
+  // and resume, eval, generate, export --merge) comes here, and refuses a damaged one.
+  if (ReadStateTrailer((fs::path(dir) / kStateFile).string())) {
+    static const InputKind kWeights{"PEFT adapter weights", "an adapter_model.safetensors file",
+                                    kMaxCheckpointBytes, "check --adapter"};
+    CheckModelDigest(weights.string(), DigestFile(weights.string(), kWeights));
   }
   SafetensorsFile file = SafetensorsFile::Open(weights.string());
   const std::vector<AdapterTensor> want = AdapterTensors(lora);

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/limits.h"
 
 namespace cputrain::model {
@@ -14,14 +15,25 @@ namespace cputrain::model {
 const char* ArchName(Arch a) { return FamilyOf(a).name; }
 
 Arch ArchFromName(const std::string& name) {
-  for (const Family* f : Families())
-    if (name == f->name) return f->arch;
+  if (const Family* f = FindFamily(name)) return f->arch;
   throw InputError(fmt::format("unknown model family '{}'", name), "use one of: " + FamilyNames());
 }
 
 namespace {
 constexpr const char* kHeadNames[] = {"lm", "qa", "classify"};
+constexpr const char* kProblemNames[] = {"single_label_classification", "regression",
+                                         "multi_label_classification"};
 }  // namespace
+
+const char* ProblemName(ProblemType p) { return kProblemNames[static_cast<int>(p)]; }
+
+ProblemType ProblemFromName(const std::string& name) {
+  for (int i = 0; i < 3; ++i)
+    if (name == kProblemNames[i]) return static_cast<ProblemType>(i);
+  throw InputError(fmt::format("unknown problem_type '{}'", name),
+                   "use one of: single_label_classification, regression, "
+                   "multi_label_classification");
+}
 
 const char* HeadName(Head h) { return kHeadNames[static_cast<int>(h)]; }
 
@@ -36,8 +48,11 @@ bool Shape::operator==(const Shape& o) const {
          arch == o.arch && kv_heads() == o.kv_heads() && ffn() == o.ffn() &&
          norm_eps == o.norm_eps && rope_theta == o.rope_theta && rope_scaling == o.rope_scaling &&
          tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias && types == o.types &&
-         head == o.head && labels == o.labels && pad_token == o.pad_token;
+         head == o.head && labels == o.labels && pad_token == o.pad_token &&
+         (head != Head::kClassify || problem == o.problem);
 }
+
+bool Shape::encoder() const { return FamilyOf(arch).kind.encoder; }
 
 int Shape::mlp_in_width() const { return FamilyOf(arch).kind.swiglu ? 2 * ffn() : ffn(); }
 
@@ -55,7 +70,7 @@ int Shape::head_width() const {
 
 std::string Shape::ToString() const {
   std::string s = fmt::format("L={} C={} NH={} V={} (padded {}) maxT={}", L, C, NH, V, Vp, maxT);
-  if (arch == Arch::kGpt2) return s;  // GPT-2's shape is these six
+  if (FamilyOf(arch).llmc) return s;  // GPT-2's shape is these six
   if (encoder()) {
     s += fmt::format(" {} F={} types={} head={}", ArchName(arch), ffn(), types, HeadName(head));
     if (head == Head::kClassify) s += fmt::format(" labels={}", labels);
@@ -100,28 +115,34 @@ std::string Shape::Problem() const {
     return "rope_scaling llama3 needs factor >= 1, 0 < low_freq_factor < high_freq_factor and "
            "original_max_position_embeddings >= 1";
   }
-  if (arch == Arch::kGpt2 && (kv_heads() != NH || ffn() != 4 * C || !tied)) {
-    return "GPT-2 has NKV = NH, F = 4C and a tied head";
+  if (encoder() && head == Head::kLm) {
+    return fmt::format("{} runs with a task head (qa or classify), not an LM head", ArchName(arch));
   }
-  if (encoder() != (head != Head::kLm)) {
-    return encoder() ? fmt::format("{} runs with a task head (qa or classify), not an LM head",
-                                   ArchName(arch))
-                     : fmt::format("{} runs with its LM head only", ArchName(arch));
+  if (!encoder() && head == Head::kSpan) {
+    return fmt::format("{} runs with its LM head or a classifier, not a span head", ArchName(arch));
   }
-  if (encoder() && kv_heads() != NH) return "BERT-style encoders have NKV = NH";
   if (types < 0 || types > kMaxTypes) {
     return fmt::format("the token types are {}: they must be in [0, {}]", types, kMaxTypes);
   }
-  if (arch == Arch::kBert && types < 1) return "BERT has at least one token type";
   if (pad_token < -1 || pad_token >= V) {
     return fmt::format("the padding token {} is not an id below V = {}", pad_token, V);
   }
   if (head == Head::kClassify) {
-    return "sequence classification heads are not implemented yet (BERT runs question "
-           "answering: `cputrain-numa qa train`)";
-  }
-  if (head == Head::kClassify && (labels < 1 || labels > kMaxLabels)) {
-    return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
+    if (*FamilyOf(arch).hf_classify_architecture == '\0') {
+      return fmt::format("{} has no sequence classifier here", ArchName(arch));
+    }
+    if (labels < 1 || labels > kMaxLabels) {
+      return fmt::format("the labels are {}: a classifier has [1, {}]", labels, kMaxLabels);
+    }
+    if (problem == ProblemType::kSingleLabel && labels < 2) {
+      return "a single-label classifier has 2 or more labels (one output is a regression)";
+    }
+    if (!encoder() && pad_token < 0) {
+      return fmt::format(
+          "a {} classifier finds each row's last token by the padding token, and "
+          "there is none (config.json's pad_token_id)",
+          ArchName(arch));
+    }
   }
   for (float p : {hidden_dropout, attn_dropout, head_dropout}) {
     if (!(p >= 0 && p < 1))
@@ -130,6 +151,9 @@ std::string Shape::Problem() const {
   if (head_size() % 2 != 0 && FamilyOf(arch).kind.rope) {
     return fmt::format("the head size C/NH = {} is odd: rotary embeddings need it even",
                        head_size());
+  }
+  if (const auto problem = FamilyOf(arch).problem) {
+    if (std::string p = problem(*this); !p.empty()) return p;
   }
   // Every dimension is bounded now, so the count below cannot overflow (model/limits.h).
   const std::uint64_t n = ParamCount();
@@ -142,7 +166,7 @@ std::string Shape::Problem() const {
 
 std::uint64_t Shape::ParamCount() const {
   std::uint64_t total = 0;
-  for (const TensorInfo& info : FamilyOf(arch).tensors(*this)) {
+  for (const TensorInfo& info : ModelTensors(*this)) {
     std::uint64_t n = 0;
     const bool overflow =
         __builtin_mul_overflow(info.numel, info.per_layer ? std::uint64_t(L) : 1, &n) ||
@@ -177,6 +201,7 @@ nlohmann::json ShapeToJson(const Shape& s) {
           {"types", s.types},
           {"head", HeadName(s.head)},
           {"labels", s.labels},
+          {"problem_type", ProblemName(s.problem)},
           {"pad_token", s.pad_token},
           {"hidden_dropout", s.hidden_dropout},
           {"attn_dropout", s.attn_dropout},
@@ -210,6 +235,8 @@ Shape ShapeFromJson(const nlohmann::json& j) {
   s.types = j.at("types").get<int>();
   s.head = HeadFromName(j.at("head").get<std::string>());
   s.labels = j.at("labels").get<int>();
+  if (j.contains("problem_type"))
+    s.problem = ProblemFromName(j.at("problem_type").get<std::string>());
   s.pad_token = j.at("pad_token").get<int>();
   s.hidden_dropout = j.at("hidden_dropout").get<float>();
   s.attn_dropout = j.at("attn_dropout").get<float>();

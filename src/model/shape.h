@@ -6,13 +6,22 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
+
+#include "model/families.h"
 
 namespace cputrain::model {
 
-// The model families the engine runs (family.h has one table each).
-enum class Arch : int { kGpt2 = 0, kLlama = 1, kBert = 2, kDistilBert = 3 };
-// "gpt2", "llama", "bert", "distilbert"; and back (InputError naming the valid names).
+// The model families the engine runs: one value per line of the registry (families.h), in its
+// order — Arch::kGpt2, Arch::kLlama, ... The family's table (family.h, FamilyOf) says everything
+// about it; code outside src/model asks the table, never compares an Arch with a family.
+enum class Arch : int {
+#define CPUTRAIN_ARCH_ID(id, table) id,
+  CPUTRAIN_MODEL_FAMILIES(CPUTRAIN_ARCH_ID)
+#undef CPUTRAIN_ARCH_ID
+};
+// "gpt2", "llama", ... (the family's name); and back (InputError naming the valid names).
 const char* ArchName(Arch a);
 Arch ArchFromName(const std::string& name);
 
@@ -25,6 +34,28 @@ enum class Head : int { kLm = 0, kSpan = 1, kClassify = 2 };
 // "lm", "qa", "classify"; and back.
 const char* HeadName(Head h);
 Head HeadFromName(const std::string& name);
+
+// A classifier's loss, as Hugging Face's problem_type: cross-entropy over the labels; mean squared
+// error of each output (regression, usually one); binary cross-entropy of each label's logit
+// (multi-label).
+enum class ProblemType : int { kSingleLabel = 0, kRegression = 1, kMultiLabel = 2 };
+// "single_label_classification", "regression", "multi_label_classification"; and back
+// (InputError naming the valid names).
+const char* ProblemName(ProblemType p);
+ProblemType ProblemFromName(const std::string& name);
+
+// The head a command reads a checkpoint with: its kind, and for a classifier how many outputs and
+// which loss (unset: the checkpoint's own, or Hugging Face's defaults for a body without one). A
+// checkpoint saved with another head (a pretrained body, another task's head) is read as this
+// head over its body, the head's tensors new (hf.h).
+struct HeadSpec {
+  HeadSpec(Head h = Head::kLm) : head(h) {}  // NOLINT: a Head is the spec of that head
+  Head head;
+  int labels = 0;  // 0: the checkpoint's
+  std::optional<ProblemType> problem;
+  // A decoder classifier's padding token where config.json names none (the tokenizer's).
+  int pad_token = -1;
+};
 
 // Rotary embeddings' frequency scaling (Hugging Face's rope_scaling): none, or Llama 3.1's
 // "llama3" (low frequencies divided by factor, high ones kept, a smooth ramp between).
@@ -56,7 +87,8 @@ struct Shape {
   bool mlp_bias = true;   // MLP biases
   int types = 0;          // token types (BERT's type_vocab_size; 0: the family has none)
   Head head = Head::kLm;
-  int labels = 0;  // classes of a kClassify head
+  int labels = 0;  // outputs of a kClassify head: its classes, or 1 for a regression
+  ProblemType problem = ProblemType::kSingleLabel;  // a kClassify head's loss
   // The padding token's id (BERT's pad_token_id, -1: none): its embedding row gets no gradient,
   // as nn.Embedding(padding_idx) gives it none.
   int pad_token = -1;
@@ -76,15 +108,17 @@ struct Shape {
   // Columns of the head's output per position (kLm: Vp, kSpan: 2) or per sequence (kClassify:
   // labels).
   int head_width() const;
-  bool encoder() const { return arch == Arch::kBert || arch == Arch::kDistilBert; }
+  // An encoder family (BlockKind::encoder: BERT, DistilBERT).
+  bool encoder() const;
 
   // Equal models: NKV 0 and NH (F 0 and 4C) are the same model.
   bool operator==(const Shape& o) const;
   std::string ToString() const;
   // What is wrong with this shape ("" if nothing): a dimension below 1 or above its bound in
   // model/limits.h, NH not dividing C, NKV not dividing NH, Vp < V, a non-finite or non-positive
-  // eps or theta, or more than kMaxParams parameters. Computed without overflow for any values,
-  // so a damaged header is judged before it sizes memory.
+  // eps or theta, a head the family has not, what the family's own rules refuse
+  // (Family::problem), or more than kMaxParams parameters. Computed without overflow for any
+  // values, so a damaged header is judged before it sizes memory.
   std::string Problem() const;
   // Parameters of a valid shape (Problem() == ""), as ParamLayout(*this).total() but without
   // building the layout.

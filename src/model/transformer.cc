@@ -11,6 +11,7 @@
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "model/family.h"
+#include "model/head.h"
 #include "model/limits.h"
 #include "model/net.h"
 
@@ -51,7 +52,7 @@ Activations::Activations(const Shape& shape, int B, int T, int threads)
 
 std::size_t Activations::TokenInts(const Shape& s, int B, int T) {
   const std::size_t rows = static_cast<std::size_t>(B);
-  return 2 * rows * T + (s.encoder() ? 3 * rows : 0);
+  return 2 * rows * T + (s.head != Head::kLm ? 3 * rows : 0);
 }
 
 void Activations::Bind(float* base, int* tokens) {
@@ -76,11 +77,11 @@ void Activations::Bind(float* base, int* tokens) {
   auto take_if = [&](bool has, std::size_t n) { return has ? take(n) : nullptr; };
   inputs = tokens;
   targets = tokens ? tokens + N : nullptr;
-  const bool enc = kind.encoder;
+  const bool enc = kind.encoder, task = shape_.head != Head::kLm;
   types = enc ? targets : nullptr;
-  lengths = enc && tokens ? tokens + 2 * N : nullptr;
-  starts = enc && tokens ? lengths + B_ : nullptr;
-  ends = enc && tokens ? starts + B_ : nullptr;
+  lengths = task && tokens ? tokens + 2 * N : nullptr;
+  starts = task && tokens ? lengths + B_ : nullptr;
+  ends = task && tokens ? starts + B_ : nullptr;
   encoded = take(N * C);
   layers.assign(shape_.L, Layer{});
   for (Layer& l : layers) {
@@ -119,6 +120,14 @@ void Activations::Bind(float* base, int* tokens) {
   emb = take_if(enc, N * C);
   emb_mean = take_if(enc, N);
   emb_rstd = take_if(enc, N);
+  const bool cls = shape_.head == Head::kClassify;
+  const std::size_t BC = static_cast<std::size_t>(B_) * C;
+  cls_in = take_if(cls, BC);
+  cls_pre = take_if(cls, BC);
+  cls_out = take_if(cls, BC);
+  cls_dout = take_if(cls, BC);
+  cls_din = take_if(cls, BC);
+  label_values = take_if(cls, static_cast<std::size_t>(B_) * std::max(shape_.labels, 1));
   rope_ready = false;
   total_ = off;
 }
@@ -233,6 +242,8 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   }
   if (cache) cache->positions += T;
   norm(a.lnf, a.lnf_mean, a.lnf_rstd, x, kLnfw, kLnfb, 0);
+  // A classifier (model/head.h): the last real token's state through its score.
+  if (s.head == Head::kClassify) return ClassifyForward(pool, n, a, a.lnf, bf16, with_loss, {});
   // LM head (tied to the embedding or its own tensor), real vocabulary only: logits (N, Vp),
   // columns [0, V).
   linear(a.logits, a.lnf, layout.head(), kNumTensors, 0, C, s.V, s.Vp);
@@ -275,8 +286,14 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   };
 
   // Loss and LM head: dlogits in place; dhead = dlogits^T lnf (written), dlnf = dlogits head.
-  k::CrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.targets, dloss, N, s.V, s.Vp);
-  linear_back(a.dln, layout.head(), kNumTensors, 0, a.logits, a.lnf, C, s.V, s.Vp);
+  // A classifier's head instead (model/head.h).
+  const bool lm = s.head == Head::kLm;
+  if (lm) {
+    k::CrossEntropyBackward(pool, a.logits, a.logits, a.lse, a.targets, dloss, N, s.V, s.Vp);
+    linear_back(a.dln, layout.head(), kNumTensors, 0, a.logits, a.lnf, C, s.V, s.Vp);
+  } else {
+    ClassifyBackward(pool, n, a, a.dln, bf16, dloss, acc, {});
+  }
   // The residual stream's gradient starts at zero; the norms' backward adds into it.
   ZeroFill(pool, a.dresidual, N * C);
   const float* x_last = s.L > 0 ? a.layers[s.L - 1].residual3 : a.encoded;
@@ -314,8 +331,17 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   // saved): nothing to do.
   float* dwte = G(kWte);
   float* dwpe = G(kWpe);
-  if (dwte && layout.head() != kWte && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
+  const bool tied = lm && layout.head() == kWte;
+  if (dwte && !tied && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
   if (dwte || dwpe) k::EncoderBackward(pool, dwte, dwpe, a.dresidual, a.inputs, B, T, C, acc);
+  // Positions past this batch's T (a task's dynamic padding): no gradient, not a stale one.
+  if (dwpe && !acc)
+    std::fill(dwpe + static_cast<std::size_t>(T) * C, dwpe + static_cast<std::size_t>(s.maxT) * C,
+              0.f);
+  if (dwte && !lm &&
+      s.pad_token >= 0) {  // nn.Embedding(padding_idx): the padding row learns nothing
+    std::fill_n(dwte + static_cast<std::size_t>(s.pad_token) * C, C, 0.f);
+  }
   on_ready(0);
 }
 
@@ -329,9 +355,10 @@ double TrainFlopsPerToken(const Shape& s, int T) {
   // sequence, counted per token as a share of T.
   const int fin = s.mlp_in_width();
   const double L = s.L, C = s.C;
+  const double pool = FamilyOf(s.arch).classify_pooling == Pooling::kLastToken ? 0 : C;
   const double head = s.head == Head::kLm     ? static_cast<double>(s.V)
                       : s.head == Head::kSpan ? 2.0
-                                              : (C + s.labels) / std::max(T, 1);
+                                              : (pool + s.labels) / std::max(T, 1);
   const double block = C * s.qkv_width() + C * C + C * fin + static_cast<double>(s.ffn()) * C;
   return 6.0 * (L * block + head * C) + 12.0 * L * T * C;
 }

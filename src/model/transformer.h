@@ -40,7 +40,8 @@ class Activations {
   int B() const { return B_; }
   int T() const { return T_; }
   // The ints `tokens` holds for B rows of T: 2*B*T (inputs, targets) for a decoder; an encoder's
-  // inputs and token types (in the targets' place), then 3*B: each row's length and labels.
+  // inputs and token types (in the targets' place); then, for a task head, 3*B: each row's
+  // length and labels.
   static std::size_t TokenInts(const Shape& s, int B, int T);
   // Points the views at `base` (floats() floats) and `tokens` (TokenInts ints).
   void Bind(float* base, int* tokens);
@@ -55,9 +56,9 @@ class Activations {
   int* targets = nullptr;  // (B,T) next tokens (decoders)
   // Encoders. types: (B,T) token types (the targets' memory; the families without types
   // ignore it); lengths (B): row b's first lengths[b] positions are real, the rest padding,
-  // which every position's attention skips (Hugging Face's right-padded attention_mask);
-  // starts, ends (B): a span head's answer positions (T or more: ignored), a classifier's label
-  // in starts.
+  // which every position's attention skips (Hugging Face's right-padded attention_mask).
+  // Task heads: starts, ends (B): a span head's answer positions (T or more: ignored); a
+  // classifier's label in starts (its pooled position goes to ends).
   int* types = nullptr;
   int* lengths = nullptr;
   int* starts = nullptr;
@@ -80,7 +81,13 @@ class Activations {
   std::vector<Layer> layers;
   float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
   // An encoder's lnf is the head's input: the last block's output after the head's dropout.
-  float* logits;  // (B,T,Vp); a span head's (B,T,2); overwritten by dlogits in backward
+  float* logits;  // (B,T,Vp); a span head's (B,T,2), a classifier's (B,K); dlogits in backward
+  // A classifier's (model/head.h; null for the other heads): each row's pooled state (B,C), the
+  // pooling layer's output before and after its activation (and dropout) (B,C), their gradients
+  // (B,C); its regression or multi-label targets (B,K).
+  float *cls_in = nullptr, *cls_pre = nullptr, *cls_out = nullptr;
+  float *cls_dout = nullptr, *cls_din = nullptr;
+  float* label_values = nullptr;
   float* lse;     // (B,T) log-sum-exp of each row of logits; a span head's (B,2)
   float* losses;  // (B,T); a span head's (B,2): start, end
   // Dropout while training (Shape's probabilities, encoders; LoRA's lora_dropout on the adapters'

@@ -16,11 +16,14 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace cputrain::task {
+
+using ::cputrain::AppendUtf8;
 
 // The code point at s[*i], advancing *i past it.
 char32_t NextCodePoint(std::string_view s, std::size_t* i);
-void AppendUtf8(char32_t c, std::string* out);
 // len() of the Python str: code points.
 std::size_t CountCodePoints(std::string_view s);
 // The byte offset of code point `chars` (s.size() for chars == CountCodePoints(s)); for chars

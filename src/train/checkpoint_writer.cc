@@ -101,6 +101,9 @@ std::string CheckpointWriter::SaveInBackground(const CheckpointContents& c) {
       SaveCheckpointDir(out_dir_, snapshot_, keep_);
     } catch (...) {
       error_ = std::current_exception();
+      write_secs_ = SecondsSince(t0);
+      failed_.store(true, std::memory_order_release);  // error_ first (see failed())
+      return;
     }
     write_secs_ = SecondsSince(t0);
   });
@@ -115,6 +118,7 @@ std::string CheckpointWriter::Save(const CheckpointContents& c) {
 std::string CheckpointWriter::Wait() {
   if (!thread_.joinable()) return "";
   thread_.join();
+  failed_.store(false, std::memory_order_relaxed);  // the thread has ended: no one else reads it
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   const double mb = snap_used_ * sizeof(float) / 1e6;
   return fmt::format("saved {} in the background in {:.2f} s ({:.0f} MB/s)", dir_, write_secs_,

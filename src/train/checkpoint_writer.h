@@ -8,9 +8,11 @@
 // Thread safety: every method is called from the main thread. The background thread owns the
 // snapshot from Start to the join in Wait; the main thread touches neither until then. error_
 // and the timings are written by the background thread before it ends and read by the main
-// thread after join(), which orders them.
+// thread after join(), which orders them. failed_ is the one value both threads touch while a
+// save runs (failed() says why its memory order is enough).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <string>
@@ -41,6 +43,12 @@ class CheckpointWriter {
   // Waits for the save in flight, if any; rethrows its RuntimeError. Returns a line saying
   // what was saved and how fast ("" if nothing was in flight).
   std::string Wait();
+  // Rethrows the error of a background save that has already failed (a full disk), without
+  // waiting for one still running: called after every step, so that a failed save stops the run
+  // at once, as a foreground save does, not checkpoint_every steps later at the next save.
+  void ThrowIfFailed() {
+    if (failed()) Wait();
+  }
 
  private:
   const std::string out_dir_;
@@ -59,6 +67,11 @@ class CheckpointWriter {
   Buffer snap_;                   // the snapshot: weights, then m, then v
   std::size_t snap_used_ = 0;
   CheckpointContents snapshot_;
+  // True from the moment the background thread has stored its error_ until Wait() rethrows it.
+  // Acquire pairs with the thread's release store, so error_ is complete when failed() is true
+  // (Wait's join orders it again before it is read; the flag only says when to join).
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  std::atomic<bool> failed_{false};
   std::exception_ptr error_;
   std::string dir_;
   double write_secs_ = 0;

@@ -76,6 +76,9 @@ struct ReplicaGroup {
   const model::LoraPass* lora() const { return lora_pass.lora ? &lora_pass : nullptr; }
   // What the passes read: the base (LoRA) or the replica's weights.
   const float* model_weights() const { return base ? base : weights; }
+  // The positions of the rows loaded for the next pass: RowSource::Positions (dynamic padding),
+  // or 0 for the run's T.
+  int positions = 0;
   // Results of the group's last step or evaluation, read by the main thread after OnAll.
   double loss_sum = 0;
   double grad_norm = 0;

@@ -15,12 +15,15 @@ namespace cputrain::train {
 namespace fs = std::filesystem;
 namespace {
 
-std::string Describe(const std::vector<ShardRecord>& shards) {
-  if (shards.size() == 1) return fmt::format("{} ({} tokens)", shards[0].path, shards[0].tokens);
+// unit: what the sizes count ("tokens", "features").
+std::string Describe(const std::vector<ShardRecord>& shards, const char* unit) {
+  if (shards.size() == 1) {
+    return fmt::format("{} ({} {})", shards[0].path, shards[0].tokens, unit);
+  }
   uint64_t tokens = 0;
   for (const ShardRecord& r : shards) tokens += r.tokens;
-  return fmt::format("{} shards from {} ({} tokens)", shards.size(),
-                     shards.empty() ? "" : shards[0].path, tokens);
+  return fmt::format("{} shards from {} ({} {})", shards.size(),
+                     shards.empty() ? "" : shards[0].path, tokens, unit);
 }
 
 uint64_t FileBytes(const std::string& p) {
@@ -29,17 +32,17 @@ uint64_t FileBytes(const std::string& p) {
   return ec ? 0 : n;
 }
 
-[[noreturn]] void Incompatible(const ResumePoint& from, const std::string& key,
+[[noreturn]] void Incompatible(const ResumePoint& from, const Names& names, const std::string& key,
                                const std::string& was, const std::string& now) {
+  const std::string name = names.Key(key);
   throw InputError(
-      fmt::format("{} is {} but the checkpoint '{}' was trained with {}", key, now, from.dir, was),
-      fmt::format("set {} back to {} to resume, or start a new run: another train.out_dir, or "
-                  "train.resume: never",
-                  key, was));
+      fmt::format("{} is {} but the checkpoint '{}' was trained with {}", name, now, from.dir, was),
+      fmt::format("set {} back to {} to resume, or {}", name, was, names.fresh_start));
 }
 
-void CheckInt(const ResumePoint& from, const char* key, long long was, long long now) {
-  if (was != now) Incompatible(from, key, std::to_string(was), std::to_string(now));
+void CheckInt(const ResumePoint& from, const Names& names, const char* key, long long was,
+              long long now) {
+  if (was != now) Incompatible(from, names, key, std::to_string(was), std::to_string(now));
 }
 
 bool HoldsRun(const std::string& out_dir) {
@@ -85,8 +88,8 @@ ResumePoint Verified(const std::string& dir) {
 
 // The newest of `dirs` that Verified accepts. A refused one ends the resume (exit 2) unless
 // train.resume_fallback is set; then it is skipped with a warning naming it and why.
-ResumePoint FirstGood(const std::vector<std::string>& dirs, const std::string& where,
-                      bool fallback) {
+ResumePoint FirstGood(const std::vector<std::string>& dirs, const std::string& where, bool fallback,
+                      const Names& names) {
   for (std::size_t i = 0; i < dirs.size(); ++i) {
     try {
       return Verified(dirs[i]);
@@ -96,8 +99,8 @@ ResumePoint FirstGood(const std::vector<std::string>& dirs, const std::string& w
             fmt::format("cannot resume from {}: {}", dirs[i], e.what()),
             i + 1 < dirs.size()
                 ? fmt::format("{}; or resume from the newest good checkpoint before it (next: {}) "
-                              "with train --resume-fallback (train.resume_fallback: true)",
-                              e.hint(), dirs[i + 1])
+                              "with {}",
+                              e.hint(), dirs[i + 1], names.Key("train.resume_fallback"))
                 : e.hint());
       }
       log::Warn("resume: skipping checkpoint {}: {}", dirs[i], e.what());
@@ -106,12 +109,12 @@ ResumePoint FirstGood(const std::vector<std::string>& dirs, const std::string& w
   throw InputError(
       fmt::format("no checkpoint of '{}' can be resumed from: all {} were skipped (above)", where,
                   dirs.size()),
-      "start a new run: another train.out_dir, or train.resume: never after removing this one");
+      names.fresh_start);
 }
 
 }  // namespace
 
-std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer) {
+std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer, const Names& names) {
   const std::string& mode = cfg.train.resume;
   const std::string& out = cfg.train.out_dir;
   const bool fallback = cfg.train.resume_fallback;
@@ -129,46 +132,48 @@ std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer) {
   if (mode == "auto") {
     const std::vector<std::string> dirs = Candidates(out);
     if (dirs.empty()) return std::nullopt;
-    return FirstGood(dirs, out, fallback);
+    return FirstGood(dirs, out, fallback, names);
   }
   std::error_code ec;
-  if (fs::exists(model::StepModelFile(mode), ec)) return FirstGood({mode}, mode, false);
+  if (fs::exists(model::StepModelFile(mode), ec)) return FirstGood({mode}, mode, false, names);
   const std::vector<std::string> dirs = Candidates(mode);
   if (dirs.empty()) model::ResolveCheckpointDir(mode);  // throws: not a checkpoint
-  return FirstGood(dirs, mode, fallback);
+  return FirstGood(dirs, mode, fallback, names);
 }
 
 void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape,
-                    const RowSource& train) {
+                    const RowSource& train, const Names& names) {
   const model::Shape& s = from.state.shape;
-  CheckInt(from, "model.layers", s.L, shape.L);
-  CheckInt(from, "model.channels", s.C, shape.C);
-  CheckInt(from, "model.heads", s.NH, shape.NH);
-  CheckInt(from, "model.vocab_size", s.V, shape.V);
-  CheckInt(from, "model.max_seq_len", s.maxT, shape.maxT);
-  CheckInt(from, "data.batch_size", from.state.batch_size, cfg.data.batch_size);
-  CheckInt(from, "data.seq_len", from.state.seq_len, cfg.data.seq_len);
+  CheckInt(from, names, "model.layers", s.L, shape.L);
+  CheckInt(from, names, "model.channels", s.C, shape.C);
+  CheckInt(from, names, "model.heads", s.NH, shape.NH);
+  CheckInt(from, names, "model.vocab_size", s.V, shape.V);
+  CheckInt(from, names, "model.max_seq_len", s.maxT, shape.maxT);
+  CheckInt(from, names, "data.batch_size", from.state.batch_size, cfg.data.batch_size);
+  CheckInt(from, names, "data.seq_len", from.state.seq_len, cfg.data.seq_len);
   const std::vector<ShardRecord> now = train.Identity();
   if (now != from.state.shards) {
     // The first shard that differs, or the count, says what changed.
     std::size_t i = 0;
     while (i < now.size() && i < from.state.shards.size() && now[i] == from.state.shards[i]) ++i;
-    std::string was = Describe(from.state.shards), is = Describe(now);
+    const char* unit = train.unit();
+    std::string was = Describe(from.state.shards, unit), is = Describe(now, unit);
     if (i < now.size() && i < from.state.shards.size()) {
       const ShardRecord &a = from.state.shards[i], &b = now[i];
-      was = fmt::format("{} ({} tokens)", a.path, a.tokens);
-      is = fmt::format("{} ({} tokens{})", b.path, b.tokens,
+      was = fmt::format("{} ({} {})", a.path, a.tokens, unit);
+      is = fmt::format("{} ({} {}{})", b.path, b.tokens, unit,
                        a.path == b.path ? ": the file changed" : "");
     }
-    Incompatible(from, "data.train", was, is);
+    Incompatible(from, names, "data.train", was, is);
   }
   if (from.state.shuffle != cfg.data.shuffle) {
-    Incompatible(from, "data.shuffle", from.state.shuffle ? "true" : "false",
+    Incompatible(from, names, "data.shuffle", from.state.shuffle ? "true" : "false",
                  cfg.data.shuffle ? "true" : "false");
   }
   const uint64_t seed = cfg.data.Seed(cfg.model.seed);
   if (cfg.data.shuffle && seed != from.state.data_seed) {
-    Incompatible(from, "data.seed", std::to_string(from.state.data_seed), std::to_string(seed));
+    Incompatible(from, names, "data.seed", std::to_string(from.state.data_seed),
+                 std::to_string(seed));
   }
 }
 

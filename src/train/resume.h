@@ -16,6 +16,7 @@
 #include "model/transformer.h"
 #include "train/rows.h"
 #include "train/train_state.h"
+#include "train/trainer.h"
 
 namespace cputrain::train {
 
@@ -25,13 +26,14 @@ struct ResumePoint {
 };
 
 // Decides the start. `writer`: this process writes out_dir (the never check is its alone).
-// Throws InputError for a refused start or a PATH that is not a checkpoint.
-std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer);
+// Throws InputError for a refused start or a PATH that is not a checkpoint; `names` words its
+// messages (trainer.h).
+std::optional<ResumePoint> FindResumePoint(const Config& cfg, bool writer, const Names& names = {});
 
-// Throws InputError naming the first config key that differs from the checkpoint's.
-// `train`: the data as opened now.
+// Throws InputError naming the first config key that differs from the checkpoint's, as `names`
+// names it. `train`: the data as opened now.
 void CheckResumable(const ResumePoint& from, const Config& cfg, const model::Shape& shape,
-                    const RowSource& train);
+                    const RowSource& train, const Names& names = {});
 
 // Where the data stands after a step: windows read so far and global tokens trained on.
 struct DataPosition {

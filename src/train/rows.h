@@ -1,8 +1,7 @@
 // train/rows: what a run trains on, as Train() reads it — a stream of micro-batches of B rows
 // each (B the global micro-batch), an epoch being windows() of them. The language-model source
-// (LmRows: token files, batches.h) is Train()'s own; a task supplies another (question
-// answering's features: src/cli/qa_cmd.cc) through TrainOptions::train_rows. LmRows is in
-// batches.h.
+// (LmRows: token files, batches.h) is Train()'s own; a task supplies another (a task's features:
+// task/task_rows.h) through TrainOptions::train_rows.
 //
 // Thread safety: Plan runs on the main thread between steps; LoadRows runs on every group's
 // driver at once during a step and must only read.
@@ -42,9 +41,19 @@ class RowSource {
   // Before a step: its k micro-batches are those at positions [p, p + k).
   virtual void Plan(uint64_t p, int k) = 0;
   // Rows [row0, row0 + rows) of the global micro-batch j of the planned step (or, for
-  // evaluation sources, of micro-batch j itself) into a's token views: inputs and targets, or an
-  // encoder's inputs, types, lengths and labels.
+  // evaluation sources, of micro-batch j itself) into a's token views: inputs and targets, or a
+  // task model's inputs, types, lengths and labels; each row Positions(j) (or T) long.
   virtual void LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const = 0;
+  // The positions micro-batch j (as LoadRows numbers it) is padded to, when the source pads each
+  // micro-batch to its longest row (Hugging Face's DataCollatorWithPadding: dynamic padding, at
+  // most T); 0: every micro-batch has the run's T (data.seq_len). The same on every process and
+  // group: the whole global micro-batch's longest row.
+  virtual int Positions(std::size_t j) const {
+    (void)j;
+    return 0;
+  }
+  // What Identity()'s sizes count, for messages: "tokens" (token files), "features", "examples".
+  virtual const char* unit() const { return "tokens"; }
   // What a checkpoint records of the data, so that a resume on other data is refused: each
   // file's absolute path and size (in tokens, or in the source's unit).
   virtual std::vector<ShardRecord> Identity() const = 0;

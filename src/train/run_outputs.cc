@@ -75,16 +75,18 @@ void RunOutputs::WritePlacement(const nlohmann::json& placement) {
   WriteFileAtomic(dir_ + "/placement.json", placement.dump(2) + "\n");
 }
 
-void RunOutputs::BeginTraining(int resumed_step) {
+void RunOutputs::BeginTraining(int resumed_step, bool fresh) {
   if (!writer_) return;
   // Resumed from an older checkpoint (train.resume: PATH): what came after it is abandoned.
   if (resumed_step >= 0) RemoveCheckpointsAfter(dir_, resumed_step);
+  if (fresh) RemoveCheckpointsAfter(dir_, 0);  // every step directory, and `latest`
   metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl", resumed_step);
   reports_ = std::make_unique<RunReports>(config_, resumed_step);
   reports_->SaveState();
 }
 
 void RunOutputs::Step(const StepRecord& rec) {
+  if (checkpoints_) checkpoints_->ThrowIfFailed();  // a background save that failed: stop now
   if (metrics_) {
     nlohmann::json row = {{"step", rec.step},
                           {"loss", rec.loss},

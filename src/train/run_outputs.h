@@ -62,8 +62,9 @@ class RunOutputs {
   void WritePlacement(const nlohmann::json& placement);
   // Opens metrics.jsonl: called once the run is about to train, so that a refused start leaves
   // the previous run's metrics alone. resumed_step >= 0: keeps its rows and checkpoints up to
-  // that step, removes those after it.
-  void BeginTraining(int resumed_step);
+  // that step, removes those after it. fresh (TrainOptions::overwrite): a new run in an out_dir
+  // that may hold an old one; its checkpoints and metrics are removed.
+  void BeginTraining(int resumed_step, bool fresh = false);
   void Step(const StepRecord& rec);
   void Eval(const EvalRecord& rec);
   // Saves the checkpoint directory of c.state.step (train/checkpoint_dir.h) and returns it

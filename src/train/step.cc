@@ -79,8 +79,9 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
   for (int j = 0; j < accum_; ++j) {
     const bool last = j == accum_ - 1;
     load(grp, j);
+    const int T = grp.positions > 0 ? grp.positions : T_;  // dynamic padding (train/rows.h)
     auto t = Clock::now();
-    grp.loss_sum += model::Forward(pool, layout, grp.model_weights(), *grp.act, grp.rows, T_, true,
+    grp.loss_sum += model::Forward(pool, layout, grp.model_weights(), *grp.act, grp.rows, T, true,
                                    grp.bf16(), nullptr, grp.lora());
     grp.timings.forward_ms += MsSince(t);
     // backward; inline bucket reductions happen inside the last one and count as communication
@@ -88,7 +89,7 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
     t = Clock::now();
     if (last && sync_) sync_->BeginStep(g, step);
     model::Backward(
-        pool, layout, grp.model_weights(), grp.grads.data(), *grp.act, grp.rows, T_, dloss,
+        pool, layout, grp.model_weights(), grp.grads.data(), *grp.act, grp.rows, T, dloss,
         [&](std::size_t from) {
           if (!last || !sync_) return;  // no_sync on every micro-batch but the last
           const auto c = Clock::now();

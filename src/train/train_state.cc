@@ -181,8 +181,9 @@ void TrainStateReader::VerifyChecksum() const {
         fmt::format("checkpoint state '{}' is damaged: its CRC32C is {:08x}, its trailer records "
                     "{:08x} (a flipped bit, a bad disk or copy)",
                     path_, crc, state_crc32c_),
-        "copy the checkpoint again from a good source, or resume from the checkpoint before it: "
-        "train --resume-fallback (train.resume_fallback: true)");
+        // The resume that reads it names --resume-fallback where there is an earlier checkpoint
+        // to fall back to (train/resume.cc): said once, there.
+        "copy the checkpoint again from a good source, or use the one before it");
   }
 }
 

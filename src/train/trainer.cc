@@ -17,6 +17,7 @@
 #include "kernels/kernels.h"
 #include "model/checkpoint.h"
 #include "model/checkpoint_path.h"
+#include "model/family.h"
 #include "model/lora.h"
 #include "model/peft.h"
 #include "model/transformer.h"
@@ -58,12 +59,21 @@ void CheckExplicitShape(const Config& cfg, const model::Shape& s) {
   }
 }
 
+// The head model.head, model.num_labels and model.problem_type ask a checkpoint to be read with.
+model::HeadSpec HeadSpecOf(const ModelConfig& m) {
+  model::HeadSpec h(model::HeadFromName(m.head));
+  h.labels = m.num_labels;
+  if (!m.problem_type.empty()) h.problem = model::ProblemFromName(m.problem_type);
+  h.pad_token = m.pad_token_id;
+  return h;
+}
+
 // The model's shape: the checkpoint's when training starts from one, else the config's.
 model::Shape ModelShape(const Config& cfg) {
   const ModelConfig& m = cfg.model;
   if (!m.init_from.empty()) {
-    const model::Shape s = model::ReadCheckpointShape(model::ResolveModelFile(m.init_from),
-                                                      model::HeadFromName(m.head));
+    const model::Shape s =
+        model::ReadCheckpointShape(model::ResolveModelFile(m.init_from), HeadSpecOf(m));
     CheckExplicitShape(cfg, s);
     return s;
   }
@@ -103,24 +113,25 @@ std::optional<model::LoraConfig> LoraOf(const Config& cfg) {
 // A resume continues what the checkpoint trained: adapters (a LoRA step directory) with the same
 // rank, alpha and modules, or every weight (a model.bin) — refused by name otherwise, before any
 // memory is touched.
-void CheckLoraResumable(const ResumePoint& resume, const Config& cfg, const model::Shape& shape) {
+void CheckLoraResumable(const ResumePoint& resume, const Config& cfg, const model::Shape& shape,
+                        const Names& names) {
   const std::optional<model::LoraConfig> now = LoraOf(cfg);
   const bool adapter = model::IsAdapterDir(resume.dir);
-  const std::string fresh =
-      "or start a new run: another train.out_dir (or train.resume: never after removing this "
-      "one)";
+  const std::string fresh = "or " + names.fresh_start;
+  const std::string lora = names.Key("train.lora");
   if (!now && adapter) {
     throw InputError(fmt::format("checkpoint '{}' holds LoRA adapters, but this run trains every "
-                                 "weight (train.lora.r is 0)",
-                                 resume.dir),
-                     "set train.lora as the run that wrote it did, " + fresh);
+                                 "weight ({} is 0)",
+                                 resume.dir, names.Key("train.lora.r")),
+                     fmt::format("set {} as the run that wrote it did, {}", lora, fresh));
   }
   if (now && !adapter) {
     throw InputError(fmt::format("checkpoint '{}' holds a whole model (a full fine-tune), but "
                                  "this run trains LoRA adapters",
                                  resume.dir),
-                     "resume it without train.lora, " + fresh +
-                         "; model.init_from may name that checkpoint as the new run's base");
+                     fmt::format("resume it without {}, {}; {} may name that checkpoint as the "
+                                 "new run's base",
+                                 lora, fresh, names.Key("model.init_from")));
   }
   if (!now) return;
   const model::ParamLayout base(shape);
@@ -139,15 +150,15 @@ void CheckLoraResumable(const ResumePoint& resume, const Config& cfg, const mode
                        fmt::join(mine.SavedNames(), ", "));
   if (what.empty()) return;
   throw InputError(fmt::format("checkpoint '{}' was trained with LoRA {}", resume.dir, what),
-                   "keep the run's train.lora settings to resume it, " + fresh);
+                   fmt::format("keep the run's {} settings to resume it, {}", lora, fresh));
 }
 
 // The batch must split evenly over R processes x G groups, and a row must fit the model.
-void CheckBatch(const DataConfig& d, const model::Shape& shape, int R, int G) {
+void CheckBatch(const DataConfig& d, const model::Shape& shape, int R, int G, const Names& names) {
   if (d.seq_len > shape.maxT) {
-    throw InputError(fmt::format("data.seq_len ({}) is larger than the model's max_seq_len ({})",
-                                 d.seq_len, shape.maxT),
-                     "lower data.seq_len");
+    throw InputError(fmt::format("{} ({}) is larger than the model's max_seq_len ({})",
+                                 names.Key("data.seq_len"), d.seq_len, shape.maxT),
+                     "lower " + names.Key("data.seq_len"));
   }
   if (d.batch_size % (R * G) == 0) return;
   throw InputError(
@@ -272,6 +283,7 @@ struct Run {
     return [this, s, row0 = rank * (B / R)](ReplicaGroup& g, int j) {
       const int first = row0 + g.index * g.rows;
       train->LoadRows(static_cast<std::size_t>(j), first, g.rows, *g.act);
+      g.positions = train->Positions(static_cast<std::size_t>(j));
       g.act->dropout = {true, DropoutSeed(cfg.model.seed, s, j), static_cast<uint64_t>(first)};
     };
   }
@@ -356,7 +368,7 @@ void CheckPrecision(const Config& cfg) {
 }
 
 // Plans the groups and reads the model's shape; checks the batch splits over them.
-void PlanAndShape(Run& run) {
+void PlanAndShape(Run& run, const Names& names = {}) {
   const Config& cfg = run.cfg;
   CheckPrecision(cfg);
   run.topology = topo::LoadTopology(cfg.topology);
@@ -364,7 +376,7 @@ void PlanAndShape(Run& run) {
   run.plan = topo::PlanPlacement(run.topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   for (const std::string& w : run.plan.warnings) log::Warn("{}", w);
   run.shape = ModelShape(cfg);
-  CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()));
+  CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()), names);
 }
 
 // Builds the groups on their nodes, their initial state, and the Stepper.
@@ -387,24 +399,19 @@ void BuildGroups(Run& run) {
 // A task model (BERT's span head) trains on its task's rows, not on token files.
 void CheckLanguageModel(const Run& run, const char* command) {
   if (run.shape.head == model::Head::kLm) return;
-  throw InputError(fmt::format("model.init_from '{}' is a {} {} model, not a language model",
-                               run.cfg.model.init_from, model::ArchName(run.shape.arch),
-                               model::HeadName(run.shape.head)),
-                   fmt::format("{} runs GPT-2 and Llama; fine-tune and evaluate this one with "
-                               "cputrain-numa qa train / qa predict",
-                               command));
+  throw InputError(
+      fmt::format("model.init_from '{}' is a {} {} model, not a language model",
+                  run.cfg.model.init_from, model::ArchName(run.shape.arch),
+                  model::HeadName(run.shape.head)),
+      fmt::format("{} runs the decoder families' language models; fine-tune and evaluate this "
+                  "one with cputrain-numa qa or classify (train, predict)",
+                  command));
 }
 
 void SetUp(Run& run, const TrainOptions& options) {
   const Config& cfg = run.cfg;
-  PlanAndShape(run);
+  PlanAndShape(run, options.names);
   if (!options.train_rows) CheckLanguageModel(run, "train");
-  if (options.train_rows && run.shape.head == model::Head::kLm) {
-    throw InputError(fmt::format("model.init_from '{}' is a {} language model: a task's rows "
-                                 "train an encoder with a task head",
-                                 cfg.model.init_from, model::ArchName(run.shape.arch)),
-                     "fine-tune a BERT or DistilBERT directory for question answering");
-  }
   const int G = static_cast<int>(run.plan.groups.size());
   if (options.train_rows) {
     run.train = options.train_rows(run.shape, run.B, run.T);
@@ -415,9 +422,9 @@ void SetUp(Run& run, const TrainOptions& options) {
     run.val = OpenVal(cfg, run.shape.V, &run.eval_windows);
   }
   run.out = std::make_unique<RunOutputs>(cfg, /*writer=*/run.rank == 0, options.progress);
-  run.resume = FindResumePoint(cfg, run.rank == 0);
-  if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train);
-  if (run.resume) CheckLoraResumable(*run.resume, cfg, run.shape);
+  if (!options.overwrite) run.resume = FindResumePoint(cfg, run.rank == 0, options.names);
+  if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train, options.names);
+  if (run.resume) CheckLoraResumable(*run.resume, cfg, run.shape, options.names);
   BuildGroups(run);
   if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
@@ -462,7 +469,12 @@ StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
                         cfg.optim.grad_clip, cfg.train.skip_nonfinite);
   if (options.step_probe) options.step_probe(false);
   run.skipped += r.skipped ? 1 : 0;
-  const uint64_t step_tokens = static_cast<uint64_t>(run.k) * run.B * run.T;
+  // Positions trained on: B x T per micro-batch, or its padded length (dynamic padding).
+  uint64_t step_tokens = 0;
+  for (int j = 0; j < run.k; ++j) {
+    const int P = run.train->Positions(static_cast<std::size_t>(j));
+    step_tokens += static_cast<uint64_t>(run.B) * (P > 0 ? P : run.T);
+  }
   const uint64_t epoch = run.train->EpochOf(run.pos.next_window + run.k - 1);
   run.pos.next_window += static_cast<uint64_t>(run.k);
   run.pos.tokens += step_tokens;
@@ -533,33 +545,37 @@ void CheckFinite(const StepRecord& rec, bool skip_nonfinite) {
 }  // namespace
 
 model::Shape ShapeFromConfig(const ModelConfig& m) {
-  model::Shape s{m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
-                 m.layers,      m.heads,      m.channels};
-  s.arch = model::ArchFromName(m.arch);
-  s.head = model::HeadFromName(m.head);
-  if (s.encoder()) {  // BERT-shaped: every bias, post-norm LayerNorm eps from the config
-    s.F = m.ffn_hidden;
-    s.norm_eps = static_cast<float>(m.norm_eps);
-    s.types = s.arch == model::Arch::kBert ? m.token_types : 0;
-    s.tied = false;
-    s.hidden_dropout = static_cast<float>(m.hidden_dropout);
-    s.attn_dropout = static_cast<float>(m.attention_dropout);
-    return s;
+  const model::Family* family = model::FindFamily(m.arch);
+  if (!family) {
+    throw InputError(
+        fmt::format("model.arch is '{}': the families are {}", m.arch, model::FamilyNames()),
+        "fix the config or pass --set to override");
   }
-  if (s.arch != model::Arch::kGpt2) {
-    s.NKV = m.kv_heads;
-    s.F = m.ffn_hidden;
-    s.norm_eps = static_cast<float>(m.norm_eps);
-    s.rope_theta = static_cast<float>(m.rope_theta);
-    s.tied = m.tied_embeddings;
-    s.attn_bias = s.mlp_bias = false;
-    if (m.rope_scaling == "llama3") {
-      s.rope_scaling.kind = model::RopeScaling::kLlama3;
-      s.rope_scaling.factor = static_cast<float>(m.rope_factor);
-      s.rope_scaling.low_freq_factor = static_cast<float>(m.rope_low_freq_factor);
-      s.rope_scaling.high_freq_factor = static_cast<float>(m.rope_high_freq_factor);
-      s.rope_scaling.original_max_position = m.rope_original_max_position;
-    }
+  // Every key in its field; the family keeps what applies to it (model/family.h, from_config).
+  model::Shape k{m.max_seq_len, m.vocab_size, model::Shape::PadVocab(m.vocab_size),
+                 m.layers,      m.heads,      m.channels};
+  k.arch = family->arch;
+  k.head = model::HeadFromName(m.head);
+  k.NKV = m.kv_heads;
+  k.F = m.ffn_hidden;
+  k.norm_eps = static_cast<float>(m.norm_eps);
+  k.rope_theta = static_cast<float>(m.rope_theta);
+  k.tied = m.tied_embeddings;
+  k.types = m.token_types;
+  k.hidden_dropout = static_cast<float>(m.hidden_dropout);
+  k.attn_dropout = static_cast<float>(m.attention_dropout);
+  if (m.rope_scaling == "llama3") {
+    k.rope_scaling.kind = model::RopeScaling::kLlama3;
+    k.rope_scaling.factor = static_cast<float>(m.rope_factor);
+    k.rope_scaling.low_freq_factor = static_cast<float>(m.rope_low_freq_factor);
+    k.rope_scaling.high_freq_factor = static_cast<float>(m.rope_high_freq_factor);
+    k.rope_scaling.original_max_position = m.rope_original_max_position;
+  }
+  model::Shape s = model::ShapeFromConfigKeys(k);
+  if (s.head == model::Head::kClassify) {  // a random classifier's outputs, loss, padding token
+    s.labels = m.num_labels > 0 ? m.num_labels : 2;
+    if (!m.problem_type.empty()) s.problem = model::ProblemFromName(m.problem_type);
+    if (!s.encoder()) s.pad_token = m.pad_token_id;
   }
   return s;
 }
@@ -573,7 +589,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   TrainResult result;
   const int first = run.first_step;
   result.resumed_from = result.last_step = first;
-  out.BeginTraining(run.resume ? first : -1);
+  out.BeginTraining(run.resume ? first : -1, options.overwrite);
   if (run.resume) {
     out.Message(
         fmt::format("resuming from {} (step {} of {})", run.resume->dir, first, cfg.train.steps));
@@ -629,14 +645,17 @@ void Infer(const Config& cfg, RowSource& rows,
   BuildGroups(run);
   if (cfg.train.bf16) run.groups->RefreshBf16Weights();
   const model::ParamLayout& layout = run.groups->model_layout();
-  const std::size_t per_row = static_cast<std::size_t>(run.T) * run.shape.head_width();
   for (std::size_t j = 0; j < rows.windows(); ++j) {
     rows.Plan(j, 1);
+    const int T = rows.Positions(0) > 0 ? rows.Positions(0) : run.T;  // dynamic padding
+    // A classifier's logits are per row, the other heads' per position.
+    const std::size_t per_row = static_cast<std::size_t>(run.shape.head_width()) *
+                                (run.shape.head == model::Head::kClassify ? 1 : T);
     run.groups->OnAll(
         [&](ReplicaGroup& g) {
           rows.LoadRows(0, g.index * g.rows, g.rows, *g.act);
           g.act->dropout.on = false;
-          model::Forward(*g.pool, layout, g.model_weights(), *g.act, g.rows, run.T, false, g.bf16(),
+          model::Forward(*g.pool, layout, g.model_weights(), *g.act, g.rows, T, false, g.bf16(),
                          nullptr, g.lora());
         },
         [](const std::string&) {});

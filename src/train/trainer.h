@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,23 @@ struct TrainResult {
 
 enum class Progress { kAuto, kBar, kLines, kQuiet };
 
+// How a run's messages name what the user set: train's config keys by default ("data.train",
+// "start a new run: another train.out_dir, or train.resume: never"). A command that sets those
+// keys from its own flags names the flags instead (qa train's --train_file, --max_seq_length,
+// --output_dir), so that every message of a command speaks its command line's language.
+struct Names {
+  // Config key -> the command's words for it; a key not listed is named as it is.
+  std::map<std::string, std::string> keys = {
+      {"train.resume_fallback", "train --resume-fallback (train.resume_fallback: true)"}};
+  // How to start afresh instead of resuming (a resume hint's end).
+  std::string fresh_start = "start a new run: another train.out_dir, or train.resume: never";
+  // The command's words for config key `key`.
+  std::string Key(const std::string& key) const {
+    const auto it = keys.find(key);
+    return it == keys.end() ? key : it->second;
+  }
+};
+
 struct TrainOptions {
   Progress progress = Progress::kAuto;  // auto: a bar when stderr is a terminal, else lines
   // Polled after every step: once a stop is requested (on any process), the run stops after
@@ -76,9 +94,15 @@ struct TrainOptions {
   // Tests use it to check that a step allocates nothing after the first.
   std::function<void(bool begin)> step_probe;
   // The rows to train on, for a model of `shape` and global micro-batches of B rows of T
-  // positions: a task's (question answering's features, src/cli/qa_cmd.cc). Null: data.train's
-  // token files (a language model; data.val is evaluated only then).
+  // positions: a task's (task/task.h). Null: data.train's token files (a language model;
+  // data.val is evaluated only then).
   std::function<std::unique_ptr<RowSource>(const model::Shape& shape, int B, int T)> train_rows;
+  // How messages name the settings (above): a task command's flags instead of train's keys.
+  Names names;
+  // Start afresh in an out_dir that holds a run instead of resuming it: its checkpoints and
+  // metrics are removed once every check has passed, right before the first step (the task
+  // commands' --overwrite_output_dir). false: train.resume decides.
+  bool overwrite = false;
 };
 
 // Runs the configured training, resuming as train.resume says (train/resume.h); writes
@@ -111,10 +135,11 @@ EvalResult EvaluateCheckpoint(const Config& config, const std::vector<std::strin
                               int batches, comm::Distributed* dist);
 
 // Forward passes without a loss over every micro-batch of `rows` (rows.windows() of them, of
-// B = data.batch_size rows of T = data.seq_len), on every group of config's placement, with the
-// checkpoint config.model.init_from (its task head as model.head says): sink(j, row, logits) is
-// called on the main thread for each row of micro-batch j with its logits (T * head width
-// floats: a span head's (T, 2) start, end). rows.Plan(j, 1) is called before micro-batch j runs.
+// B = data.batch_size rows of T = data.seq_len, or rows.Positions(0) with dynamic padding), on
+// every group of config's placement, with the checkpoint config.model.init_from (its task head as
+// model.head says): sink(j, row, logits) is called on the main thread for each row of micro-batch
+// j with its logits (a span head's (T, 2) start, end; a classifier's (labels)). rows.Plan(j, 1)
+// is called before micro-batch j runs.
 // One process: prediction is cheap beside training, and each process of a multi-node run can
 // run it whole (or rank 0 alone). Throws InputError for a bad checkpoint or placement.
 void Infer(const Config& config, RowSource& rows,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `bench train` on the question-answering presets, both sides (smoke; no number is asserted):
-# bert-base-qa and distilbert-qa at their real widths but 2 rows of 32 positions (--batch 2
+# `bench train` on the task presets, both sides (smoke; no number is asserted): the
+# question-answering ones, bert-base-qa and distilbert-qa, at their real widths but 2 rows of 32 positions (--batch 2
 # --seq-len 32), one timed step, ours on 1x1 and 2x1 (random QA features through
 # TrainOptions::train_rows, split over the groups), transformers' BertForQuestionAnswering /
 # DistilBertForQuestionAnswering eager and gloo DDP 2x1 (compile would take minutes).
@@ -9,6 +9,9 @@
 # side's model (architecture, sdpa attention, transformers' parameter count: 108,893,186 and
 # 66,364,418, the counts tests/llama_test.cc pins for our presets), the same FLOPs per token on
 # both sides, and the summary's ratio against the target 1.5.
+# Then the classifiers, bert-base-cls and smollm2-135m-cls, the same way at 2 rows of up to 32
+# positions: transformers' BertForSequenceClassification / LlamaForSequenceClassification, the
+# rows line (each batch padded to its longest), the counts tests/llama_test.cc pins.
 #   bash tests/cli/bench_train_qa_test.sh BUILD_DIR PEERS_PYTHON
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
@@ -46,5 +49,26 @@ for model, (arch, model_type, params) in want.items():
     s = [r for r in recs if r.get("kind") == "summary" and r["model"] == model][0]
     assert s["target"] == 1.5 and s["ratio_vs_pytorch_best"] > 0, s
     assert s["best_sequences_per_s"] > 0 and s["pytorch_best_sequences_per_s"] > 0, s
+PY
+"$bin" bench train --quick --model bert-base-cls --model smollm2-135m-cls --batch 2 --seq-len 32 \
+  --placement 1x1 --placement 2x1 --accum 0 --steps 1 --warmup 1 --pytorch --python "$python" \
+  --pytorch-setup eager --pytorch-setup ddp --json "$tmp/cls.json" \
+  >"$tmp/cls.txt" 2>"$tmp/cls-err.txt" || { cat "$tmp/cls.txt" "$tmp/cls-err.txt"; fail "bench train cls"; }
+cat "$tmp/cls.txt"
+grep -q "random classification rows of 8..16 tokens" "$tmp/cls.txt" || fail "no classification rows line"
+[ "$(grep -c "ours / PyTorch's best = .*x (target >= 1.5" "$tmp/cls.txt")" = 2 ] ||
+  fail "no ratio line for each classifier"
+/usr/bin/python3 - "$tmp/cls.json" <<'PY' || fail "classifier records"
+import json, sys
+recs = json.load(open(sys.argv[1]))
+want = {"bert-base-cls": ("BertForSequenceClassification", 109483778),
+        "smollm2-135m-cls": ("LlamaForSequenceClassification", 134516160)}
+for model, (arch, params) in want.items():
+    rows = [r for r in recs if r.get("model") == model and "impl" in r]
+    assert len([r for r in rows if r["impl"] == "cputrain"]) == 2, rows
+    torch = [r for r in rows if r["impl"] == "pytorch"]
+    assert len(torch) == 2, rows
+    for t in torch:
+        assert (t["architecture"], t["params"]) == (arch, params), t
 PY
 echo "ok"

@@ -9,6 +9,10 @@
 #      `--checkpoint hf/model.safetensors` said "bad magic"; a misspelt option got no
 #      did-you-mean; a write that fails for want of room, even when creating the file (no inodes
 #      left), is exit 1, one rule with ENOSPC while writing (README, "Errors and exit codes").
+# Issue 32 (item 9, 11): the resume hint named --resume-fallback twice; the NaN message counted
+# "parameter N" in the layer-major order of memory, not the file's (now: the tensor, and its
+# place in the file); `train --set model.init_from=DIR/model.safetensors` hinted `--checkpoint`,
+# an option train does not have.
 # Usage: tests/cli/integrity_test.sh BUILD_DIR
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
@@ -38,6 +42,7 @@ flip "$model" $(( $(size "$model") / 2 ))
 run "${train[@]}" --set train.out_dir="$out" --set train.steps=8
 expect 2 "^error: cannot resume from $out/checkpoints/step_00000006: checkpoint '$model' is damaged: its CRC32C is" "resume"
 expect 2 "^hint: .*train --resume-fallback" "resume hint"
+[[ $(grep -o -- "--resume-fallback" <<<"$err" | wc -l) -eq 1 ]] || fail "the hint names --resume-fallback more than once: $err"
 run generate --checkpoint "$out" --tokenizer bytes --tokens 1 --prompt a
 expect 2 "^error: checkpoint '$model' is damaged" "generate"
 run eval --checkpoint "$out" --data "$fx/val.bin" --config "$fx/config.yaml"
@@ -65,15 +70,25 @@ echo "== 2. non-finite weights, through model.bin and a Hugging Face directory"
 cp "$fx/model.bin" "$tmp/nan.bin"
 python3 -c 'import struct, sys; f = open(sys.argv[1], "r+b"); f.seek(1024 + 4 * 100); f.write(struct.pack("<f", float("nan")))' "$tmp/nan.bin"
 run generate --checkpoint "$tmp/nan.bin" --tokenizer bytes --tokens 1 --prompt a
-expect 2 "^error: checkpoint '$tmp/nan.bin': parameter 100 (tensor wte, element 100) is nan" "generate NaN"
+expect 2 "^error: checkpoint '$tmp/nan.bin': tensor wte, element 100 is nan (value 100 of the file" "generate NaN"
 expect 2 "^hint: the checkpoint holds a diverged model" "generate NaN hint"
 run export --checkpoint "$tmp/nan.bin" --format hf -o "$tmp/nanhf"
-expect 2 "parameter 100 (tensor wte, element 100) is nan" "export NaN"
+expect 2 "tensor wte, element 100 is nan" "export NaN"
+# In a tensor of every layer, layer 1: the file's place of the value, not the memory's.
+cp "$fx/model.bin" "$tmp/nan1.bin"
+at=$(python3 -c 'import struct, sys
+h = struct.unpack("<8i", open(sys.argv[1], "rb").read(32))
+maxT, V, L, NH, C, Vp = h[2:8]
+at = Vp * C + maxT * C + C + 5  # wte, wpe, then ln1w of layer 0, then element 5 of layer 1
+f = open(sys.argv[1], "r+b"); f.seek(1024 + 4 * at); f.write(struct.pack("<f", float("nan")))
+print(at)' "$tmp/nan1.bin")
+run generate --checkpoint "$tmp/nan1.bin" --tokenizer bytes --tokens 1 --prompt a
+expect 2 "^error: checkpoint '$tmp/nan1.bin': tensor ln1w, layer 1, element 5 is nan (value $at of the file" "NaN in layer 1"
 run export --checkpoint "$fx/model.bin" --format hf -o "$tmp/hf"
 [[ $rc -eq 0 ]] || fail "export: exit $rc: $err"
 python3 -c 'import struct, sys; f = open(sys.argv[1], "r+b"); f.seek(-4, 2); f.write(struct.pack("<f", float("inf")))' "$tmp/hf/model.safetensors"
 run generate --checkpoint "$tmp/hf" --tokenizer bytes --tokens 1 --prompt a
-expect 2 "^error: checkpoint '$tmp/hf': parameter [0-9]* (tensor [a-z0-9]*, .*) is inf" "generate HF inf"
+expect 2 "^error: checkpoint '$tmp/hf': tensor '[a-z0-9._]*', element [0-9]* is inf" "generate HF inf"
 run export --checkpoint "$tmp/hf" --format llmc -o "$tmp/inf.bin"
 expect 2 "is inf" "export HF inf"
 [[ ! -e "$tmp/inf.bin" ]] || fail "export wrote the infinite weights"
@@ -84,7 +99,11 @@ expect 2 "^error: --set optim=1: section 'optim' must be a mapping of keys" "--s
 ! grep -q "did you mean 'optim'" <<<"$err" || fail "--set optim=1: $err"
 run generate --checkpoint "$tmp/hf/model.safetensors" --tokenizer bytes --prompt a
 expect 2 "^error: checkpoint '$tmp/hf/model.safetensors' is a safetensors file, not a model.bin" "safetensors"
-expect 2 "^hint: pass the directory instead: --checkpoint $tmp/hf$" "safetensors hint"
+expect 2 "^hint: pass the directory instead: $tmp/hf$" "safetensors hint"
+run "${train[@]}" --set train.out_dir="$tmp/init" --set model.init_from="$tmp/hf/model.safetensors"
+expect 2 "^error: checkpoint '$tmp/hf/model.safetensors' is a safetensors file" "init_from safetensors"
+expect 2 "^hint: pass the directory instead: $tmp/hf$" "init_from safetensors hint"
+! grep -q -- "--checkpoint" <<<"$err" || fail "train's hint names --checkpoint, an option train does not have: $err"
 run generate --tokns 3 --checkpoint "$fx/model.bin"
 expect 2 "^error: unknown option '--tokns' for 'generate'; did you mean '--tokens'?$" "--tokns"
 run eval --batchs 3

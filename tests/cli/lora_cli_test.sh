@@ -8,7 +8,11 @@
 #   4. bad input is exit 2 naming the problem and the fix, with nothing written: a target not in
 #      the model, base_dtype bf16 without bf16 products, a missing adapter, a LoRA directory given
 #      where whole weights are wanted, train.lora.r contradicting the adapter's; a resume whose
-#      checkpoint trained other adapters, or a whole model.
+#      checkpoint trained other adapters, or a whole model;
+#   5. issue 32: an adapter step directory with one byte flipped in adapter_model.safetensors
+#      (state.bin records its CRC32C) was used without a word by eval, generate, train --adapter
+#      and export --merge (exit 0, a merged weight of 8.8e34): each is now exit 2 naming the file,
+#      and export writes nothing; an adapter without a state.bin holding a NaN is refused by name.
 # Usage: tests/cli/lora_cli_test.sh BUILD_DIR
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"
@@ -102,4 +106,38 @@ refused "resume adapters as a full fine-tune" "holds LoRA adapters, but this run
 refused "resume a full fine-tune as LoRA" "holds a whole model (a full fine-tune)" \
   train "${base[@]}" --set "train.out_dir=$tmp/full" --set train.steps=4 --set optim.warmup_steps=1 \
   --set train.lora.r=4
+echo "== 5. a damaged adapter (issue 32)"
+cp -r "$step" "$tmp/damaged"
+weights="$tmp/damaged/adapter_model.safetensors"
+# The last float's top byte: a lora_B weight of the last layer becomes huge, still finite.
+/usr/bin/python3 - "$weights" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[-1] ^= 0x10
+open(sys.argv[1], "wb").write(b)
+PY
+damaged="checkpoint '$weights' is damaged: its CRC32C is"
+refused "eval --adapter, damaged" "$damaged" \
+  eval --config "$fx/config.yaml" --checkpoint "$fx/model.bin" --adapter "$tmp/damaged" --data "$fx/val.bin"
+refused "generate --adapter, damaged" "$damaged" \
+  generate --checkpoint "$fx/model.bin" --adapter "$tmp/damaged" --tokenizer bytes --tokens 2
+refused "train --adapter, damaged" "$damaged" \
+  train "${base[@]}" --set "train.out_dir=$tmp/bad6" --set train.steps=2 --set optim.warmup_steps=1 \
+  --adapter "$tmp/damaged"
+[[ ! -e $tmp/bad6/checkpoints ]] || fail "train --adapter on a damaged adapter wrote checkpoints"
+refused "export --merge, damaged" "$damaged" \
+  export --format hf --checkpoint "$fx/model.bin" --adapter "$tmp/damaged" --merge -o "$tmp/merged2"
+[[ ! -e $tmp/merged2/model.safetensors ]] || fail "export --merge wrote a damaged adapter's merge"
+# PEFT's own directory has no state.bin: no checksum, but a weight that is not finite is refused.
+mkdir "$tmp/peft_nan"
+cp "$step/adapter_config.json" "$step/adapter_model.safetensors" "$tmp/peft_nan/"
+/usr/bin/python3 - "$tmp/peft_nan/adapter_model.safetensors" <<'PY'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[-4:] = struct.pack("<f", float("nan"))
+open(p, "wb").write(b)
+PY
+refused "generate --adapter, NaN" "element [0-9]* is nan" \
+  generate --checkpoint "$fx/model.bin" --adapter "$tmp/peft_nan" --tokenizer bytes --tokens 2
 echo "LoRA from the command line: ok"

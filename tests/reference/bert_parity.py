@@ -212,7 +212,7 @@ def splitmix64(state):
 
 def epoch_permutation(n, seed, e):
     """train::EpochPermutation (src/train/batches.cc): SplitMix64 Fisher-Yates with Lemire's
-    unbiased bounded draws, the order qa train reads its features in (task/squad_rows.h)."""
+    unbiased bounded draws, the order qa train reads its features in (task/task_rows.h)."""
     _, first = splitmix64(seed)
     state = first ^ ((e * 0xD1342543DE82EF95 + 0x632BE59BD9B4E019) & MASK64)
     out = list(range(n))

@@ -13,11 +13,18 @@
 // (the body without the "bert." prefix).
 //
 //
+// --head classify:K: CHECKPOINT (a body) is read as a classifier of K outputs (its head as the
+// adapter or the body's checkpoint has it).
 // --adapter DIR: CHECKPOINT is the base and DIR a PEFT LoRA adapter of it (model/peft.h:
 // OpenAdapter, LoadAdapter); the passes run with the adapters (model::LoraPass, as the trainer
 // runs them, without dropout), and GRADS holds the trainable tensors' gradients alone (the
 // adapters' A and B, the modules to save) under the names PEFT saves them with
 // ("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"), plus "loss".
+//
+// A classifier (model/head.h: BERT's, DistilBERT's, a decoder's score) reads "idx", "types" (an
+// encoder's), "lengths" and, with GRADS, "labels" (B, 1: single-label ids) or "values" (B, K F32:
+// regression or multi-label targets); its "logits" are (B, K), its GRADS those of the mean over
+// rows of its problem_type's loss.
 //
 // The forward pass is model::Forward (src/model/transformer.h), the one the trainer and eval run,
 // on a one-thread pool. Exit 0 on success, 1 with a message on stderr otherwise.
@@ -27,6 +34,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,12 +94,17 @@ void AdapterGrads(const cputrain::model::Lora& lora, const float* grads, const s
   std::filesystem::remove_all(dir);
 }
 
-int Run(const std::string& checkpoint, const std::string& adapter, const std::string& ids_path,
-        const std::string& out, const std::string& grads_out) {
+int Run(const std::string& checkpoint, const std::string& adapter, const std::string& head,
+        const std::string& ids_path, const std::string& out, const std::string& grads_out) {
   using namespace cputrain;
   kernels::InitBlas();
   const std::string file = model::ResolveModelFile(checkpoint);
-  const model::ParamLayout layout(model::ReadCheckpointShape(file));
+  std::optional<model::HeadSpec> spec;
+  if (!head.empty()) {  // "classify:K": a body read as a classifier of K outputs
+    spec = model::HeadSpec(model::Head::kClassify);
+    spec->labels = std::stoi(head.substr(head.find(':') + 1));
+  }
+  const model::ParamLayout layout(model::ReadCheckpointShape(file, spec));
   const model::Shape s = layout.shape();
   std::vector<float> params(layout.total());
   model::LoadCheckpoint(file, layout, params.data());
@@ -115,7 +128,23 @@ int Run(const std::string& checkpoint, const std::string& adapter, const std::st
   if (!ReadIds(in, "idx", B, T, s.V, acts.inputs)) return 1;
   const bool with_grads = !grads_out.empty();
   const bool encoder = s.encoder();
-  if (encoder) {
+  const bool classify = s.head == model::Head::kClassify;
+  if (classify) {
+    if (encoder && !ReadIds(in, "types", B, T, std::max(s.types, 1), acts.types)) return 1;
+    if (!ReadIds(in, "lengths", B, 1, T + 1, acts.lengths)) return 1;
+    if (with_grads && s.problem == model::ProblemType::kSingleLabel &&
+        !ReadIds(in, "labels", B, 1, s.labels, acts.starts))
+      return 1;
+    if (with_grads && s.problem != model::ProblemType::kSingleLabel) {
+      const model::SafeTensor* v = in.Find("values");
+      if (!v || v->numel != static_cast<std::uint64_t>(B) * s.labels) {
+        std::fprintf(stderr, "engine_logits: %s has no (%d, %d) tensor 'values'\n",
+                     ids_path.c_str(), B, s.labels);
+        return 1;
+      }
+      in.ReadF32(*v, acts.label_values);
+    }
+  } else if (encoder) {
     if (!ReadIds(in, "types", B, T, std::max(s.types, 1), acts.types)) return 1;
     if (!ReadIds(in, "lengths", B, 1, T + 1, acts.lengths)) return 1;
     if (with_grads && (!ReadIds(in, "starts", B, 1, T + 1, acts.starts) ||
@@ -139,12 +168,15 @@ int Run(const std::string& checkpoint, const std::string& adapter, const std::st
   const double loss_sum = model::Forward(pool, layout, params.data(), acts, B, T,
                                          /*with_loss=*/with_grads, nullptr, nullptr, with_lora);
 
-  const int V = encoder ? 2 : s.V, stride = s.head_width();
-  std::vector<float> logits(static_cast<std::size_t>(B) * T * V);
-  for (std::size_t n = 0; n < static_cast<std::size_t>(B) * T; ++n)
+  const int V = classify ? s.labels : encoder ? 2 : s.V, stride = s.head_width();
+  const std::size_t positions =
+      classify ? 1 : static_cast<std::size_t>(T);  // a classifier's: per row
+  std::vector<float> logits(static_cast<std::size_t>(B) * positions * V);
+  for (std::size_t n = 0; n < static_cast<std::size_t>(B) * positions; ++n)
     for (int v = 0; v < V; ++v) logits[n * V + v] = acts.logits[n * stride + v];
-  const std::vector<std::uint64_t> shape = {
-      static_cast<std::uint64_t>(B), static_cast<std::uint64_t>(T), static_cast<std::uint64_t>(V)};
+  std::vector<std::uint64_t> shape = {static_cast<std::uint64_t>(B), static_cast<std::uint64_t>(T),
+                                      static_cast<std::uint64_t>(V)};
+  if (classify) shape.erase(shape.begin() + 1);
   model::WriteSafetensors(out, {{"logits", shape, logits.data()}}, {});
   if (!with_grads) return 0;
 
@@ -152,7 +184,7 @@ int Run(const std::string& checkpoint, const std::string& adapter, const std::st
   // (a tied embedding's gradient includes the LM head's share, as autograd's for the one tensor);
   // an encoder's loss is a mean over the B rows.
   // With an adapter, only the trainable buffer's.
-  const float N = static_cast<float>(B) * (encoder ? 1 : T);
+  const float N = static_cast<float>(B) * (encoder || classify ? 1 : T);
   std::vector<float> grads(lora ? lora->layout().total() : layout.total(), 0.f);
   model::Backward(
       pool, layout, params.data(), grads.data(), acts, B, T, 1.0f / N, [](std::size_t) {},
@@ -175,20 +207,20 @@ int Run(const std::string& checkpoint, const std::string& adapter, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string adapter;
-  if (argc > 2 && std::string(argv[1]) == "--adapter") {
-    adapter = argv[2];
+  std::string adapter, head;
+  while (argc > 2 && (std::string(argv[1]) == "--adapter" || std::string(argv[1]) == "--head")) {
+    (std::string(argv[1]) == "--adapter" ? adapter : head) = argv[2];
     argc -= 2;
     argv += 2;
   }
   if (argc != 4 && argc != 5) {
     std::fprintf(stderr,
-                 "usage: engine_logits [--adapter PEFT_DIR] CHECKPOINT IDS.safetensors "
-                 "OUT.safetensors [GRADS.safetensors]\n");
+                 "usage: engine_logits [--adapter PEFT_DIR] [--head classify:K] CHECKPOINT "
+                 "IDS.safetensors OUT.safetensors [GRADS.safetensors]\n");
     return 1;
   }
   try {
-    return Run(argv[1], adapter, argv[2], argv[3], argc == 5 ? argv[4] : "");
+    return Run(argv[1], adapter, head, argv[2], argv[3], argc == 5 ? argv[4] : "");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "engine_logits: %s\n", e.what());
     return 1;

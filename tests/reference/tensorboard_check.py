@@ -18,6 +18,10 @@ Run with the peers' environment (scripts/peers-env.sh: tensorboard, transformers
          one entry per row with HF's keys (loss, learning_rate, grad_norm, epoch / eval_loss).
   2. qa train --report_to tensorboard (a BERT made by tests/data/make_qa_models.py, 4 steps,
      --do_eval): eval/exact_match and eval/f1 at the last step equal eval_results.json's.
+  3. classify train --report_to all (the same flag of the one task core: a BERT made by
+     tests/data/make_classify_models.py, 4 steps, --do_eval on SST-2-style rows):
+     eval/accuracy and eval/loss at the last step equal eval_results.json's, and
+     trainer_state.json's last log entry holds them.
 
 Exit 0 when every check holds, 1 otherwise.
 """
@@ -172,6 +176,35 @@ def check_qa(cli, tmp, checks):
     checks.expect(len(acc.Scalars("train/loss")) == 4, "qa train: train/loss at steps 1-4")
 
 
+def check_classify(cli, tmp, checks):
+    made = os.path.join(tmp, "cls")
+    argv = sys.argv
+    sys.argv = ["make_classify_models.py", made]
+    runpy.run_path(os.path.join(ROOT, "tests", "data", "make_classify_models.py"),
+                   run_name="__main__")
+    sys.argv = argv
+    out = os.path.join(tmp, "cls-run")
+    tp.run([cli, "classify", "train", "--model_name_or_path", os.path.join(made, "bert"),
+            "--train_file", os.path.join(made, "data", "sst2_train.csv"),
+            "--validation_file", os.path.join(made, "data", "sst2_dev.csv"), "--do_train",
+            "--do_eval", "--max_seq_length", "64", "--per_device_train_batch_size", "4",
+            "--max_steps", "4", "--output_dir", out, "--report_to", "all", "--progress", "quiet"])
+    with open(os.path.join(out, "eval_results.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    acc = EventAccumulator(os.path.join(out, "runs"), size_guidance={"scalars": 0})
+    acc.Reload()
+    for tag, key in (("eval/accuracy", "eval_accuracy"), ("eval/loss", "eval_loss")):
+        got = [(s.step, s.value) for s in acc.Scalars(tag)]
+        checks.expect(got == [(4, np.float32(results[key]))],
+                      f"classify train: {tag} {got} = eval_results.json's {key} at step 4")
+    checks.expect(len(acc.Scalars("train/loss")) == 4, "classify train: train/loss at steps 1-4")
+    state = TrainerState.load_from_json(os.path.join(out, "trainer_state.json"))
+    last = state.log_history[-1]
+    checks.expect(last.get("step") == 4 and
+                  all(last.get(k) == results[k] for k in ("eval_accuracy", "eval_loss")),
+                  f"classify train: trainer_state.json's last entry is the evaluation: {last}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cli", required=True)
@@ -180,6 +213,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         check_resumed_run(a.cli, tmp, checks)
         check_qa(a.cli, tmp, checks)
+        check_classify(a.cli, tmp, checks)
     return checks.exit_code()
 
 
