@@ -16,6 +16,7 @@ std::string ModelPreset::Describe() const {
   std::string d = fmt::format("{} L={} C={} NH={}", model::ArchName(s.arch), s.L, s.C, s.NH);
   if (s.kv_heads() != s.NH) d += fmt::format(" NKV={}", s.kv_heads());
   if (s.ffn() != 4 * s.C) d += fmt::format(" F={}", s.ffn());
+  if (s.HD > 0) d += fmt::format(" HD={}", s.HD);
   if (s.types > 0) d += fmt::format(" types={}", s.types);
   if (s.head != model::Head::kLm) d += fmt::format(" head={}", model::HeadName(s.head));
   return d + fmt::format(" V={} B={} T={}", s.V, B, T);
@@ -31,12 +32,16 @@ void ModelPreset::ApplyTo(Config* config) const {
   const model::Shape& s = shape;
   ModelConfig& m = config->model;
   m.init_from.clear();
+  // A named preset's whole shape (windows and Gemma's scalars too, which no other key sets);
+  // the keys below describe it all the same.
+  m.preset = model::FindPreset(name) ? name : "";
   m.arch = model::ArchName(s.arch);
   m.layers = s.L;
   m.channels = s.C;
   m.heads = s.NH;
-  m.kv_heads = s.arch == model::Arch::kGpt2 ? 0 : s.kv_heads();
-  m.ffn_hidden = s.arch == model::Arch::kGpt2 ? 0 : s.ffn();
+  m.kv_heads = s.kv_heads();
+  m.ffn_hidden = s.ffn();
+  m.head_dim = s.HD;
   // An encoder's keys (train::ShapeFromConfig reads them for BERT and DistilBERT). The config
   // has no key for the padding token or DistilBERT's qa_dropout: a random init from it has
   // neither (one row of the embedding gradient zeroed, one dropout pass over (B,T,C) a step).

@@ -76,6 +76,7 @@
 #include "common/log.h"
 #include "data/token_file.h"
 #include "kernels/bf16.h"
+#include "model/family.h"
 #include "model/transformer.h"
 
 namespace cputrain::bench {
@@ -151,7 +152,9 @@ std::string Verdict(double ratio, double target) {
                          : fmt::format("missed by {:.0f}%", 100 * (1 - ratio / target));
 }
 
-double SpeedTarget(const ModelPreset& m) { return m.shape.arch == model::Arch::kGpt2 ? 1 : 1.5; }
+double SpeedTarget(const ModelPreset& m) {
+  return model::FamilyOf(m.shape.arch).bench.speed_target;
+}
 
 std::string RssText(double bytes) {
   return bytes > 0 ? FormatBytes(static_cast<uint64_t>(bytes)) : std::string("-");

@@ -13,6 +13,7 @@
 #include "bench/qa_rows.h"
 #include "bench/train_suite.h"
 #include "common/log.h"
+#include "model/family.h"
 #include "model/hf.h"
 #include "model/transformer.h"
 
@@ -157,11 +158,11 @@ std::vector<std::string> TrainSuite::PytorchModelArgs(const ModelPreset& m,
       "--heads",   std::to_string(m.shape.NH), "--vocab",    std::to_string(m.shape.V),
       "--seq-len", std::to_string(m.T),        "--batch",    std::to_string(m.B),
       "--steps",   std::to_string(steps_run_), "--warmup",   std::to_string(warmup_run_)};
-  // Llama (any family but GPT-2): transformers' model from the config.json our export writes
-  // for this shape, so both sides train the same model; sdpa attention, PyTorch's fast one.
-  // GPT-2 keeps the script's nanoGPT model, as in the recorded history (docs/benchmarks.md),
+  // transformers' model from the config.json our export writes for this shape, so both sides
+  // train the same model; sdpa attention, PyTorch's fast one. A family whose bench trains the
+  // script's own model (GPT-2's nanoGPT, its recorded history: docs/benchmarks.md) keeps it,
   // except under LoRA: PEFT names the modules of transformers' models (c_attn).
-  if (m.shape.arch != model::Arch::kGpt2 || lora) {
+  if (!model::FamilyOf(m.shape.arch).bench.script_model || lora) {
     argv.insert(argv.end(),
                 {"--hf-config", nlohmann::json::parse(model::HfConfigJson(m.shape)).dump(),
                  "--attn", "sdpa"});

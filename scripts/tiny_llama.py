@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""A small random-init Llama, as a Hugging Face directory, for docs/fine-tuning.md's walk-through.
+"""A small random-init Llama (or Qwen3), as a Hugging Face directory, for docs/fine-tuning.md.
 
     scripts/peers-env.sh --install          # once: PyPI's torch, transformers, tokenizers
     $(scripts/peers-env.sh) scripts/tiny_llama.py OUT_DIR CORPUS.txt [--layers 4 --hidden 128]
+    $(scripts/peers-env.sh) scripts/tiny_llama.py --family qwen3 OUT_DIR CORPUS.txt
+
+--family qwen3 makes a Qwen3ForCausalLM instead (its head_dim 64, twice hidden / heads; q/k
+norms; the head tied) with Qwen's tokenizer pipeline (NFC, Split on Qwen2's regex + ByteLevel,
+<|endoftext|> <|im_start|> <|im_end|>, nothing added around a text, <|endoftext|> as eos:
+tests/data/make_hf_tokenizers.py's qwen2).
 
 Nothing is downloaded. OUT_DIR gets what a hub Llama 3 directory holds, made here:
   tokenizer.json + tokenizer_config.json  a byte-level BPE trained on CORPUS with the `tokenizers`
@@ -25,8 +31,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 try:
     import torch
     from tokenizers import Regex, pre_tokenizers, processors
-    from transformers import LlamaConfig, LlamaForCausalLM
-    from make_hf_tokenizers import LLAMA3, LLAMA3_SPECIALS, train_byte_level
+    from tokenizers import normalizers
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    from make_hf_tokenizers import CHAT_SPECIALS, LLAMA3, LLAMA3_SPECIALS, QWEN2, train_byte_level
 except ImportError as e:
     sys.exit(f"tiny_llama.py: {sys.executable} cannot import {e.name or e}: run it with the "
              f"peers' Python: $(scripts/peers-env.sh) scripts/tiny_llama.py ... "
@@ -45,10 +52,13 @@ def main() -> int:
     ap.add_argument("--intermediate", type=int, default=352)
     ap.add_argument("--max-positions", type=int, default=512)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--family", choices=["llama", "qwen3"], default="llama")
     a = ap.parse_args()
 
     with open(a.corpus, encoding="utf-8") as f:
         docs = [line for line in f.read().split("\n") if line.strip()]
+    if a.family == "qwen3":
+        return qwen3(a, docs)
     tok = train_byte_level(docs, pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(LLAMA3), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)]),
@@ -58,14 +68,8 @@ def main() -> int:
         processors.ByteLevel(trim_offsets=False),
         processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
                                       special_tokens=[(bos, tok.token_to_id(bos))])])
-    os.makedirs(a.out_dir, exist_ok=True)
-    tok.save(os.path.join(a.out_dir, "tokenizer.json"))
-    import json
-    with open(os.path.join(a.out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"bos_token": bos, "eos_token": eos, "add_bos_token": True,
-                   "add_eos_token": False, "model_max_length": a.max_positions,
-                   "tokenizer_class": "PreTrainedTokenizerFast"}, f, indent=2)
-
+    save_tokenizer(a, tok, {"bos_token": bos, "eos_token": eos, "add_bos_token": True,
+                            "add_eos_token": False})
     torch.manual_seed(a.seed)
     config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=a.hidden,
                          intermediate_size=a.intermediate, num_hidden_layers=a.layers,
@@ -74,13 +78,47 @@ def main() -> int:
                          rope_theta=10000.0, tie_word_embeddings=True,
                          bos_token_id=tok.token_to_id(bos), eos_token_id=tok.token_to_id(eos),
                          torch_dtype="float32")
-    model = LlamaForCausalLM(config)
+    return save_model(a, LlamaForCausalLM(config), tok, docs, "")
+
+
+def save_tokenizer(a, tok, config: dict) -> None:
+    """tokenizer.json, and tokenizer_config.json holding `config` and the model's length."""
+    import json
+    os.makedirs(a.out_dir, exist_ok=True)
+    tok.save(os.path.join(a.out_dir, "tokenizer.json"))
+    with open(os.path.join(a.out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(dict(config, model_max_length=a.max_positions,
+                       tokenizer_class="PreTrainedTokenizerFast"), f, indent=2)
+
+
+def save_model(a, model, tok, docs, extra: str) -> int:
+    """save_pretrained, and the line saying what was written."""
     model.save_pretrained(a.out_dir, safe_serialization=True)
     params = sum(p.numel() for p in model.parameters())
-    print(f"wrote {a.out_dir}: LlamaForCausalLM, {params:,} parameters (L={a.layers} "
-          f"C={a.hidden} NH={a.heads} NKV={a.kv_heads} F={a.intermediate} "
+    print(f"wrote {a.out_dir}: {type(model).__name__}, {params:,} parameters (L={a.layers} "
+          f"C={a.hidden} NH={a.heads} NKV={a.kv_heads}{extra} F={a.intermediate} "
           f"V={tok.get_vocab_size()}), tokenizer.json trained on {len(docs):,} lines")
     return 0
+
+
+def qwen3(a, docs) -> int:
+    tok = train_byte_level(docs, pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)]),
+        CHAT_SPECIALS, a.vocab)
+    tok.normalizer = normalizers.NFC()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    eos = CHAT_SPECIALS[0]
+    save_tokenizer(a, tok, {"bos_token": None, "eos_token": eos, "pad_token": eos})
+    torch.manual_seed(a.seed)
+    head_dim = 2 * a.hidden // a.heads
+    config = Qwen3Config(vocab_size=tok.get_vocab_size(), hidden_size=a.hidden,
+                         intermediate_size=a.intermediate, num_hidden_layers=a.layers,
+                         num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
+                         head_dim=head_dim, max_position_embeddings=a.max_positions,
+                         rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
+                         eos_token_id=tok.token_to_id(eos), torch_dtype="float32")
+    return save_model(a, Qwen3ForCausalLM(config), tok, docs, f" head_dim={head_dim}")
 
 
 if __name__ == "__main__":

@@ -351,5 +351,40 @@ TEST(AttentionBf16, BidirectionalWithDropoutMatchesFp32) {
   }
 }
 
+// Sliding-window attention with bf16 products (Mistral's, Gemma 3's local layers), with a scale of
+// its own (Gemma's query_pre_attn_scalar): against the fp32 kernel on the same bf16-rounded
+// operands at the tolerances above, probabilities exactly 0 outside the window, any pool size
+// the same bits. The window (40) is shorter than T (150) and than a 72-row block.
+TEST(AttentionBf16, SlidingWindowMatchesFp32) {
+  if (!kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  kernels::InitBlas();
+  const int B = 2, T = 150, NH = 4, NKV = 2, hs = 16, C = NH * hs, R = (NH + 2 * NKV) * hs;
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  kernels::AttentionOptions opt;
+  opt.window = 40;
+  opt.scale = 0.2f;
+  std::vector<float> qkv(std::size_t(B) * T * R), dout(std::size_t(B) * T * C);
+  for (float& x : qkv) x = Bf16ToFloat(FloatToBf16(0.4f * u(rng)));
+  for (float& x : dout) x = Bf16ToFloat(FloatToBf16(0.05f * u(rng)));
+  const AttentionRun b16 = RunAttention(true, 3, qkv, dout, B, T, C, NH, NKV, opt);
+  const AttentionRun f32 = RunAttention(false, 3, qkv, dout, B, T, C, NH, NKV, opt);
+  for (std::size_t i = 0; i < b16.att.size(); ++i) {
+    ASSERT_NEAR(b16.att[i], f32.att[i], 1e-5) << i;
+    const int t = int(i / T % T), s = int(i % T);
+    if (s > t || t - s >= opt.window) {
+      ASSERT_EQ(b16.att[i], 0.f) << i;
+    }
+  }
+  const float tol_out = 1e-2f * MaxAbs(f32.out), tol_d = 1e-2f * MaxAbs(f32.dqkv);
+  for (std::size_t i = 0; i < b16.out.size(); ++i)
+    ASSERT_NEAR(b16.out[i], f32.out[i], tol_out) << "out " << i;
+  for (std::size_t i = 0; i < b16.dqkv.size(); ++i)
+    ASSERT_NEAR(b16.dqkv[i], f32.dqkv[i], tol_d) << "dqkv " << i;
+  const AttentionRun one = RunAttention(true, 1, qkv, dout, B, T, C, NH, NKV, opt);
+  EXPECT_EQ(one.out, b16.out);
+  EXPECT_EQ(one.dqkv, b16.dqkv);
+}
+
 }  // namespace
 }  // namespace cputrain

@@ -100,6 +100,17 @@ TEST(CliTrain, ShortRunFeedsGenerateAndPlot) {
   EXPECT_EQ(g.out.size(), 3u + 100u + 1u) << g.out;  // prompt, 100 bytes, newline
 }
 
+// model.preset names a whole shape for a random init; a model.* key set beside it that disagrees
+// is refused as one a checkpoint contradicts (the odd fixture's config sets L = 3, the tiny
+// preset has 2), before the data are read.
+TEST(CliTrain, APresetAndAKeyThatContradictsItIsExit2) {
+  test::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  test::CliResult r = test::RunCli(TrainArgs(out, {"model.init_from=\"\"", "model.preset=tiny"}));
+  ExpectInputError(r, "model.layers is 3 (", out);
+  EXPECT_NE(r.err.find("but model.preset 'tiny' has model.layers = 2"), std::string::npos) << r.err;
+}
+
 TEST(CliTrain, CheckpointErrorsExitTwoAndNameTheFile) {
   test::TempDir dir;
   const std::string out = dir.path() + "/run";

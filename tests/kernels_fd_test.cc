@@ -323,8 +323,9 @@ TEST_F(FiniteDifference, Attention) {
 }
 
 // Attention in double, from the definition: qkv (B,T,(NH+2*NKV)*hs), query head h attends with
-// key/value head h / (NH/NKV) (transformers' repeat_kv) to keys [0, t] (causal) or [0, kv_len[b])
-// (opt.kv_len), and with opt.dropout the probabilities are dropped (DropoutKeep at
+// key/value head h / (NH/NKV) (transformers' repeat_kv) to keys [0, t] (causal; with opt.window
+// W only (t - W, t]) or [0, kv_len[b]) (opt.kv_len), the scores scaled by opt.scale (0:
+// 1/sqrt(hs)), and with opt.dropout the probabilities are dropped (DropoutKeep at
 // ((b*NH + h)*T + t)*T + s past the offset, kept ones over 1-p) before they weight v.
 // out (B,T,NH*hs), att (B,NH,T,T) the undropped probabilities.
 struct ReferenceAttention {
@@ -339,15 +340,17 @@ struct ReferenceAttention {
         auto at = [&](int t, int off) { return double(qkv[(std::size_t(b) * T + t) * R + off]); };
         for (int t = 0; t < T; ++t) {
           const int last = opt.kv_len ? opt.kv_len[b] - 1 : t;
+          const int first = opt.window > 0 ? std::max(0, t - opt.window + 1) : 0;
+          const double scale = opt.scale > 0 ? double(opt.scale) : 1 / std::sqrt(double(hs));
           double* p = &att[((std::size_t(b) * NH + h) * T + t) * T];
           double mx = -1e300, sum = 0;
-          for (int j = 0; j <= last; ++j) {
+          for (int j = first; j <= last; ++j) {
             for (int d = 0; d < hs; ++d) p[j] += at(t, h * hs + d) * at(j, (NH + g) * hs + d);
-            p[j] /= std::sqrt(double(hs));
+            p[j] *= scale;
             mx = std::max(mx, p[j]);
           }
-          for (int j = 0; j <= last; ++j) sum += (p[j] = std::exp(p[j] - mx));
-          for (int j = 0; j <= last; ++j) {
+          for (int j = first; j <= last; ++j) sum += (p[j] = std::exp(p[j] - mx));
+          for (int j = first; j <= last; ++j) {
             p[j] /= sum;
             const uint64_t index = opt.dropout_offset + ((uint64_t(b) * NH + h) * T + t) * T + j;
             const double pd = opt.dropout == 0.f ? p[j]
@@ -360,6 +363,62 @@ struct ReferenceAttention {
         }
       }
     }
+  }
+};
+
+// One attention case (options `opt`): random qkv (B,T,(NH+2*NKV)*hs) and upstream weights w; the
+// forward (Loss() reruns it: the weighted sum of out) checked against ReferenceAttention (out
+// within 1e-5, att within 1e-6; att set to -5 first, so an unwritten probability shows); the
+// backward's dqkv (-9 first: every element written); the same bits on pools of 1 and 3 workers.
+struct AttentionCase {
+  int B, T, NH, NKV, hs, C;
+  std::size_t R;
+  AttentionOptions opt;
+  std::vector<float> qkv, w, out, att, dqkv;
+  AttentionCase(int B_, int T_, int NH_, int NKV_, int hs_, const AttentionOptions& opt_,
+                std::mt19937& rng)
+      : B(B_),
+        T(T_),
+        NH(NH_),
+        NKV(NKV_),
+        hs(hs_),
+        C(NH_ * hs_),
+        R(std::size_t(NH_ + 2 * NKV_) * hs_),
+        opt(opt_),
+        qkv(Random(std::size_t(B_) * T_ * R, rng)),
+        w(Random(std::size_t(B_) * T_ * C, rng)),
+        out(std::size_t(B_) * T_ * C),
+        att(std::size_t(B_) * NH_ * T_ * T_, -5.f),
+        dqkv(qkv.size(), -9.f) {}
+  double Loss(WorkerPool& pool) {
+    AttentionForward(pool, out.data(), att.data(), qkv.data(), B, T, C, NH, NKV, opt);
+    return Weighted(out, w);
+  }
+  // Runs the forward and the backward, and checks the forward against the reference.
+  void RunAndCheck(WorkerPool& pool) {
+    Loss(pool);
+    const ReferenceAttention ref(qkv, B, T, NH, NKV, hs, opt);
+    for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref.out[i], 1e-5) << i;
+    for (std::size_t i = 0; i < att.size(); ++i) ASSERT_NEAR(att[i], ref.att[i], 1e-6) << i;
+    std::vector<float> scratch(AttentionScratchFloats(pool.size(), T));
+    AttentionBackward(pool, dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T, C,
+                      NH, NKV, opt);
+  }
+  void ExpectSameForPoolSizes(const std::string& what) const {
+    ::cputrain::kernels::ExpectSameForPoolSizes(what, [&](WorkerPool& pool) {
+      std::vector<float> o(out.size()), a(att.size()), d(dqkv.size()),
+          sc(AttentionScratchFloats(pool.size(), T));
+      AttentionForward(pool, o.data(), a.data(), qkv.data(), B, T, C, NH, NKV, opt);
+      AttentionBackward(pool, d.data(), sc.data(), w.data(), qkv.data(), a.data(), B, T, C, NH, NKV,
+                        opt);
+      o.insert(o.end(), a.begin(), a.end());
+      o.insert(o.end(), d.begin(), d.end());
+      return o;
+    });
+  }
+  void CheckGradients(WorkerPool& pool, int samples) {
+    CheckGrad(
+        "dqkv", qkv, dqkv, [&] { return Loss(pool); }, samples);
   }
 };
 
@@ -428,42 +487,21 @@ TEST_F(FiniteDifference, BidirectionalAttention) {
       opt.dropout = dropout;
       opt.dropout_seed = 77;
       opt.dropout_offset = 1000;
-      const std::size_t R = std::size_t(NH + 2 * NKV) * hs;
-      auto qkv = Random(B * T * R, rng_), w = Random(B * T * C, rng_);
-      std::vector<float> out(B * T * C), att(B * NH * T * T, -5.f);
-      auto loss = [&] {
-        AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, NKV, opt);
-        return Weighted(out, w);
-      };
-      loss();
-      const ReferenceAttention ref(qkv, B, T, NH, NKV, hs, opt);
-      for (std::size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], ref.out[i], 1e-5) << i;
-      for (std::size_t i = 0; i < att.size(); ++i) {
-        ASSERT_NEAR(att[i], ref.att[i], 1e-6) << i;
+      AttentionCase c(B, T, NH, NKV, hs, opt, rng_);
+      c.RunAndCheck(pool_);
+      for (std::size_t i = 0; i < c.att.size(); ++i) {
         if (i % T >= std::size_t(kv_len[i / (NH * T * T)])) {
-          ASSERT_EQ(att[i], 0.f) << i;
+          ASSERT_EQ(c.att[i], 0.f) << i;
         }
       }
-      std::vector<float> dqkv(qkv.size(), -9.f), scratch(AttentionScratchFloats(pool_.size(), T));
-      AttentionBackward(pool_, dqkv.data(), scratch.data(), w.data(), qkv.data(), att.data(), B, T,
-                        C, NH, NKV, opt);
       for (int b = 0; b < B; ++b) {
         for (int s = kv_len[b]; s < T; ++s) {
-          for (std::size_t c = std::size_t(NH) * hs; c < R; ++c)
-            ASSERT_EQ(dqkv[(std::size_t(b) * T + s) * R + c], 0.f) << b << "," << s << "," << c;
+          for (std::size_t ch = std::size_t(NH) * hs; ch < c.R; ++ch)
+            ASSERT_EQ(c.dqkv[(std::size_t(b) * T + s) * c.R + ch], 0.f) << b << "," << s;
         }
       }
-      ExpectSameForPoolSizes("bidirectional attention", [&](WorkerPool& pool) {
-        std::vector<float> o(out.size()), a(att.size()), d(dqkv.size()),
-            sc(AttentionScratchFloats(pool.size(), T));
-        AttentionForward(pool, o.data(), a.data(), qkv.data(), B, T, C, NH, NKV, opt);
-        AttentionBackward(pool, d.data(), sc.data(), w.data(), qkv.data(), a.data(), B, T, C, NH,
-                          NKV, opt);
-        o.insert(o.end(), a.begin(), a.end());
-        o.insert(o.end(), d.begin(), d.end());
-        return o;
-      });
-      CheckGrad("dqkv", qkv, dqkv, loss, 200);
+      c.ExpectSameForPoolSizes("bidirectional attention");
+      c.CheckGradients(pool_, 200);
     }
   }
   std::vector<float> qkv(B * T * 3 * C), out(B * T * C), att(B * NH * T * T);
@@ -541,6 +579,231 @@ TEST_F(FiniteDifference, BidirectionalAttentionLongRows) {
 
 // Decoding one position against a KV cache is the forward's row for that position: the cache
 // here is the keys and values inside qkv itself (row stride ld = (NH+2*NKV)*hs), the query row t's.
+// Sliding-window attention (Mistral, Gemma 3's local layers, Qwen2's windowed layers): row t
+// attends keys (t - W, t] only, with the family's own score scale (Gemma's
+// query_pre_attn_scalar^-1/2), for windows shorter than T, of 1, and at least T (then exactly the
+// causal kernel, bit for bit). Forward against the double reference; att exactly zero outside
+// the window; backward by finite differences; keys no query sees in its window get dk = dv = 0;
+// every pool size the same bits; windows with dropout.
+TEST_F(FiniteDifference, SlidingWindowAttention) {
+  const int B = 2, T = 11, NH = 4, hs = 4;
+  const struct {
+    int window;
+    float scale;
+    int NKV;
+  } kCases[] = {{3, 0.3f, 2}, {1, 0.f, 4}, {T, 0.f, 2}, {T + 5, 0.3f, 4}};
+  for (const auto& [window, scale, NKV] : kCases) {
+    SCOPED_TRACE("window " + std::to_string(window) + " scale " + std::to_string(scale) + " NKV " +
+                 std::to_string(NKV));
+    AttentionOptions opt;
+    opt.window = window;
+    opt.scale = scale;
+    AttentionCase c(B, T, NH, NKV, hs, opt, rng_);
+    c.RunAndCheck(pool_);
+    for (std::size_t i = 0; i < c.att.size(); ++i) {
+      const int t = int(i / T % T), s = int(i % T);
+      if (s > t || t - s >= window) {
+        ASSERT_EQ(c.att[i], 0.f) << i;
+      }
+    }
+    if (window >= T && scale == 0.f) {  // no window at all: the causal kernel's bits
+      AttentionCase causal = c;
+      causal.opt = {};
+      causal.RunAndCheck(pool_);
+      EXPECT_EQ(causal.out, c.out);
+      EXPECT_EQ(causal.att, c.att);
+      EXPECT_EQ(causal.dqkv, c.dqkv);
+    }
+    c.ExpectSameForPoolSizes("windowed attention");
+    c.CheckGradients(pool_, 100);
+  }
+  // With dropout: the reference's mask, and finite differences.
+  AttentionOptions opt;
+  opt.window = 4;
+  opt.dropout = 0.25f;
+  opt.dropout_seed = 5;
+  AttentionCase c(B, T, NH, 2, hs, opt, rng_);
+  c.RunAndCheck(pool_);
+  c.CheckGradients(pool_, 100);
+  // A window is causal attention's: with kv_len it is refused.
+  const std::vector<int> kv_len = {T, T};
+  c.opt.kv_len = kv_len.data();
+  EXPECT_THROW(c.Loss(pool_), RuntimeError);
+}
+
+// Decoding through a window: the new position attends to the cache rows of its window (the
+// caller passes them), with the family's scale: the windowed forward's row, every position.
+TEST_F(FiniteDifference, AttentionDecodeInAWindow) {
+  const int B = 1, T = 19, NH = 4, NKV = 2, hs = 8, C = NH * hs, R = (NH + 2 * NKV) * hs;
+  AttentionOptions opt;
+  opt.window = 5;
+  opt.scale = 0.2f;
+  const auto qkv = Random(std::size_t(B) * T * R, rng_);
+  std::vector<float> out(B * T * C), att(B * NH * T * T);
+  AttentionForward(pool_, out.data(), att.data(), qkv.data(), B, T, C, NH, NKV, opt);
+  for (int t = 0; t < T; ++t) {
+    const int first = std::max(0, t - opt.window + 1);
+    std::vector<float> y(C), scratch(std::size_t(pool_.size()) * T);
+    const float* row0 = qkv.data() + std::size_t(first) * R;
+    AttentionDecode(pool_, y.data(), scratch.data(), qkv.data() + std::size_t(t) * R,
+                    row0 + NH * hs, row0 + (NH + NKV) * hs, t - first + 1, NH, NKV, hs, R,
+                    opt.scale);
+    for (int c = 0; c < C; ++c)
+      ASSERT_NEAR(y[c], out[std::size_t(t) * C + c], 1e-6) << t << "," << c;
+  }
+}
+
+// Gemma's RMSNorm, (x * rstd) * (1 + weight): the forward in double, the backward by finite
+// differences (the weight's gradient is the same as without the offset: d(1 + w)/dw = 1), pool
+// sizes; offset 0 is the plain RMSNorm bit for bit.
+TEST_F(FiniteDifference, RmsNormPlusOne) {
+  const std::size_t N = 6;
+  const int C = 13;
+  const float eps = 1e-6f;
+  auto x = Random(N * C, rng_, 2.f), wt = Random(C, rng_, 0.2f), w = Random(N * C, rng_);
+  std::vector<float> out(N * C), rstd(N);
+  auto loss = [&] {
+    RmsNormForward(pool_, out.data(), rstd.data(), x.data(), wt.data(), N, C, eps, 1.f);
+    return Weighted(out, w);
+  };
+  loss();
+  for (std::size_t n = 0; n < N; ++n) {
+    double ms = 0;
+    for (int c = 0; c < C; ++c) ms += double(x[n * C + c]) * x[n * C + c] / C;
+    const double r = 1 / std::sqrt(ms + eps);
+    for (int c = 0; c < C; ++c) {
+      const double want = (1.0 + wt[c]) * x[n * C + c] * r;
+      ASSERT_NEAR(out[n * C + c], want, 1e-6 * (1 + std::fabs(want))) << n << "," << c;
+    }
+  }
+  std::vector<float> dx(N * C, 0.f), dw(C);
+  RmsNormBackward(pool_, dx.data(), dw.data(), w.data(), x.data(), wt.data(), rstd.data(), N, C,
+                  false, 1.f);
+  CheckGrad("dinp", x, dx, loss, 78);
+  CheckGrad("dweight", wt, dw, loss, C);
+  std::vector<float> o0(N * C), o1(N * C), r0(N), r1(N), d0(N * C, 0.f), d1(N * C, 0.f), w0(C),
+      w1(C);
+  RmsNormForward(pool_, o0.data(), r0.data(), x.data(), wt.data(), N, C, eps);
+  RmsNormForward(pool_, o1.data(), r1.data(), x.data(), wt.data(), N, C, eps, 0.f);
+  RmsNormBackward(pool_, d0.data(), w0.data(), w.data(), x.data(), wt.data(), r0.data(), N, C);
+  RmsNormBackward(pool_, d1.data(), w1.data(), w.data(), x.data(), wt.data(), r0.data(), N, C,
+                  false, 0.f);
+  EXPECT_EQ(o0, o1);
+  EXPECT_EQ(d0, d1);
+  EXPECT_EQ(w0, w1);
+  ExpectSameForPoolSizes("rmsnorm (1 + w)", [&](WorkerPool& pool) {
+    std::vector<float> o(N * C), r(N), di(N * C, 0.f), dwt(C);
+    RmsNormForward(pool, o.data(), r.data(), x.data(), wt.data(), N, C, eps, 1.f);
+    RmsNormBackward(pool, di.data(), dwt.data(), w.data(), x.data(), wt.data(), r.data(), N, C,
+                    false, 1.f);
+    o.insert(o.end(), di.begin(), di.end());
+    o.insert(o.end(), dwt.begin(), dwt.end());
+    return o;
+  });
+}
+
+// q/k RMSNorm per head (Qwen3, Gemma 3), in place on qkv: each query head normalized with wq,
+// each key head with wk, values untouched; with Gemma's (1 + w) too. Forward in double; backward
+// (d(in) written in place, dwq and dwk written or accumulated) by finite differences; pool sizes.
+TEST_F(FiniteDifference, QkNorm) {
+  const std::size_t N = 5;
+  const int NH = 4, NKV = 2, hs = 12;  // hs: not a multiple of 8
+  const std::size_t R = std::size_t(NH + 2 * NKV) * hs, H = NH + NKV;
+  const float eps = 1e-6f;
+  for (float offset : {0.f, 1.f}) {
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    auto x = Random(N * R, rng_, 2.f), wq = Random(hs, rng_), wk = Random(hs, rng_),
+         w = Random(N * R, rng_);
+    std::vector<float> y(N * R), saved(N * H * hs), rstd(N * H);
+    auto loss = [&] {
+      y = x;
+      QkNormForward(pool_, y.data(), saved.data(), rstd.data(), wq.data(), wk.data(), N, NH, NKV,
+                    hs, eps, offset);
+      return Weighted(y, w);
+    };
+    loss();
+    for (std::size_t n = 0; n < N; ++n) {
+      for (std::size_t h = 0; h < std::size_t(NH + 2 * NKV); ++h) {
+        const float* in = &x[n * R + h * hs];
+        const float* o = &y[n * R + h * hs];
+        double ms = 0;
+        for (int c = 0; c < hs; ++c) ms += double(in[c]) * in[c] / hs;
+        const double r = 1 / std::sqrt(ms + eps);
+        for (int c = 0; c < hs; ++c) {
+          if (h >= H) {  // values
+            ASSERT_EQ(o[c], in[c]);
+            continue;
+          }
+          const double want = (offset + (h < std::size_t(NH) ? wq[c] : wk[c])) * in[c] * r;
+          ASSERT_NEAR(o[c], want, 1e-6 * (1 + std::fabs(want))) << n << "," << h << "," << c;
+        }
+      }
+    }
+    std::vector<float> d(w), dwq(hs, -7.f), dwk(hs, -7.f);
+    QkNormBackward(pool_, d.data(), dwq.data(), dwk.data(), saved.data(), rstd.data(), wq.data(),
+                   wk.data(), N, NH, NKV, hs, offset);
+    CheckGrad("dqkv", x, d, loss, 120);
+    CheckGrad("dwq", wq, dwq, loss, hs);
+    CheckGrad("dwk", wk, dwk, loss, hs);
+    for (std::size_t n = 0; n < N; ++n)  // the values' gradient: dout, untouched
+      for (std::size_t c = H * hs; c < R; ++c) ASSERT_EQ(d[n * R + c], w[n * R + c]);
+    std::vector<float> d2(w), aq(dwq), ak(dwk);
+    QkNormBackward(pool_, d2.data(), aq.data(), ak.data(), saved.data(), rstd.data(), wq.data(),
+                   wk.data(), N, NH, NKV, hs, offset, /*accumulate=*/true);
+    for (int c = 0; c < hs; ++c) {
+      ASSERT_EQ(aq[c], dwq[c] + dwq[c]);
+      ASSERT_EQ(ak[c], dwk[c] + dwk[c]);
+    }
+    EXPECT_EQ(d2, d);
+    ExpectSameForPoolSizes("qk norm", [&](WorkerPool& pool) {
+      std::vector<float> o(x), s(saved.size()), r(rstd.size()), dd(w), gq(hs), gk(hs);
+      QkNormForward(pool, o.data(), s.data(), r.data(), wq.data(), wk.data(), N, NH, NKV, hs, eps,
+                    offset);
+      QkNormBackward(pool, dd.data(), gq.data(), gk.data(), s.data(), r.data(), wq.data(),
+                     wk.data(), N, NH, NKV, hs, offset);
+      o.insert(o.end(), dd.begin(), dd.end());
+      o.insert(o.end(), gq.begin(), gq.end());
+      o.insert(o.end(), gk.begin(), gk.end());
+      return o;
+    });
+  }
+}
+
+// GeGLU (Gemma's MLP): gelu_tanh(gate) * up in double, the backward by finite differences, gates
+// far out of range finite, pool sizes.
+TEST_F(FiniteDifference, Geglu) {
+  const std::size_t N = 5;
+  const int F = 13;
+  auto gu = Random(N * 2 * F, rng_, 2.f), w = Random(N * F, rng_);
+  gu[0] = -100.f;
+  gu[1] = 100.f;
+  std::vector<float> out(N * F);
+  auto loss = [&] {
+    GegluForward(pool_, out.data(), gu.data(), N, F);
+    return Weighted(out, w);
+  };
+  loss();
+  for (std::size_t n = 0; n < N; ++n) {
+    for (int f = 0; f < F; ++f) {
+      const double g = gu[n * 2 * F + f], u = gu[n * 2 * F + F + f];
+      const double k = std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g);
+      const double want = 0.5 * g * (1 + std::tanh(k)) * u;
+      ASSERT_NEAR(out[n * F + f], want, 2e-6 * (1 + std::fabs(want))) << n << "," << f;
+    }
+  }
+  std::vector<float> dgu(N * 2 * F, -9.f);
+  GegluBackward(pool_, dgu.data(), gu.data(), w.data(), N, F);
+  for (float v : dgu) ASSERT_TRUE(std::isfinite(v));
+  ExpectSameForPoolSizes("geglu", [&](WorkerPool& pool) {
+    std::vector<float> o(N * F), d(N * 2 * F);
+    GegluForward(pool, o.data(), gu.data(), N, F);
+    GegluBackward(pool, d.data(), gu.data(), w.data(), N, F);
+    o.insert(o.end(), d.begin(), d.end());
+    return o;
+  });
+  CheckGrad("dgu", gu, dgu, loss, 130);
+}
+
 TEST_F(FiniteDifference, AttentionDecodeIsTheForwardRow) {
   const int B = 2, T = 19, NH = 4, hs = 8, C = NH * hs;  // T: a softmax row's vector tail
   for (int NKV : {4, 2, 1}) {
@@ -577,6 +840,7 @@ std::vector<double> ReferenceInvFreq(int hs, double theta, const RopeScaling& s)
   std::vector<double> inv(hs / 2);
   for (int i = 0; i < hs / 2; ++i) {
     inv[i] = std::pow(theta, -2.0 * i / hs);
+    if (s.kind == RopeScaling::kLinear) inv[i] /= s.factor;
     if (s.kind != RopeScaling::kLlama3) continue;
     const double wavelen = 2 * M_PI / inv[i], orig = s.original_max_position;
     if (wavelen > orig / s.low_freq_factor) {
@@ -645,7 +909,10 @@ TEST_F(FiniteDifference, RopeTablesMatchTransformers) {
   }
   // Every entry, with and without scaling, against the exact angle p * inv_freq: fp32 inv_freq
   // (a few roundings) and the fp32 product move the angle by at most ~3e-7 of itself.
-  for (const RopeScaling& s : {RopeScaling{}, llama3}) {
+  RopeScaling linear;  // Gemma 3's global layers: every frequency over the factor
+  linear.kind = RopeScaling::kLinear;
+  linear.factor = 8;
+  for (const RopeScaling& s : {RopeScaling{}, llama3, linear}) {
     const auto inv = ReferenceInvFreq(hs, 500000.0, s);
     RopeTables(cos.data(), sin.data(), maxT, hs, 500000.f, s);
     for (int p = 0; p < maxT; ++p) {

@@ -355,10 +355,12 @@ TEST(Llama, HfConfigKeysAndRefusals) {
   nlohmann::json no_kv = cfg;
   no_kv["num_key_value_heads"] = nullptr;  // transformers' default: as many as the heads
   EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(no_kv, "c.json").kv_heads(), 4);
+  nlohmann::json head_dim = cfg;  // LlamaConfig's head_dim apart from hidden / heads
+  head_dim["head_dim"] = 16;
+  EXPECT_EQ(FamilyOf(Arch::kLlama).from_hf_config(head_dim, "c.json").head_size(), 16);
   for (const auto& [key, value, needle] :
        std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
            {"hidden_act", "gelu", "hidden_act"},
-           {"head_dim", 16, "head_dim"},
            {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4}}, "rope_scaling type 'yarn'"},
            {"sliding_window", 4096, "sliding_window"},
            {"num_attention_heads", 0, "num_attention_heads"}}) {

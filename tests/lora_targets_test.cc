@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "family_shapes.h"
 #include "model/lora.h"
 #include "model/params.h"
 #include "model/shape.h"
@@ -158,6 +159,36 @@ TEST(LoraTargets, RefusalsNameTheProblemAndTheFix) {
   LoraConfig fused = Cfg({"o_proj"});
   fused.modules_to_save = {"q_proj"};
   EXPECT_NE(Error(llama, fused).find("part of a fused tensor"), std::string::npos);
+}
+
+// Without target_modules: PEFT's default for the model type (peft 0.21.2's
+// TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: q_proj and v_proj for qwen2, qwen3, mistral
+// and gemma3_text); PEFT has none for phi3, and ours adapts its fused qkv_proj. A head size apart
+// from C/NH (Qwen3's 6 over C/NH = 4, Gemma 3's 8) sizes q's rows, and o_proj's input.
+TEST(LoraTargets, TheNewFamiliesDefaultsAndHeadSizes) {
+  for (const auto& [shape, names] : std::vector<std::pair<Shape, std::vector<std::string>>>{
+           {test::SmallQwen2(), {"q_proj", "v_proj"}},
+           {test::SmallQwen3(), {"q_proj", "v_proj"}},
+           {test::SmallMistral(), {"q_proj", "v_proj"}},
+           {test::SmallGemma3(), {"q_proj", "v_proj"}},
+           {test::SmallPhi3(), {"qkv_proj"}}}) {
+    const ParamLayout base(shape);
+    const Lora lora(base, Cfg({}));
+    EXPECT_EQ(lora.TargetNames(), names) << ArchName(shape.arch);
+  }
+  const ParamLayout qwen3(test::SmallQwen3());
+  const Lora q(qwen3, Cfg({"q_proj", "o_proj"}));
+  ASSERT_EQ(q.sites().size(), 2u);
+  EXPECT_EQ(q.sites()[0].rows, 4 * 6);  // q: NH * head size
+  EXPECT_EQ(q.sites()[1].in, 4 * 6);    // o_proj reads attention's width
+  EXPECT_EQ(q.sites()[1].rows, 16);
+  const ParamLayout phi3(test::SmallPhi3());
+  const Lora p(phi3, Cfg({"qkv_proj", "gate_up_proj"}));
+  ASSERT_EQ(p.sites().size(), 2u);
+  EXPECT_EQ(p.sites()[0].rows, (4 + 2 * 2) * 4);  // the whole fused q|k|v
+  EXPECT_EQ(p.sites()[1].rows, 2 * 24);           // gate|up
+  EXPECT_NE(Error(phi3, Cfg({"q_proj"})).find("'q_proj' is not in this phi3 model"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -196,7 +196,8 @@ TEST_P(HfTokenizerMatches, TheTokenizersLibraryIdForId) {
 INSTANTIATE_TEST_SUITE_P(Pipelines, HfTokenizerMatches,
                          ::testing::Values("llama3", "qwen2", "smollm2", "big", "gpt2",
                                            "gpt2_prefix", "llama2", "llama2_eos", "llama2_cross",
-                                           "metaspace", "metaspace_split"));
+                                           "metaspace", "metaspace_split", "qwen3", "gemma3",
+                                           "phi3"));
 
 // GPT-2's vocabulary read as a tokenizer.json encodes as the gpt2 tokenizer (itself checked
 // against tiktoken), except that <|endoftext|> written in the text is the special token there.

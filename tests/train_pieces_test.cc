@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "data/token_file.h"
 #include "kernels/kernels.h"
+#include "model/presets.h"
 #include "model/transformer.h"
 #include "test_util.h"
 #include "topology/placement.h"
@@ -388,6 +389,40 @@ TEST(ShapeFromConfig, TheFamilyTableDecidesWhatTheKeysMean) {
                   "x", {})
           .model);
   EXPECT_EQ(d.types, 0);
+  // The decoder families' own: a head size apart from channels / heads (model.head_dim), the
+  // q/k/v biases Qwen2 always has, Gemma 3's scalars.
+  const model::Shape q3 = ShapeFromConfig(
+      ParseConfig("model: {arch: qwen3, layers: 2, channels: 64, heads: 4, kv_heads: 2, "
+                  "head_dim: 32, ffn_hidden: 96}",
+                  "x", {})
+          .model);
+  EXPECT_EQ(q3.head_size(), 32);
+  EXPECT_EQ(q3.attn_width(), 128);
+  EXPECT_EQ(q3.Problem(), "");
+  const model::Shape q2 = ShapeFromConfig(
+      ParseConfig("model: {arch: qwen2, layers: 2, channels: 64, heads: 4}", "x", {}).model);
+  EXPECT_TRUE(q2.attn_bias);
+  const model::Shape g3 = ShapeFromConfig(
+      ParseConfig("model: {arch: gemma3, layers: 2, channels: 64, heads: 4, head_dim: 32}", "x", {})
+          .model);
+  EXPECT_EQ(g3.attn_scalar, 32.f);
+  EXPECT_EQ(g3.pad_token, 0);
+  EXPECT_EQ(g3.Problem(), "");
+  EXPECT_NE(ShapeError("model: {head_dim: 32}").find("head_dim = channels / heads"),
+            std::string::npos);
+  EXPECT_NE(ShapeError("model: {channels: 60, heads: 8}").find("must divide model.channels"),
+            std::string::npos);
+  // model.preset: a named shape whole (Gemma 3's windows and local RoPE base included, which no
+  // other key sets), the positions model.max_seq_len's; an unknown name refused naming them.
+  const model::Shape gp =
+      ShapeFromConfig(ParseConfig("model: {preset: gemma3-270m, max_seq_len: 256}", "x", {}).model);
+  model::Shape want = model::FindPreset("gemma3-270m")->shape;
+  want.maxT = 256;
+  EXPECT_TRUE(gp == want) << gp.ToString();
+  EXPECT_EQ(gp.window, 512);
+  EXPECT_EQ(gp.rope_local_theta, 10000.f);
+  EXPECT_NE(ShapeError("model: {preset: qwen9}").find("model.preset is 'qwen9'"),
+            std::string::npos);
 }
 
 }  // namespace

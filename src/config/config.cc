@@ -350,6 +350,11 @@ const std::vector<Key>& Keys() {
                   "from seed (the checkpoint gives the family and shape; a layers..max_seq_len "
                   "you set that disagrees is an error)",
                   [](Config& c) -> std::string& { return c.model.init_from; }));
+    v.push_back(StringKey("model", "preset",
+                          "a named shape for a random init (bench's presets: qwen3-0.6b, "
+                          "gemma3-270m, ...; docs/config.md): its family and every dimension, "
+                          "model.max_seq_len still the positions; \"\" = the keys below",
+                          [](Config& c) -> std::string& { return c.model.preset; }));
     v.push_back(StringKey("model", "arch",
                           "model family of a random init (docs/config.md lists them; a family "
                           "name the engine does not know is refused when training starts)",
@@ -396,6 +401,11 @@ const std::vector<Key>& Keys() {
     v.push_back(IntKey(
         "model", "ffn_hidden", "the MLP's hidden width (0: the family's, 4 * channels)", 0,
         [](Config& c) -> int& { return c.model.ffn_hidden; }, 4 * model::kMaxChannels));
+    v.push_back(IntKey(
+        "model", "head_dim",
+        "the attention heads' size (0: channels / heads; qwen3, gemma3 set "
+        "their own)",
+        0, [](Config& c) -> int& { return c.model.head_dim; }, model::kMaxChannels));
     v.push_back(IntKey(
         "model", "vocab_size", "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
         [](Config& c) -> int& { return c.model.vocab_size; }, model::kMaxVocab));
@@ -874,9 +884,10 @@ void ResolveBatch(Config& c) {
 
 void Validate(const Config& c) {
   const std::string hint = "fix the config or pass --set to override";
-  if (c.model.channels % c.model.heads != 0) {
-    throw InputError(fmt::format("model.heads ({}) must divide model.channels ({})", c.model.heads,
-                                 c.model.channels),
+  if (c.model.head_dim == 0 && c.model.channels % c.model.heads != 0) {
+    throw InputError(fmt::format("model.heads ({}) must divide model.channels ({}), or set "
+                                 "model.head_dim",
+                                 c.model.heads, c.model.channels),
                      hint);
   }
   if (c.model.head != "lm" && c.model.head != "qa" && c.model.head != "classify") {

@@ -21,6 +21,7 @@ namespace cputrain {
 
 struct ModelConfig {
   std::string init_from;      // checkpoint or HF directory; "" = random init from seed
+  std::string preset;         // a named shape (model/presets.h) for a random init; "" = none
   std::string arch = "gpt2";  // the family of a random init (model/family.h)
   std::string head = "lm";    // lm | qa | classify (model/shape.h, Head)
   // A classifier's outputs (0: the checkpoint's) and loss (problem_type; "": the checkpoint's).
@@ -35,6 +36,7 @@ struct ModelConfig {
   int heads = 12;                                    // NH
   int kv_heads = 0;                                  // NKV (grouped-query attention); 0 = heads
   int ffn_hidden = 0;      // the MLP's hidden width; 0 = the family's (4 * channels)
+  int head_dim = 0;        // the heads' size; 0 = channels / heads
   int vocab_size = 50257;  // V (padded to Vp, a multiple of 128, in the parameter buffer)
   int max_seq_len = 1024;  // maxT
   double norm_eps = 1e-5;

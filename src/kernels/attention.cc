@@ -1,5 +1,8 @@
-// Multi-head and grouped-query attention, causal (GPT-2, Llama) or bidirectional over a row's first
-// kv_len keys (BERT), with optional dropout of the probabilities. The matrix products run in
+// Multi-head and grouped-query attention, causal (GPT-2, Llama), causal within a sliding window
+// (Mistral, Gemma 3's local layers), or bidirectional over a row's first kv_len keys (BERT), with
+// optional dropout of the probabilities. A windowed row's softmax covers its window's keys; the
+// blocks still multiply keys from 0 (their scores past the window are overwritten with zeros),
+// so a window shorter than T costs what full causal attention does. The matrix products run in
 // blocks of query rows; causal, the masked upper triangle is mostly skipped: rows [r0, r1) only
 // multiply keys [0, r1); bidirectional, every row multiplies keys [0, kv_len). The fp32 products
 // run in OpenBLAS; the bf16 ones (train.precision: bf16) run the same blocks in Bf16Gemm, with the
@@ -59,12 +62,24 @@ void CausalSoftmaxRow(float* p, int t, int T, float scale = 1.f) {
   std::fill(p + n, p + T, 0.f);
 }
 
+// p[first..last] = softmax(scale * p[first..last]); the rest of [0, T) = 0. first = 0 is
+// CausalSoftmaxRow itself.
+void SoftmaxRow(float* p, int first, int last, int T, float scale) {
+  CausalSoftmaxRow(p + first, last - first, T - first, scale);
+  std::fill(p, p + first, 0.f);
+}
+
 // Row t of the softmax's backward: d[0..t] = p * (d - rowsum(p * d)) * scale, d holding dP on
 // entry and dS on return; d(t, end) = 0.
 void SoftmaxBackwardRow(float* d, const float* p, int t, int end, float scale) {
   const float dot = Dot(p, d, static_cast<std::size_t>(t) + 1);
   for (int j = 0; j <= t; ++j) d[j] = p[j] * (d[j] - dot) * scale;
   std::fill(d + t + 1, d + end, 0.f);
+}
+// The same over [first, last] (a window's keys), zeros elsewhere in [0, end).
+void SoftmaxBackwardRow(float* d, const float* p, int first, int last, int end, float scale) {
+  SoftmaxBackwardRow(d + first, p + first, last - first, end - first, scale);
+  std::fill(d, d + first, 0.f);
 }
 
 // The number of key/value heads: NKV, or NH for 0.
@@ -106,20 +121,30 @@ Qkv<E> QkvOf(E* base, const Heads& H, std::size_t b, int h) {
   return {row + h * hs, row + (H.NH + g) * hs, row + (H.NH + H.NKV + g) * hs};
 }
 
-// Which keys a query row attends: causal, row t keys [0, t]; bidirectional, keys [0, kv_len[b]).
+// Which keys a query row attends: causal, row t keys [0, t] (in a window of W: (t - W, t]);
+// bidirectional, keys [0, kv_len[b]).
 struct Mask {
   const int* kv_len;
-  int T;
-  Mask(const AttentionOptions& opt, int B, int T_) : kv_len(opt.kv_len), T(T_) {
+  int T, window;
+  Mask(const AttentionOptions& opt, int B, int T_) : kv_len(opt.kv_len), T(T_), window(opt.window) {
     for (int b = 0; kv_len != nullptr && b < B; ++b)
       CPUTRAIN_CHECK(kv_len[b] >= 1 && kv_len[b] <= T, "attention: kv_len must be in [1, T]");
+    CPUTRAIN_CHECK(window >= 0 && (window == 0 || kv_len == nullptr),
+                   "attention: a window is causal attention's (window >= 0, no kv_len)");
   }
   bool causal() const { return kv_len == nullptr; }
-  // The last key of row t: the softmax covers [0, Last], zeros after.
+  // The first and the last key of row t: the softmax covers [First, Last], zeros elsewhere.
+  int First(int t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
   int Last(std::size_t b, int t) const { return causal() ? t : kv_len[b] - 1; }
   // The keys a block of rows ending at r1 multiplies: [0, Keys).
   int Keys(std::size_t b, int r1) const { return causal() ? r1 : kv_len[b]; }
 };
+
+// The scores' scale: the option's, else 1/sqrt(hs).
+float ScoreScale(const AttentionOptions& opt, int hs) {
+  CPUTRAIN_CHECK(opt.scale >= 0.f, "attention: the scale must be positive (0: 1/sqrt(hs))");
+  return opt.scale > 0.f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(hs));
+}
 
 // Attention dropout: the mask of element (b, h, t, s) at index ((b*NH + h)*T + t)*T + s.
 struct AttentionDropout {
@@ -207,7 +232,7 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const float scale = ScoreScale(opt, hs);
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int) {
     for (std::size_t task = t0; task < t1; ++task) {  // task == b*NH + h
       const std::size_t b = task / NH;
@@ -222,7 +247,7 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
                     q + static_cast<std::size_t>(r0) * R, R, k, R, 0.f,
                     A + static_cast<std::size_t>(r0) * T, T);
         for (int t = r0; t < r1; ++t)
-          CausalSoftmaxRow(A + static_cast<std::size_t>(t) * T, mask.Last(b, t), T);
+          SoftmaxRow(A + static_cast<std::size_t>(t) * T, mask.First(t), mask.Last(b, t), T, 1.f);
         // y[r0:r1] = drop(A[r0:r1, 0:n]) @ v[0:n]
         if (drop.on) {
           DroppedProduct(drop, b, h, r0, r1 - r0, n, A + static_cast<std::size_t>(r0) * T, T, v, R,
@@ -244,7 +269,7 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const float scale = ScoreScale(opt, hs);
   const std::size_t tasks = static_cast<std::size_t>(B) * H.NKV;
   pool.ParallelFor(tasks, [&](std::size_t t0, std::size_t t1, int tid) {
     float* dS = scratch + static_cast<std::size_t>(tid) * T * T;
@@ -278,7 +303,8 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
           for (int t = r0; t < r1; ++t) {
             float* d = dS + static_cast<std::size_t>(t) * T;
             if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, drop.Row(b, h, t));
-            SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * T, mask.Last(b, t), T, scale);
+            SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * T, mask.First(t),
+                               mask.Last(b, t), T, scale);
           }
           // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, n, 1.f,
@@ -294,9 +320,9 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
 
 void AttentionDecode(WorkerPool& pool, float* out, float* scratch, const float* q,
                      const float* k_cache, const float* v_cache, int n, int NH, int NKV, int hs,
-                     int ld) {
+                     int ld, float scale) {
   const std::size_t group = static_cast<std::size_t>(NH / KvHeads(NH, NKV));
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  if (!(scale > 0.f)) scale = 1.0f / std::sqrt(static_cast<float>(hs));
   pool.ParallelFor(static_cast<std::size_t>(NH), [&](std::size_t t0, std::size_t t1, int tid) {
     float* a = scratch + static_cast<std::size_t>(tid) * n;
     for (std::size_t h = t0; h < t1; ++h) {
@@ -329,7 +355,7 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const float scale = ScoreScale(opt, hs);
   ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int tid) {
     uint16_t* Pb = scratch_bf16 + static_cast<std::size_t>(tid) * AttentionScratchBf16(1, T);
@@ -346,7 +372,7 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
         Bf16Gemm(r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * T, T);
         for (int t = r0; t < r1; ++t) {
           float* p = A + static_cast<std::size_t>(t) * T;
-          CausalSoftmaxRow(p, mask.Last(b, t), T, scale);
+          SoftmaxRow(p, mask.First(t), mask.Last(b, t), T, scale);
           ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, drop.Row(b, h, t));
         }
         // y[r0:r1] = drop(P[r0:r1, 0:n]) @ v[0:n]
@@ -364,7 +390,7 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const float scale = ScoreScale(opt, hs);
   ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
   ConvertToBf16(pool, dout_bf16, dout, static_cast<std::size_t>(B) * T * C);
   const std::size_t tasks = static_cast<std::size_t>(B) * H.NKV;
@@ -391,7 +417,7 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
             const uint64_t row = drop.Row(b, h, t);
             // the gradient of the dropped P carried back to P (see AttentionBackward)
             if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, row);
-            SoftmaxBackwardRow(d, p, mask.Last(b, t), n, scale);
+            SoftmaxBackwardRow(d, p, mask.First(t), mask.Last(b, t), n, scale);
             ConvertRowToBf16(dSb + static_cast<std::size_t>(t) * T, d, n);
             ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, row);
           }

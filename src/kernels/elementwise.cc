@@ -1,9 +1,11 @@
-// GELU (tanh approximation), tanh and the residual add.
+// GELU (tanh approximation) and GeGLU (Gemma's gated MLP over it), tanh, scaling and the
+// residual add.
 //
 // GELU is evaluated as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3), which equals
 // 0.5 x (1 + tanh(u)) exactly (tanh(u) = 2 sigmoid(2u) - 1) and needs one exp, no tanh.
 #include <cmath>
 
+#include "kernels/gated.h"
 #include "kernels/kernels.h"
 #include "kernels/vmath.h"
 
@@ -34,7 +36,33 @@ inline __m256 GeluGrad8(__m256 x, __m256 d) {
   return _mm256_mul_ps(_mm256_add_ps(s, t), d);
 }
 
+// GeGLU's lanes: out = gelu(g) u; dg = d u gelu'(g), du = d gelu(g).
+inline __m256 Geglu8(__m256 g, __m256 u) {
+  return _mm256_mul_ps(_mm256_mul_ps(g, Sigmoid2u(g, nullptr)), u);
+}
+inline void GegluGrad8(__m256 g, __m256 u, __m256 d, __m256* dg, __m256* du) {
+  *dg = GeluGrad8(g, _mm256_mul_ps(d, u));
+  *du = _mm256_mul_ps(d, _mm256_mul_ps(g, Sigmoid2u(g, nullptr)));
+}
+
 }  // namespace
+
+void GegluForward(WorkerPool& pool, float* out, const float* gu, std::size_t N, int F) {
+  GatedForward(pool, out, gu, N, F, [](__m256 g, __m256 u) { return Geglu8(g, u); });
+}
+
+void GegluBackward(WorkerPool& pool, float* dgu, const float* gu, const float* dout, std::size_t N,
+                   int F) {
+  GatedBackward(
+      pool, dgu, gu, dout, N, F,
+      [](__m256 g, __m256 u, __m256 d, __m256* dg, __m256* du) { GegluGrad8(g, u, d, dg, du); });
+}
+
+void ScaleInPlace(WorkerPool& pool, float* x, std::size_t n, float s) {
+  pool.ParallelFor(n, [&](std::size_t lo, std::size_t hi, int) {
+    for (std::size_t i = lo; i < hi; ++i) x[i] *= s;
+  });
+}
 
 void GeluForward(WorkerPool& pool, float* out, const float* inp, std::size_t n) {
   pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) {

@@ -62,14 +62,30 @@ void LayerNormBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbi
                        const float* rstd, std::size_t N, int C, bool accumulate = false);
 
 // RMSNorm (Llama's LlamaRMSNorm, in fp32): out (N,C) = weight * (inp * rstd), rstd =
-// 1/sqrt(mean(inp^2) + eps); rstd (N) saved for backward.
+// 1/sqrt(mean(inp^2) + eps); rstd (N) saved for backward. weight_offset 1: Gemma's RMSNorm,
+// (inp * rstd) * (1 + weight) (the weight stored is HF's, 0 for the identity).
 void RmsNormForward(WorkerPool& pool, float* out, float* rstd, const float* inp,
-                    const float* weight, std::size_t N, int C, float eps);
+                    const float* weight, std::size_t N, int C, float eps,
+                    float weight_offset = 0.f);
 // dinp (N,C) += d/dinp; dweight (C) written (added with accumulate; null: skipped, a frozen
-// norm).
+// norm). weight_offset as in the forward.
 void RmsNormBackward(WorkerPool& pool, float* dinp, float* dweight, const float* dout,
                      const float* inp, const float* weight, const float* rstd, std::size_t N, int C,
-                     bool accumulate = false);
+                     bool accumulate = false, float weight_offset = 0.f);
+
+// RMSNorm of each query and key head (Qwen3's and Gemma 3's q_norm / k_norm), in place on qkv
+// (N,(NH+2*NKV)*hs) (AttentionForward's layout): each of a row's NH query heads becomes
+// (wq + weight_offset) * (x * rstd), each of its NKV key heads the same with wk (wq, wk: (hs));
+// values untouched. saved (N,NH+NKV,hs) gets the heads before the norm, rstd (N,NH+NKV) theirs,
+// for backward.
+void QkNormForward(WorkerPool& pool, float* qkv, float* saved, float* rstd, const float* wq,
+                   const float* wk, std::size_t N, int NH, int NKV, int hs, float eps,
+                   float weight_offset = 0.f);
+// In place on dqkv's query and key heads: d(out) on entry, d(in) on return (WRITTEN, not added);
+// dwq, dwk (hs) written (added with accumulate; null: skipped, frozen).
+void QkNormBackward(WorkerPool& pool, float* dqkv, float* dwq, float* dwk, const float* saved,
+                    const float* rstd, const float* wq, const float* wk, std::size_t N, int NH,
+                    int NKV, int hs, float weight_offset = 0.f, bool accumulate = false);
 
 // How the matrix products split [0, n) between the pool's workers: worker tid's share, cut at
 // multiples of 16. (bench gemm times the products with exactly this partition.)
@@ -144,7 +160,10 @@ void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh
                   std::size_t N, int IC, int r, int rows, int ldd, float scale,
                   const LoraDropout& drop, bool accumulate = false);
 
-// How attention masks and drops. kv_len null: causal (GPT-2, Llama; as before, bit-identical).
+// How attention masks, scales and drops. kv_len null: causal (GPT-2, Llama; as before,
+// bit-identical). window > 0 (causal only): sliding-window attention, row t attends keys
+// (t - window, t], transformers' sliding_window (Mistral; Gemma 3's, Qwen2's windowed layers).
+// scale > 0: the scores' scale (Gemma's query_pre_attn_scalar^-1/2); 0: 1/sqrt(hs).
 // kv_len (B): bidirectional (BERT): every query position of row b, padded ones included, attends to
 // keys [0, kv_len[b]) (Hugging Face's right-padded attention_mask: 1 for the first kv_len[b]
 // positions); 1 <= kv_len[b] <= T. Masked keys get probability exactly 0 (HF adds finfo.min: the
@@ -154,13 +173,16 @@ void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh
 // regenerates the mask from the same options.
 struct AttentionOptions {
   const int* kv_len = nullptr;
+  int window = 0;
+  float scale = 0.f;
   float dropout = 0.f;
   uint64_t dropout_seed = 0;
   uint64_t dropout_offset = 0;
 };
 
 // Self-attention, multi-head or grouped-query, causal unless `opt` says otherwise. qkv (B,T,R),
-// R = (NH + 2*NKV)*hs, holds [q (NH*hs) | k (NKV*hs) | v (NKV*hs)] per position, hs = C/NH; query
+// R = (NH + 2*NKV)*hs, holds [q (NH*hs) | k (NKV*hs) | v (NKV*hs)] per position, hs = C/NH (C is
+// attention's width NH*hs, which a family with its own head_dim has apart from the model's); query
 // head h attends with key and value head h / (NH/NKV) (Hugging Face's repeat_kv order). NKV must
 // divide NH; NKV = 0 means NH, and then qkv is GPT-2's (B,T,3C). out (B,T,C). att (B,NH,T,T): the
 // softmax probabilities, saved for backward (causal: row t holds columns 0..t; bidirectional:
@@ -180,23 +202,26 @@ inline std::size_t AttentionScratchFloats(int threads, int T) {
 // Generation with a KV cache: one new position attends to the cached positions [0, n) (itself
 // included, as the last). q (NH*hs); k_cache, v_cache: row j (stride ld floats) starts with the
 // NKV*hs keys / values of position j (NKV = 0: NH); out (NH*hs). Equals AttentionForward's row n-1
-// for the same data up to summation order. scratch: pool.size() * n floats.
+// for the same data up to summation order. scratch: pool.size() * n floats. scale: the scores'
+// (0: 1/sqrt(hs)). A sliding window is the caller's: it passes the window's rows of the cache.
 void AttentionDecode(WorkerPool& pool, float* out, float* scratch, const float* q,
                      const float* k_cache, const float* v_cache, int n, int NH, int NKV, int hs,
-                     int ld);
+                     int ld, float scale = 0.f);
 
 // Rotary position embeddings (RoPE), Hugging Face's convention: a head's vector x (hs, even) is two
 // halves x1 = x[:hs/2], x2 = x[hs/2:], and position p turns each pair (x1[i], x2[i]) by the angle
 // p * inv_freq[i]: out1 = x1 cos - x2 sin, out2 = x2 cos + x1 sin.
 struct RopeScaling {
-  // kLlama3: Llama 3.1's long-context rescaling of inv_freq (rope_type "llama3").
-  enum Kind { kNone, kLlama3 } kind = kNone;
+  // kLlama3: Llama 3.1's long-context rescaling of inv_freq (rope_type "llama3"); kLinear:
+  // inv_freq / factor (rope_type "linear": Gemma 3's global layers).
+  enum Kind { kNone, kLlama3, kLinear } kind = kNone;
   float factor = 1, low_freq_factor = 1, high_freq_factor = 4;
   int original_max_position = 8192;
 };
 // cos, sin (maxT, hs/2): row p, column i = cos/sin(p * inv_freq[i]), inv_freq[i] = 1 /
 // theta^(2i/hs) then `scaling`, with the fp32 operations of transformers' rope initialisation
-// (transformers.modeling_rope_utils: _compute_default_rope_parameters, _compute_llama3_parameters)
+// (transformers.modeling_rope_utils: _compute_default_rope_parameters, _compute_llama3_parameters,
+// _compute_linear_scaling_rope_parameters)
 // and its fp32 angle p * inv_freq; cos and sin rounded from double. Runs on the calling thread
 // (once per model).
 void RopeTables(float* cos, float* sin, int maxT, int hs, float theta, const RopeScaling& scaling);
@@ -228,6 +253,16 @@ void TanhForward(WorkerPool& pool, float* out, const float* inp, std::size_t n);
 // dinp = (1 - out^2) * dout, from the forward's output (written; dinp may alias dout).
 void TanhBackward(WorkerPool& pool, float* dinp, const float* out, const float* dout,
                   std::size_t n);
+
+// GeGLU, Gemma's MLP activation: gu (N,2F) as SwiGLU's; out (N,F) = gelu(gate) * up with the
+// tanh GELU above (gelu_pytorch_tanh).
+void GegluForward(WorkerPool& pool, float* out, const float* gu, std::size_t N, int F);
+// dgu (N,2F) written: [dout * up * gelu'(gate) | dout * gelu(gate)].
+void GegluBackward(WorkerPool& pool, float* dgu, const float* gu, const float* dout, std::size_t N,
+                   int F);
+
+// x (n) *= s, in place (Gemma's embeddings times sqrt(C), and their gradient).
+void ScaleInPlace(WorkerPool& pool, float* x, std::size_t n, float s);
 
 // SwiGLU, Llama's MLP activation: gu (N,2F) is the fused gate and up product, [gate | up] per
 // row; out (N,F) = silu(gate) * up, silu(x) = x * sigmoid(x).

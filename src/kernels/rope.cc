@@ -85,6 +85,8 @@ void RopeTables(float* cos, float* sin, int maxT, int hs, float theta, const Rop
     const float e = static_cast<float>(2 * i) / static_cast<float>(hs);
     float inv_freq = 1.0f / static_cast<float>(std::pow(static_cast<double>(theta), e));
     if (scaling.kind == RopeScaling::kLlama3) inv_freq = Llama3InvFreq(inv_freq, scaling);
+    // _compute_linear_scaling_rope_parameters: inv_freq /= factor, in fp32.
+    if (scaling.kind == RopeScaling::kLinear) inv_freq = inv_freq / scaling.factor;
     for (int p = 0; p < maxT; ++p) {
       // freqs = inv_freq @ position_ids in fp32 (one product: rounded once); cos, sin of it.
       const double angle = static_cast<float>(p) * inv_freq;

@@ -3,8 +3,8 @@
 //
 // silu(g) = g * sigmoid(g), sigmoid(g) = 1 / (1 + e^-g) with the kernels' Exp8 (vmath.h), whose
 // clamp keeps it finite: for g < -88.4 sigmoid is ~4e-39 (silu ~0), for g > 88.4 exactly 1.
-// One row per task step; a row's tail goes through the same vector code (padded), so every value
-// gets the same bits whatever the pool size.
+// The loops are gated.h's (one row per task step, a row's tail through the same vector code).
+#include "kernels/gated.h"
 #include "kernels/kernels.h"
 #include "kernels/vmath.h"
 
@@ -34,48 +34,14 @@ inline void SwigluGrad8(__m256 g, __m256 u, __m256 d, __m256* dg, __m256* du) {
 }  // namespace
 
 void SwigluForward(WorkerPool& pool, float* out, const float* gu, std::size_t N, int F) {
-  const std::size_t f = static_cast<std::size_t>(F);
-  pool.ParallelFor(N, [&](std::size_t r0, std::size_t r1, int) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      const float* g = gu + r * 2 * f;
-      const float* u = g + f;
-      float* o = out + r * f;
-      std::size_t i = 0;
-      for (; i + 8 <= f; i += 8)
-        _mm256_storeu_ps(o + i, Swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
-      if (i < f)
-        StorePartial(o + i, f - i,
-                     Swiglu8(LoadPartial(g + i, f - i, 0.f), LoadPartial(u + i, f - i, 0.f)));
-    }
-  });
+  GatedForward(pool, out, gu, N, F, [](__m256 g, __m256 u) { return Swiglu8(g, u); });
 }
 
 void SwigluBackward(WorkerPool& pool, float* dgu, const float* gu, const float* dout, std::size_t N,
                     int F) {
-  const std::size_t f = static_cast<std::size_t>(F);
-  pool.ParallelFor(N, [&](std::size_t r0, std::size_t r1, int) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      const float* g = gu + r * 2 * f;
-      const float* u = g + f;
-      const float* d = dout + r * f;
-      float* dg = dgu + r * 2 * f;
-      float* du = dg + f;
-      __m256 vg, vu;
-      std::size_t i = 0;
-      for (; i + 8 <= f; i += 8) {
-        SwigluGrad8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i), _mm256_loadu_ps(d + i), &vg,
-                    &vu);
-        _mm256_storeu_ps(dg + i, vg);
-        _mm256_storeu_ps(du + i, vu);
-      }
-      if (i < f) {
-        SwigluGrad8(LoadPartial(g + i, f - i, 0.f), LoadPartial(u + i, f - i, 0.f),
-                    LoadPartial(d + i, f - i, 0.f), &vg, &vu);
-        StorePartial(dg + i, f - i, vg);
-        StorePartial(du + i, f - i, vu);
-      }
-    }
-  });
+  GatedBackward(
+      pool, dgu, gu, dout, N, F,
+      [](__m256 g, __m256 u, __m256 d, __m256* dg, __m256* du) { SwigluGrad8(g, u, d, dg, du); });
 }
 
 }  // namespace cputrain::kernels

@@ -301,7 +301,7 @@ FileDigest SaveCheckpoint(const std::string& path, const ParamLayout& layout, co
       w.Write(params + layout.offset(info.t, l), info.numel * sizeof(float));
     }
   }
-  if (s.arch != Arch::kGpt2) {
+  if (!FamilyOf(s.arch).llmc) {  // the family format's trailer (llm.c's files have none)
     const uint32_t crc = w.digest().crc32c;  // of every byte written before it
     w.Write(&crc, sizeof crc);
   }

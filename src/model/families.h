@@ -8,8 +8,13 @@
 // line may go anywhere after the first.
 #pragma once
 
-#define CPUTRAIN_MODEL_FAMILIES(X) \
-  X(kGpt2, kGpt2Family)            \
-  X(kLlama, kLlamaFamily)          \
-  X(kBert, kBertFamily)            \
-  X(kDistilBert, kDistilBertFamily)
+#define CPUTRAIN_MODEL_FAMILIES(X)  \
+  X(kGpt2, kGpt2Family)             \
+  X(kLlama, kLlamaFamily)           \
+  X(kBert, kBertFamily)             \
+  X(kDistilBert, kDistilBertFamily) \
+  X(kQwen2, kQwen2Family)           \
+  X(kQwen3, kQwen3Family)           \
+  X(kMistral, kMistralFamily)       \
+  X(kGemma3, kGemma3Family)         \
+  X(kPhi3, kPhi3Family)

@@ -25,10 +25,14 @@
 
 namespace cputrain::model {
 
-// What a block is made of. A pre-norm decoder block (causal attention):
-//   x += attn_out(attention(rope?(qkv(norm1(x)))));  x += mlp_out(act(mlp_in(norm2(x))))
-// norm: LayerNorm (weight, bias) or RMSNorm (weight); act: GELU (tanh) or SwiGLU over the
-// gate|up halves of mlp_in; learned positions when the family has kWpe.
+// What a block is made of. A pre-norm decoder block (causal attention, in a sliding window on the
+// layers Shape::windowed names):
+//   x += post1?(attn_out(attention(rope?(qk_norm?(qkv(norm1(x)))))))
+//   x += post2?(mlp_out(act(mlp_in(norm2(x)))))
+// norm: LayerNorm (weight, bias) or RMSNorm (weight; Gemma's scales by 1 + weight); act: GELU
+// (tanh), or SwiGLU / GeGLU (tanh GELU) over the gate|up halves of mlp_in; qk_norm: an RMSNorm
+// over each query and key head; post1, post2: Gemma's norms after attention and the MLP;
+// learned positions when the family has kWpe; Gemma's embeddings times sqrt(C).
 // An encoder block (BERT; bidirectional attention over each row's unpadded keys), post-norm:
 //   x = norm1(x + drop(attn_out(attention(qkv(x)))));  x = norm2(x + drop(mlp_out(act(mlp_in(x)))))
 // after x = drop(normE(wte + wpe + wtt)); no final norm; a task head (Shape::head) on top.
@@ -40,6 +44,21 @@ struct BlockKind {
   bool gelu_erf = false;  // exact GELU, 0.5 x (1 + erf(x/sqrt 2)) (BERT's "gelu"); else tanh's
   // Dropout of attention's output projection before the residual add (BERT yes, DistilBERT no).
   bool attn_out_dropout = true;
+  bool geglu = false;          // gated MLP with the tanh GELU, gelu(gate) * up (Gemma)
+  bool qk_norm = false;        // RMSNorm of each query and key head before RoPE (Qwen3, Gemma 3)
+  bool sandwich_norm = false;  // norms after attention and the MLP too (kLnPostAttnw/Mlpw)
+  bool norm_plus_one = false;  // RMSNorm scales by (1 + weight) (Gemma)
+  bool embed_scale = false;    // embeddings times sqrt(C), rounded to fp32 (Gemma)
+  // nn.Embedding(padding_idx = pad_token_id): the padding token's row gets no gradient through
+  // the lookup (the Llama lineage; GPT-2's wte has no padding_idx).
+  bool embed_padding_idx = true;
+};
+
+// A Hugging Face model_type of the family's lineage that it does not run, and what it is (the
+// refusal names it instead of calling the type unknown).
+struct HfRefusedType {
+  const char* model_type;
+  const char* what;
 };
 
 // One Hugging Face tensor: which of our tensors (and which of its rows) it is.
@@ -121,6 +140,8 @@ struct Family {
   const char* hf_optional_prefix;
   // Name endings of buffers that saves may hold and that are not parameters (ignored).
   std::vector<const char*> hf_ignored_suffixes;
+  // Relatives refused by name (Gemma 3's image-text model_type gemma3).
+  std::vector<HfRefusedType> hf_refused_types = {};
   // Encoder families: tensors of other heads a checkpoint may hold (a pretraining checkpoint's
   // masked-LM and next-sentence heads, another task's head), dropped with a note as
   // transformers does when fine-tuning from them: name prefixes.
@@ -150,6 +171,14 @@ struct Family {
   const char* vocab_tokenizer = nullptr;
   // Named shapes of this family (presets.h: the benchmarks' models, configs' starting points).
   std::vector<Preset> presets = {};
+  // bench train (bench/): the target for ours / PyTorch's best tokens/s in fp32 (the issues'
+  // 1.5; GPT-2's history is 1), and whether PyTorch's side trains bench/pytorch/train_gpt2.py's
+  // own model (GPT-2's nanoGPT, so its rows stay comparable with docs/benchmarks.md's history)
+  // instead of transformers' class built from the config.json our export writes.
+  struct Bench {
+    double speed_target = 1.5;
+    bool script_model = false;
+  } bench = {};
   // llama.cpp's GGUF names (export --format gguf); null: not exported to GGUF.
   const GgufNames* gguf = nullptr;
 };

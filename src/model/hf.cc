@@ -297,8 +297,17 @@ Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
   const Family* family = FamilyOfHfType(type);
   if (!family) {
     std::string types;
-    for (const Family* f : Families())
+    for (const Family* f : Families()) {
       types += (types.empty() ? "" : ", ") + std::string(f->hf_model_type);
+      for (const HfRefusedType& r : f->hf_refused_types) {
+        if (type != r.model_type) continue;
+        hf::BadConfig(
+            path,
+            fmt::format("model_type '{}' is {}, which this engine does not run", type, r.what),
+            fmt::format("use a {} checkpoint (model_type {})", f->hf_architecture,
+                        f->hf_model_type));
+      }
+    }
     hf::BadConfig(path,
                   type.empty()
                       ? "it has no model_type"

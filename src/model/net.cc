@@ -3,6 +3,7 @@
 #include "model/net.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "kernels/bf16.h"
@@ -32,8 +33,13 @@ Net::Net(const ParamLayout& layout, int B, int T, const float* params, float* gr
       KV(s.kv_heads()),
       hs(s.head_size()),
       Q(s.qkv_width()),
+      A(s.attn_width()),
       F(s.ffn()),
       Fin(s.mlp_in_width()),
+      norm_offset(kind.norm_plus_one ? 1.f : 0.f),
+      attn_scale(s.attn_scalar > 0
+                     ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.attn_scalar)))
+                     : 0.f),
       B(B),
       T(T),
       N(static_cast<std::size_t>(B) * T),

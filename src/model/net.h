@@ -52,7 +52,11 @@ class Net {
   const ParamLayout& layout;  // of params (the base under LoRA)
   const Shape& s;
   const BlockKind& kind;
-  const int C, NH, KV, hs, Q, F, Fin;
+  // Widths (transformer.h, Activations); A = NH * hs, attention's (C unless the family has its
+  // own head size).
+  const int C, NH, KV, hs, Q, A, F, Fin;
+  const float norm_offset;  // RMSNorm's weight offset: 1 for (1 + w) norms (Gemma), else 0
+  const float attn_scale;   // attention's score scale (0: 1/sqrt(hs); Gemma's own)
   const int B, T;
   const std::size_t N;
 

@@ -31,7 +31,8 @@ namespace cputrain::model {
 // tensors, which every decoder family maps onto (family.h's tables give each family's names):
 //   kWte      token embedding (Vp, C)            kWpe      learned positions (maxT, C)
 //   kLn1w/b   the norm before attention          kQkvw/b   fused q|k|v projection (Q, C)
-//   kAttprojw/b  attention output (C, C)         kLn2w/b   the norm before the MLP
+//   kAttprojw/b  attention output (C, A)         kLn2w/b   the norm before the MLP
+//   (A = NH * head size: C, unless the family has a head_dim of its own)
 //   kFcw/b    MLP input: (F, C), or (2F, C) as gate|up for a gated MLP (SwiGLU)
 //   kFcprojw/b   MLP output (C, F)               kLnfw/b   the final norm
 //   kLmHead   an untied LM head (Vp, C); absent when the head is kWte
@@ -68,6 +69,10 @@ enum Tensor : int {
   kPoolb,
   kHeadw,
   kHeadb,
+  kQNormw,
+  kKNormw,
+  kLnPostAttnw,
+  kLnPostMlpw,
   kLoraFirst,
   kNumTensors = kLoraFirst + 2 * kLoraSiteKinds
 };

@@ -46,6 +46,9 @@ Head HeadFromName(const std::string& name) {
 bool Shape::operator==(const Shape& o) const {
   return maxT == o.maxT && V == o.V && Vp == o.Vp && L == o.L && NH == o.NH && C == o.C &&
          arch == o.arch && kv_heads() == o.kv_heads() && ffn() == o.ffn() &&
+         head_size() == o.head_size() && window == o.window &&
+         (window == 0 || (window_from == o.window_from && global_every == o.global_every)) &&
+         rope_local_theta == o.rope_local_theta && attn_scalar == o.attn_scalar &&
          norm_eps == o.norm_eps && rope_theta == o.rope_theta && rope_scaling == o.rope_scaling &&
          tied == o.tied && attn_bias == o.attn_bias && mlp_bias == o.mlp_bias && types == o.types &&
          head == o.head && labels == o.labels && pad_token == o.pad_token &&
@@ -54,7 +57,10 @@ bool Shape::operator==(const Shape& o) const {
 
 bool Shape::encoder() const { return FamilyOf(arch).kind.encoder; }
 
-int Shape::mlp_in_width() const { return FamilyOf(arch).kind.swiglu ? 2 * ffn() : ffn(); }
+int Shape::mlp_in_width() const {
+  const BlockKind& k = FamilyOf(arch).kind;
+  return k.swiglu || k.geglu ? 2 * ffn() : ffn();
+}
 
 int Shape::head_width() const {
   switch (head) {
@@ -77,6 +83,12 @@ std::string Shape::ToString() const {
     return s;
   }
   s += fmt::format(" {} NKV={} F={}", ArchName(arch), kv_heads(), ffn());
+  if (HD > 0) s += fmt::format(" HD={}", HD);
+  if (window > 0) {
+    s += fmt::format(" window={}", window);
+    if (window_from > 0) s += fmt::format(" from layer {}", window_from);
+    if (global_every > 0) s += fmt::format(" (every {}th layer global)", global_every);
+  }
   if (!tied) s += " untied";
   return s;
 }
@@ -90,13 +102,25 @@ std::string Shape::Problem() const {
   for (const Dim& d :
        {Dim{"maxT", maxT, kMaxSeqLen}, Dim{"V", V, kMaxVocab}, Dim{"Vp", Vp, kMaxVocab},
         Dim{"L", L, kMaxLayers}, Dim{"C", C, kMaxChannels}, Dim{"NH", NH, C},
-        Dim{"NKV", kv_heads(), NH}, Dim{"F", F > 0 ? F : 1, 4 * kMaxChannels}}) {
+        Dim{"NKV", kv_heads(), NH}, Dim{"F", F > 0 ? F : 1, 4 * kMaxChannels},
+        Dim{"HD", HD > 0 ? HD : 1, kMaxChannels},
+        Dim{"window", window > 0 ? window : 1, kMaxSeqLen}}) {
     if (d.value < 1 || d.value > d.max) {
       return fmt::format("{} is {}: it must be in [1, {}]", d.name, d.value, d.max);
     }
   }
   if (NKV < 0) return fmt::format("NKV is {}: it must be in [1, NH]", NKV);
-  if (C % NH != 0) return fmt::format("NH ({}) does not divide C ({})", NH, C);
+  if (HD < 0 || window < 0) return "the head size and the window are not negative";
+  if (window_from < 0 || window_from > L || global_every < 0 || global_every > L + 1) {
+    return fmt::format("the windowed layers (from {}, every {}th global) are not layers of {}",
+                       window_from, global_every, L);
+  }
+  if (HD == 0 && C % NH != 0) return fmt::format("NH ({}) does not divide C ({})", NH, C);
+  if (static_cast<long long>(NH + 2LL * kv_heads()) * head_size() > 4LL * kMaxChannels) {
+    return fmt::format("the q|k|v width (NH + 2 NKV) * head size = {} is above {}",
+                       static_cast<long long>(NH + 2LL * kv_heads()) * head_size(),
+                       4 * kMaxChannels);
+  }
   if (NH % kv_heads() != 0) {
     return fmt::format("NKV ({}) does not divide NH ({})", kv_heads(), NH);
   }
@@ -107,7 +131,15 @@ std::string Shape::Problem() const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) {
     return fmt::format("rope_theta {} is not a positive number", rope_theta);
   }
+  for (float x : {rope_local_theta, attn_scalar}) {
+    if (!(x >= 0) || !std::isfinite(x)) {
+      return fmt::format("rope_local_theta and attn_scalar are 0 or positive ({})", x);
+    }
+  }
   const RopeScaling& r = rope_scaling;
+  if (r.kind == RopeScaling::kLinear && (!(r.factor > 0) || !std::isfinite(r.factor))) {
+    return "rope_scaling linear needs a positive factor";
+  }
   if (r.kind == RopeScaling::kLlama3 &&
       (!(r.factor >= 1) || !(r.low_freq_factor > 0) || !(r.high_freq_factor > r.low_freq_factor) ||
        !std::isfinite(r.factor) || !std::isfinite(r.high_freq_factor) ||
@@ -149,8 +181,7 @@ std::string Shape::Problem() const {
       return fmt::format("a dropout probability is {}: it must be in [0, 1)", p);
   }
   if (head_size() % 2 != 0 && FamilyOf(arch).kind.rope) {
-    return fmt::format("the head size C/NH = {} is odd: rotary embeddings need it even",
-                       head_size());
+    return fmt::format("the head size {} is odd: rotary embeddings need it even", head_size());
   }
   if (const auto problem = FamilyOf(arch).problem) {
     if (std::string p = problem(*this); !p.empty()) return p;
@@ -196,6 +227,12 @@ nlohmann::json ShapeToJson(const Shape& s) {
             {"high_freq_factor", r.high_freq_factor},
             {"original_max_position", r.original_max_position}}},
           {"tied", s.tied},
+          {"head_dim", s.HD},
+          {"window", s.window},
+          {"window_from", s.window_from},
+          {"global_every", s.global_every},
+          {"rope_local_theta", s.rope_local_theta},
+          {"attn_scalar", s.attn_scalar},
           {"attn_bias", s.attn_bias},
           {"mlp_bias", s.mlp_bias},
           {"types", s.types},
@@ -223,12 +260,21 @@ Shape ShapeFromJson(const nlohmann::json& j) {
   s.rope_theta = j.at("rope_theta").get<float>();
   const nlohmann::json& r = j.at("rope_scaling");
   const int kind = r.at("kind").get<int>();
-  s.rope_scaling.kind = kind == 1 ? RopeScaling::kLlama3 : RopeScaling::kNone;
+  s.rope_scaling.kind = kind == 1   ? RopeScaling::kLlama3
+                        : kind == 2 ? RopeScaling::kLinear
+                                    : RopeScaling::kNone;
   s.rope_scaling.factor = r.at("factor").get<float>();
   s.rope_scaling.low_freq_factor = r.at("low_freq_factor").get<float>();
   s.rope_scaling.high_freq_factor = r.at("high_freq_factor").get<float>();
   s.rope_scaling.original_max_position = r.at("original_max_position").get<int>();
   s.tied = j.at("tied").get<bool>();
+  // From before head sizes, windows and Gemma's scalars: their defaults.
+  s.HD = j.value("head_dim", 0);
+  s.window = j.value("window", 0);
+  s.window_from = j.value("window_from", 0);
+  s.global_every = j.value("global_every", 0);
+  s.rope_local_theta = j.value("rope_local_theta", 0.f);
+  s.attn_scalar = j.value("attn_scalar", 0.f);
   s.attn_bias = j.at("attn_bias").get<bool>();
   s.mlp_bias = j.at("mlp_bias").get<bool>();
   if (!j.contains("head")) return s;  // from before the encoder families

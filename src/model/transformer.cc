@@ -28,18 +28,19 @@ Activations::Activations(const Shape& shape, int B, int T, int threads)
     : shape_(shape), B_(B), T_(T), threads_(threads) {
   // An upper bound of what Bind takes, in long double so that it cannot overflow: every size_t
   // product in Bind is below it, so none overflows once it is below kMaxParams (2^40 floats).
-  const long double N = static_cast<long double>(B) * T, C = shape.C, L = shape.L;
+  const long double N = static_cast<long double>(B) * T, L = shape.L;
   const long double tt = static_cast<long double>(T) * T;
-  // Q, Fin, F: the family's widths (3C, 4C, 4C for GPT-2): the size_t products in Bind are taken
-  // only once this bound is known to be below 2^40.
-  const long double Q = static_cast<long double>(shape.NH + 2 * shape.kv_heads()) *
-                        (shape.NH > 0 ? shape.C / shape.NH : 0),
-                    F = shape.ffn(), Fin = 2 * F;
-  // 18 (B,T,C) buffers per layer and 12 outside (with the gradients), rounded up generously,
-  // plus the wider ones; and the rotary tables.
+  // Q, A, Fin, F: the family's widths (3C, C, 4C, 4C for GPT-2): the size_t products in Bind are
+  // taken only once this bound is known to be below 2^40. C stands for the wider of the residual
+  // and attention widths.
+  const long double hs = shape.HD > 0 ? shape.HD : (shape.NH > 0 ? shape.C / shape.NH : 0);
+  const long double Q = static_cast<long double>(shape.NH + 2 * shape.kv_heads()) * hs,
+                    C = std::max<long double>(shape.C, shape.NH * hs), F = shape.ffn(), Fin = 2 * F;
+  // 20 (B,T,C) buffers per layer and 12 outside (with the gradients), rounded up generously,
+  // plus the wider ones (the q/k norm's saved heads within 2Q); and the rotary tables (twice).
   const long double bound = N * C * (16 + 20 * L) + N * (L + 1) * (2 * Q + 2 * Fin + 2 * F) +
                             L * B * shape.NH * tt + N * (shape.Vp + 8 + 4 * L) +
-                            static_cast<long double>(threads) * tt + shape.maxT * C +
+                            static_cast<long double>(threads) * tt + 2 * shape.maxT * C +
                             16 * (24 * L + 40);
   if (B < 0 || T < 0 || threads < 0 || bound > static_cast<long double>(kMaxParams)) {
     throw InputError(fmt::format("activations for B={} rows of T={} positions of the model {} "
@@ -59,8 +60,10 @@ void Activations::Bind(float* base, int* tokens) {
   const BlockKind& kind = FamilyOf(shape_.arch).kind;
   const std::size_t N = static_cast<std::size_t>(B_) * T_, C = shape_.C;
   const std::size_t Q = shape_.qkv_width(), F = shape_.ffn(), Fin = shape_.mlp_in_width();
-  const std::size_t rope =
-      kind.rope ? static_cast<std::size_t>(shape_.maxT) * shape_.head_size() / 2 : 0;
+  const std::size_t A = shape_.attn_width(), hs = shape_.NH > 0 ? shape_.head_size() : 0;
+  const std::size_t H = static_cast<std::size_t>(shape_.NH + shape_.kv_heads());
+  const std::size_t rope = kind.rope ? static_cast<std::size_t>(shape_.maxT) * hs / 2 : 0;
+  const bool local_rope = kind.rope && shape_.rope_local_theta > 0;
   std::size_t off = 0;
   base_ = base;
   red_zones_.clear();
@@ -89,9 +92,13 @@ void Activations::Bind(float* base, int* tokens) {
     l.ln1_mean = take_if(!kind.rms_norm, N);
     l.ln1_rstd = take(N);
     l.qkv = take(N * Q);
+    l.qk_saved = take_if(kind.qk_norm, N * H * hs);
+    l.qk_rstd = take_if(kind.qk_norm, N * H);
     l.att = take(static_cast<std::size_t>(B_) * shape_.NH * T_ * T_);
-    l.atty = take(N * C);
+    l.atty = take(N * A);
     l.attproj = take(N * C);
+    l.attn_post = take_if(kind.sandwich_norm, N * C);
+    l.attn_post_rstd = take_if(kind.sandwich_norm, N);
     l.residual2 = take(N * C);
     l.ln2 = take(N * C);
     l.ln2_mean = take_if(!kind.rms_norm, N);
@@ -99,6 +106,8 @@ void Activations::Bind(float* base, int* tokens) {
     l.fch = take(N * Fin);
     l.fch_gelu = take(N * F);
     l.fcproj = take(N * C);
+    l.mlp_post = take_if(kind.sandwich_norm, N * C);
+    l.mlp_post_rstd = take_if(kind.sandwich_norm, N);
     l.residual3 = take(N * C);
   }
   lnf = take(N * C);
@@ -109,14 +118,16 @@ void Activations::Bind(float* base, int* tokens) {
   losses = take(std::max<std::size_t>(N, 2 * B_));
   dresidual = take(N * C);
   dln = take(N * C);
-  datty = take(N * C);
+  datty = take(N * A);
   dqkv = take(N * Q);
   dfch = take(N * Fin);
   att_scratch = take(kernels::AttentionScratchFloats(threads_, T_));
   // Views only some families have (empty otherwise) come last, so GPT-2's layout is unchanged.
-  dfch_act = take_if(kind.swiglu, N * F);
+  dfch_act = take_if(kind.swiglu || kind.geglu, N * F);
   rope_cos = take_if(kind.rope, rope);
   rope_sin = take_if(kind.rope, rope);
+  rope_cos_local = take_if(local_rope, rope);
+  rope_sin_local = take_if(local_rope, rope);
   emb = take_if(enc, N * C);
   emb_mean = take_if(enc, N);
   emb_rstd = take_if(enc, N);
@@ -140,7 +151,7 @@ void Activations::PoisonRedZones() {
 }
 
 std::size_t Bf16Operands::InElems(const Shape& s, int B, int T) {
-  const std::size_t w = std::max({s.C, s.ffn(), s.qkv_width()});
+  const std::size_t w = std::max({s.C, s.ffn(), s.qkv_width(), s.attn_width()});
   return static_cast<std::size_t>(B) * T * w;
 }
 
@@ -154,6 +165,81 @@ KvCache::KvCache(const Shape& s, int threads)
     : k(static_cast<std::size_t>(s.L) * s.maxT * s.kv_heads() * s.head_size()),
       v(k.size()),
       scratch(static_cast<std::size_t>(threads) * s.maxT) {}  // AttentionDecode's
+
+namespace {
+
+// Fills the rotary tables once after Bind: the global ones (rope_theta with its scaling) and the
+// windowed layers' own (rope_local_theta, no scaling), if the family has them.
+void FillRopeTables(const Shape& s, int hs, Activations& a) {
+  kernels::RopeScaling scaling;
+  const RopeScaling& r = s.rope_scaling;
+  scaling.kind = r.kind == RopeScaling::kLlama3   ? kernels::RopeScaling::kLlama3
+                 : r.kind == RopeScaling::kLinear ? kernels::RopeScaling::kLinear
+                                                  : kernels::RopeScaling::kNone;
+  scaling.factor = r.factor;
+  scaling.low_freq_factor = r.low_freq_factor;
+  scaling.high_freq_factor = r.high_freq_factor;
+  scaling.original_max_position = r.original_max_position;
+  kernels::RopeTables(a.rope_cos, a.rope_sin, s.maxT, hs, s.rope_theta, scaling);
+  if (a.rope_cos_local) {
+    kernels::RopeTables(a.rope_cos_local, a.rope_sin_local, s.maxT, hs, s.rope_local_theta, {});
+  }
+  a.rope_ready = true;
+}
+
+// Layer l's rotary tables: a windowed layer's own where the family has them.
+std::pair<const float*, const float*> RopeOf(const Shape& s, const Activations& a, int l) {
+  if (a.rope_cos_local && s.windowed(l)) return {a.rope_cos_local, a.rope_sin_local};
+  return {a.rope_cos, a.rope_sin};
+}
+
+// Layer l's attention: its window, and the family's score scale.
+kernels::AttentionOptions AttentionOf(const Net& n, int l) {
+  kernels::AttentionOptions opt;
+  opt.window = n.s.windowed(l) ? n.s.window : 0;
+  opt.scale = n.attn_scale;
+  return opt;
+}
+
+// Gemma's embedding scale, sqrt(C) rounded to fp32 (Gemma3TextScaledWordEmbedding's
+// torch.tensor(hidden_size**0.5), in the weights' dtype).
+float EmbedScale(const Shape& s) { return static_cast<float>(std::sqrt(static_cast<double>(s.C))); }
+
+// Generation (B == 1): appends the T new positions' keys and values to layer l's cache, then each
+// attends to the cache up to itself (a windowed layer: to its window's positions only).
+void DecodeAttention(WorkerPool& pool, const Net& n, int l, Activations::Layer& A, KvCache& cache,
+                     int T) {
+  const Shape& s = n.s;
+  const int pos0 = cache.positions;
+  const std::size_t kvw = static_cast<std::size_t>(n.KV) * n.hs;
+  const std::size_t layer0 = static_cast<std::size_t>(l) * s.maxT * kvw;
+  for (int t = 0; t < T; ++t) {
+    const float* row = A.qkv + static_cast<std::size_t>(t) * n.Q;
+    const std::size_t at = layer0 + static_cast<std::size_t>(pos0 + t) * kvw;
+    std::copy(row + n.NH * n.hs, row + n.NH * n.hs + kvw, cache.k.data() + at);
+    std::copy(row + n.NH * n.hs + kvw, row + n.NH * n.hs + 2 * kvw, cache.v.data() + at);
+  }
+  const int window = s.windowed(l) ? s.window : 0;
+  for (int t = 0; t < T; ++t) {
+    const int last = pos0 + t, first = window > 0 ? std::max(0, last - window + 1) : 0;
+    const std::size_t from = layer0 + static_cast<std::size_t>(first) * kvw;
+    kernels::AttentionDecode(pool, A.atty + static_cast<std::size_t>(t) * n.A, cache.scratch.data(),
+                             A.qkv + static_cast<std::size_t>(t) * n.Q, cache.k.data() + from,
+                             cache.v.data() + from, last - first + 1, n.NH, n.KV, n.hs,
+                             static_cast<int>(kvw), n.attn_scale);
+  }
+}
+
+// The inputs whose embedding row learns nothing (nn.Embedding's padding_idx: Gemma's pad token
+// 0, Phi-3's 32000): their positions' share of the embedding gradient dropped.
+void DropPadRows(WorkerPool& pool, float* dx, const int* inputs, std::size_t N, int C, int pad) {
+  pool.ParallelFor(N, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t i = b; i < e; ++i)
+      if (inputs[i] == pad) std::fill_n(dx + i * C, C, 0.f);
+  });
+}
+
+}  // namespace
 
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
                int B, int T, bool with_loss, const Bf16Operands* bf16, KvCache* cache,
@@ -176,68 +262,62 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
                   int l) {
     if (n.kind.rms_norm) {
-      k::RmsNormForward(pool, out, rstd, inp, P(w, l), N, C, s.norm_eps);
+      k::RmsNormForward(pool, out, rstd, inp, P(w, l), N, C, s.norm_eps, n.norm_offset);
     } else {
       k::LayerNormForward(pool, out, mean, rstd, inp, P(w, l), P(b, l), N, C, s.norm_eps);
     }
   };
 
   a.PoisonRedZones();  // from here on, the activations are accessed view by view
-  if (n.kind.rope && !a.rope_ready) {
-    kernels::RopeScaling scaling;
-    scaling.kind = s.rope_scaling.kind == RopeScaling::kLlama3 ? kernels::RopeScaling::kLlama3
-                                                               : kernels::RopeScaling::kNone;
-    scaling.factor = s.rope_scaling.factor;
-    scaling.low_freq_factor = s.rope_scaling.low_freq_factor;
-    scaling.high_freq_factor = s.rope_scaling.high_freq_factor;
-    scaling.original_max_position = s.rope_scaling.original_max_position;
-    k::RopeTables(a.rope_cos, a.rope_sin, s.maxT, n.hs, s.rope_theta, scaling);
-    a.rope_ready = true;
-  }
+  if (n.kind.rope && !a.rope_ready) FillRopeTables(s, n.hs, a);
   const float* wpe = P(kWpe);
   k::EncoderForward(pool, a.encoded, a.inputs, P(kWte),
                     wpe ? wpe + static_cast<std::size_t>(pos0) * C : nullptr, B, T, C);
+  if (n.kind.embed_scale) k::ScaleInPlace(pool, a.encoded, N * C, EmbedScale(s));
   const float* x = a.encoded;  // (B,T,C): the residual stream entering block l
   for (int l = 0; l < s.L; ++l) {
     Activations::Layer& A = a.layers[l];
     norm(A.ln1, A.ln1_mean, A.ln1_rstd, x, kLn1w, kLn1b, l);
     linear(A.qkv, A.ln1, kQkvw, kQkvb, l, C, n.Q, n.Q);
-    if (n.kind.rope)
-      k::RopeForward(pool, A.qkv, a.rope_cos, a.rope_sin, B, T, n.NH, n.KV, n.hs, pos0);
-    if (cache) {
-      // Generation (B == 1): append the new keys and values, then each new position attends to
-      // the cache up to itself.
-      const std::size_t kvw = static_cast<std::size_t>(n.KV) * n.hs;
-      const std::size_t layer0 = static_cast<std::size_t>(l) * s.maxT * kvw;
-      for (int t = 0; t < T; ++t) {
-        const float* row = A.qkv + static_cast<std::size_t>(t) * n.Q;
-        const std::size_t at = layer0 + static_cast<std::size_t>(pos0 + t) * kvw;
-        std::copy(row + n.NH * n.hs, row + n.NH * n.hs + kvw, cache->k.data() + at);
-        std::copy(row + n.NH * n.hs + kvw, row + n.NH * n.hs + 2 * kvw, cache->v.data() + at);
-      }
-      for (int t = 0; t < T; ++t) {
-        k::AttentionDecode(pool, A.atty + static_cast<std::size_t>(t) * C, cache->scratch.data(),
-                           A.qkv + static_cast<std::size_t>(t) * n.Q, cache->k.data() + layer0,
-                           cache->v.data() + layer0, pos0 + t + 1, n.NH, n.KV, n.hs,
-                           static_cast<int>(kvw));
-      }
-    } else if (bf16) {
-      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, n.NH,
-                              n.KV);
-    } else {
-      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, n.NH, n.KV);
+    if (n.kind.qk_norm) {
+      k::QkNormForward(pool, A.qkv, A.qk_saved, A.qk_rstd, P(kQNormw, l), P(kKNormw, l), N, n.NH,
+                       n.KV, n.hs, s.norm_eps, n.norm_offset);
     }
-    linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, C, C, C);
-    k::ResidualForward(pool, A.residual2, x, A.attproj, N * C);
+    if (n.kind.rope) {
+      const auto [cos, sin] = RopeOf(s, a, l);
+      k::RopeForward(pool, A.qkv, cos, sin, B, T, n.NH, n.KV, n.hs, pos0);
+    }
+    if (cache) {
+      DecodeAttention(pool, n, l, A, *cache, T);
+    } else if (bf16) {
+      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, n.A, n.NH,
+                              n.KV, AttentionOf(n, l));
+    } else {
+      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, n.A, n.NH, n.KV, AttentionOf(n, l));
+    }
+    linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, n.A, C, C);
+    const float* attn_out = A.attproj;
+    if (n.kind.sandwich_norm) {
+      norm(A.attn_post, nullptr, A.attn_post_rstd, A.attproj, kLnPostAttnw, kNumTensors, l);
+      attn_out = A.attn_post;
+    }
+    k::ResidualForward(pool, A.residual2, x, attn_out, N * C);
     norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual2, kLn2w, kLn2b, l);
     linear(A.fch, A.ln2, kFcw, kFcb, l, C, n.Fin, n.Fin);
     if (n.kind.swiglu) {
       k::SwigluForward(pool, A.fch_gelu, A.fch, N, n.F);
+    } else if (n.kind.geglu) {
+      k::GegluForward(pool, A.fch_gelu, A.fch, N, n.F);
     } else {
       k::GeluForward(pool, A.fch_gelu, A.fch, N * n.F);
     }
     linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, l, n.F, C, C);
-    k::ResidualForward(pool, A.residual3, A.residual2, A.fcproj, N * C);
+    const float* mlp_out = A.fcproj;
+    if (n.kind.sandwich_norm) {
+      norm(A.mlp_post, nullptr, A.mlp_post_rstd, A.fcproj, kLnPostMlpw, kNumTensors, l);
+      mlp_out = A.mlp_post;
+    }
+    k::ResidualForward(pool, A.residual3, A.residual2, mlp_out, N * C);
     x = A.residual3;
   }
   if (cache) cache->positions += T;
@@ -279,10 +359,19 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   auto norm_back = [&](float* dinp, const float* dout, const float* inp, const float* mean,
                        const float* rstd, Tensor w, Tensor b, int l) {
     if (n.kind.rms_norm) {
-      k::RmsNormBackward(pool, dinp, G(w, l), dout, inp, P(w, l), rstd, N, C, acc);
+      k::RmsNormBackward(pool, dinp, G(w, l), dout, inp, P(w, l), rstd, N, C, acc, n.norm_offset);
     } else {
       k::LayerNormBackward(pool, dinp, G(w, l), G(b, l), dout, inp, P(w, l), mean, rstd, N, C, acc);
     }
+  };
+  // The gradient of a post-norm's input (Gemma's norms after attention and the MLP) from its
+  // output's, dy: into a.dln (zeroed first: norm_back adds). Without post-norms: dy itself.
+  auto post_norm_back = [&](const float* dy, const float* inp, const float* rstd, Tensor w,
+                            int l) -> const float* {
+    if (!n.kind.sandwich_norm) return dy;
+    ZeroFill(pool, a.dln, N * C);
+    norm_back(a.dln, dy, inp, nullptr, rstd, w, kNumTensors, l);
+    return a.dln;
   };
 
   // Loss and LM head: dlogits in place; dhead = dlogits^T lnf (written), dlnf = dlogits head.
@@ -303,25 +392,40 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   for (int l = s.L - 1; l >= 0; --l) {
     Activations::Layer& A = a.layers[l];
     const float* x = l > 0 ? a.layers[l - 1].residual3 : a.encoded;
-    // a.dresidual holds d residual3 = d fcproj = d residual2 (before ln2's share is added).
-    if (n.kind.swiglu) {
-      linear_back(a.dfch_act, kFcprojw, kFcprojb, l, a.dresidual, A.fch_gelu, n.F, C, C);
-      k::SwigluBackward(pool, a.dfch, A.fch, a.dfch_act, N, n.F);
+    // a.dresidual holds d residual3 = d (the MLP's output) = d residual2 (before ln2's share is
+    // added); the MLP's output is fcproj, or its post-norm's.
+    const float* dmlp = post_norm_back(a.dresidual, A.fcproj, A.mlp_post_rstd, kLnPostMlpw, l);
+    if (n.kind.swiglu || n.kind.geglu) {
+      linear_back(a.dfch_act, kFcprojw, kFcprojb, l, dmlp, A.fch_gelu, n.F, C, C);
+      if (n.kind.swiglu) {
+        k::SwigluBackward(pool, a.dfch, A.fch, a.dfch_act, N, n.F);
+      } else {
+        k::GegluBackward(pool, a.dfch, A.fch, a.dfch_act, N, n.F);
+      }
     } else {
-      linear_back(a.dfch, kFcprojw, kFcprojb, l, a.dresidual, A.fch_gelu, n.F, C, C);
+      linear_back(a.dfch, kFcprojw, kFcprojb, l, dmlp, A.fch_gelu, n.F, C, C);
       k::GeluBackward(pool, a.dfch, A.fch, a.dfch, N * n.F);
     }
     linear_back(a.dln, kFcw, kFcb, l, a.dfch, A.ln2, C, n.Fin, n.Fin);
     norm_back(a.dresidual, a.dln, A.residual2, A.ln2_mean, A.ln2_rstd, kLn2w, kLn2b, l);
-    // a.dresidual now holds d residual2 = d attproj = d x (before ln1's share is added).
-    linear_back(a.datty, kAttprojw, kAttprojb, l, a.dresidual, A.atty, C, C, C);
+    // a.dresidual now holds d residual2 = d (attention's output) = d x (before ln1's share).
+    const float* dattn = post_norm_back(a.dresidual, A.attproj, A.attn_post_rstd, kLnPostAttnw, l);
+    linear_back(a.datty, kAttprojw, kAttprojb, l, dattn, A.atty, n.A, C, C);
     if (bf16) {
       k::AttentionBackwardBf16(pool, a.dqkv, a.att_scratch, bf16->attn, bf16->in, bf16->dout,
-                               a.datty, A.qkv, A.att, B, T, C, n.NH, n.KV);
+                               a.datty, A.qkv, A.att, B, T, n.A, n.NH, n.KV, AttentionOf(n, l));
     } else {
-      k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, C, n.NH, n.KV);
+      k::AttentionBackward(pool, a.dqkv, a.att_scratch, a.datty, A.qkv, A.att, B, T, n.A, n.NH,
+                           n.KV, AttentionOf(n, l));
     }
-    if (n.kind.rope) k::RopeBackward(pool, a.dqkv, a.rope_cos, a.rope_sin, B, T, n.NH, n.KV, n.hs);
+    if (n.kind.rope) {
+      const auto [cos, sin] = RopeOf(s, a, l);
+      k::RopeBackward(pool, a.dqkv, cos, sin, B, T, n.NH, n.KV, n.hs);
+    }
+    if (n.kind.qk_norm) {
+      k::QkNormBackward(pool, a.dqkv, G(kQNormw, l), G(kKNormw, l), A.qk_saved, A.qk_rstd,
+                        P(kQNormw, l), P(kKNormw, l), N, n.NH, n.KV, n.hs, n.norm_offset, acc);
+    }
     linear_back(a.dln, kQkvw, kQkvb, l, a.dqkv, A.ln1, C, n.Q, n.Q);
     norm_back(a.dresidual, a.dln, x, A.ln1_mean, A.ln1_rstd, kLn1w, kLn1b, l);
     on_ready(n.trained().block_begin(l));
@@ -333,34 +437,37 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   float* dwpe = G(kWpe);
   const bool tied = lm && layout.head() == kWte;
   if (dwte && !tied && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
-  if (dwte || dwpe) k::EncoderBackward(pool, dwte, dwpe, a.dresidual, a.inputs, B, T, C, acc);
+  if (dwte || dwpe) {
+    // nn.Embedding(padding_idx): the padding row learns nothing through the lookup (a tied
+    // head's gradient into it stays), in the families whose embedding has one.
+    if (s.pad_token >= 0 && n.kind.embed_padding_idx)
+      DropPadRows(pool, a.dresidual, a.inputs, N, C, s.pad_token);
+    if (n.kind.embed_scale) k::ScaleInPlace(pool, a.dresidual, N * C, EmbedScale(s));
+    k::EncoderBackward(pool, dwte, dwpe, a.dresidual, a.inputs, B, T, C, acc);
+  }
   // Positions past this batch's T (a task's dynamic padding): no gradient, not a stale one.
   if (dwpe && !acc)
     std::fill(dwpe + static_cast<std::size_t>(T) * C, dwpe + static_cast<std::size_t>(s.maxT) * C,
               0.f);
-  if (dwte && !lm &&
-      s.pad_token >= 0) {  // nn.Embedding(padding_idx): the padding row learns nothing
-    std::fill_n(dwte + static_cast<std::size_t>(s.pad_token) * C, C, 0.f);
-  }
   on_ready(0);
 }
 
 double TrainFlopsPerToken(const Shape& s, int T) {
   // 6 FLOPs per weight of the matrix products per token (2 forward, 4 backward): per block the
-  // qkv (Q x C), attention output (C x C), MLP input (Fin x C) and output (C x F) weights —
-  // 12 C^2 for GPT-2 — plus V C in the LM head; attention scores and values: 12 L T C (PaLM,
-  // appendix B; counted without the causal mask, as usual). Embeddings, norms, activations and
-  // softmax are not counted. The same formula is applied to PyTorch in the benchmarks.
-  // An encoder's head: a span head's 2 x C per position; a classifier's (C + labels) x C per
-  // sequence, counted per token as a share of T.
+  // qkv (Q x C), attention output (C x A), MLP input (Fin x C) and output (C x F) weights —
+  // 12 C^2 for GPT-2 — plus V C in the LM head; attention scores and values: 12 L T A (PaLM,
+  // appendix B; counted without the causal mask or a sliding window, as usual). Embeddings, norms,
+  // activations and softmax are not counted. The same formula is applied to PyTorch in the
+  // benchmarks. An encoder's head: a span head's 2 x C per position; a classifier's (C + labels) x
+  // C per sequence, counted per token as a share of T.
   const int fin = s.mlp_in_width();
-  const double L = s.L, C = s.C;
+  const double L = s.L, C = s.C, A = s.attn_width();
   const double pool = FamilyOf(s.arch).classify_pooling == Pooling::kLastToken ? 0 : C;
   const double head = s.head == Head::kLm     ? static_cast<double>(s.V)
                       : s.head == Head::kSpan ? 2.0
                                               : (pool + s.labels) / std::max(T, 1);
-  const double block = C * s.qkv_width() + C * C + C * fin + static_cast<double>(s.ffn()) * C;
-  return 6.0 * (L * block + head * C) + 12.0 * L * T * C;
+  const double block = C * s.qkv_width() + A * C + C * fin + static_cast<double>(s.ffn()) * C;
+  return 6.0 * (L * block + head * C) + 12.0 * L * T * A;
 }
 
 }  // namespace cputrain::model

@@ -50,8 +50,11 @@ class Activations {
   // freed (NodeBuffer, or ASan's free for heap memory).
   void PoisonRedZones();
 
-  // Widths: Q = shape.qkv_width() (3C without GQA), F = shape.ffn() (4C for GPT-2), Fin the
-  // MLP input product's (F, or 2F for a gated MLP: gate|up). RMSNorm leaves the means empty.
+  // Widths: Q = shape.qkv_width() (3C without GQA), A = shape.attn_width() (NH * head size: C
+  // unless the family has its own head_dim), F = shape.ffn() (4C for GPT-2), Fin the MLP input
+  // product's (F, or 2F for a gated MLP: gate|up), H = NH + NKV (the heads a q/k norm
+  // normalizes), hs the head size. RMSNorm leaves the means empty; a view the family has not
+  // (the q/k norm's, the post-norms') is null.
   int* inputs = nullptr;   // (B,T)
   int* targets = nullptr;  // (B,T) next tokens (decoders)
   // Encoders. types: (B,T) token types (the targets' memory; the families without types
@@ -66,17 +69,20 @@ class Activations {
   float* encoded = nullptr;  // (B,T,C): the embeddings (an encoder's after their norm and dropout)
   float *emb, *emb_mean, *emb_rstd;  // (B,T,C) (B,T) (B,T): an encoder's sum before its norm
   struct Layer {
-    float *ln1, *ln1_mean, *ln1_rstd;  // (B,T,C) (B,T) (B,T)
-    float* qkv;                        // (B,T,Q), after the rotary embedding if any
-    float* att;                        // (B,NH,T,T)
-    float* atty;                       // (B,T,C)
-    float* attproj;                    // (B,T,C)
-    float* residual2;                  // (B,T,C)
-    float *ln2, *ln2_mean, *ln2_rstd;  // (B,T,C) (B,T) (B,T)
-    float* fch;                        // (B,T,Fin)
-    float* fch_gelu;                   // (B,T,F): the activation's output
-    float* fcproj;                     // (B,T,C)
-    float* residual3;                  // (B,T,C)
+    float *ln1, *ln1_mean, *ln1_rstd;   // (B,T,C) (B,T) (B,T)
+    float* qkv;                         // (B,T,Q), after the q/k norm and the rotary embedding
+    float *qk_saved, *qk_rstd;          // (B,T,H,hs) (B,T,H): q and k before their norm
+    float* att;                         // (B,NH,T,T)
+    float* atty;                        // (B,T,A)
+    float* attproj;                     // (B,T,C)
+    float *attn_post, *attn_post_rstd;  // (B,T,C) (B,T): attproj after its post-norm
+    float* residual2;                   // (B,T,C)
+    float *ln2, *ln2_mean, *ln2_rstd;   // (B,T,C) (B,T) (B,T)
+    float* fch;                         // (B,T,Fin)
+    float* fch_gelu;                    // (B,T,F): the activation's output
+    float* fcproj;                      // (B,T,C)
+    float *mlp_post, *mlp_post_rstd;    // (B,T,C) (B,T): fcproj after its post-norm
+    float* residual3;                   // (B,T,C)
   };
   std::vector<Layer> layers;
   float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
@@ -103,13 +109,16 @@ class Activations {
   // backward scratch
   float* dresidual;            // (B,T,C): the residual stream's gradient, flowing down the blocks
   float* dln;                  // (B,T,C)
-  float* datty;                // (B,T,C)
+  float* datty;                // (B,T,A)
   float* dqkv;                 // (B,T,Q)
   float* dfch;                 // (B,T,Fin)
   float* dfch_act;             // (B,T,F): d of the activation's output (a gated MLP's; else unused)
   float* att_scratch;          // threads*T*T
   float *rope_cos, *rope_sin;  // (maxT, hs/2) rotary tables (families with rope; else empty)
-  bool rope_ready = false;     // the tables are filled (Forward fills them once after Bind)
+  // The windowed layers' tables, when they have a RoPE base of their own (Gemma 3's local
+  // layers: shape.rope_local_theta, no scaling); else null and they use rope_cos, rope_sin.
+  float *rope_cos_local, *rope_sin_local;
+  bool rope_ready = false;  // the tables are filled (Forward fills them once after Bind)
 
  private:
   Shape shape_;
@@ -143,7 +152,8 @@ struct Bf16Operands {
 };
 
 // A KV cache for generation: the keys and values of every position fed so far, per layer,
-// (L, maxT, NKV * head size) each (after the rotary embedding).
+// (L, maxT, NKV * head size) each (after the q/k norm and the rotary embedding). A windowed
+// layer's new position attends to the cached positions of its window only.
 struct KvCache {
   // For a pool of `threads` workers (the attention's scratch).
   KvCache(const Shape& s, int threads);
@@ -183,8 +193,8 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
               const LoraPass* lora = nullptr);
 
 // Model FLOPs of one training step (forward + backward) per token, the usual accounting: 6 per
-// weight of the matrix products (incl. the LM head, V real rows) plus 12*L*T*C for attention
-// (see .cc).
+// weight of the matrix products (incl. the LM head, V real rows) plus 12*L*T*A for attention,
+// A = NH * head size (C unless the family has its own head_dim) (see .cc).
 double TrainFlopsPerToken(const Shape& s, int T);
 
 }  // namespace cputrain::model

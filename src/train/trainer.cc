@@ -20,6 +20,7 @@
 #include "model/family.h"
 #include "model/lora.h"
 #include "model/peft.h"
+#include "model/presets.h"
 #include "model/transformer.h"
 #include "optim/optim.h"
 #include "topology/placement.h"
@@ -37,7 +38,8 @@ namespace {
 // A model key the user set (--set or a config file) that the init_from checkpoint contradicts
 // is refused: the checkpoint decides the shape, and training another shape than the one asked
 // for, silently, is worse than stopping. Keys left at their defaults are not compared.
-void CheckExplicitShape(const Config& cfg, const model::Shape& s) {
+// `source` names what set the shape: "model.init_from 'DIR'" or "model.preset 'NAME'".
+void CheckExplicitShape(const Config& cfg, const model::Shape& s, const std::string& source) {
   struct Dim {
     const char* key;
     int ModelConfig::*configured;
@@ -50,12 +52,11 @@ void CheckExplicitShape(const Config& cfg, const model::Shape& s) {
                        Dim{"model.max_seq_len", &ModelConfig::max_seq_len, &model::Shape::maxT}}) {
     auto it = cfg.explicit_keys.find(d.key);
     if (it == cfg.explicit_keys.end() || cfg.model.*d.configured == s.*d.actual) continue;
-    throw InputError(
-        fmt::format("{} is {} ({}) but model.init_from '{}' has {} = {}", d.key,
-                    cfg.model.*d.configured, it->second, cfg.model.init_from, d.key, s.*d.actual),
-        fmt::format("the checkpoint sets the model's shape: drop {} or set it to {}, "
-                    "or leave model.init_from empty to train a new model",
-                    d.key, s.*d.actual));
+    throw InputError(fmt::format("{} is {} ({}) but {} has {} = {}", d.key, cfg.model.*d.configured,
+                                 it->second, source, d.key, s.*d.actual),
+                     fmt::format("{} sets the model's shape: drop {} or set it to {}, or leave "
+                                 "it empty",
+                                 source, d.key, s.*d.actual));
   }
 }
 
@@ -74,10 +75,13 @@ model::Shape ModelShape(const Config& cfg) {
   if (!m.init_from.empty()) {
     const model::Shape s =
         model::ReadCheckpointShape(model::ResolveModelFile(m.init_from), HeadSpecOf(m));
-    CheckExplicitShape(cfg, s);
+    CheckExplicitShape(cfg, s, fmt::format("model.init_from '{}'", m.init_from));
     return s;
   }
-  return ShapeFromConfig(m);
+  const model::Shape s = ShapeFromConfig(m);
+  // A preset's dimensions replace the keys': one set that disagrees is refused, as above.
+  if (!m.preset.empty()) CheckExplicitShape(cfg, s, fmt::format("model.preset '{}'", m.preset));
+  return s;
 }
 
 // train.lora as the model's LoRA config: the keys, or the adapter directory's config when training
@@ -545,6 +549,16 @@ void CheckFinite(const StepRecord& rec, bool skip_nonfinite) {
 }  // namespace
 
 model::Shape ShapeFromConfig(const ModelConfig& m) {
+  if (!m.preset.empty()) {  // a named shape: its family and dimensions, the config's positions
+    const model::Preset* p = model::FindPreset(m.preset);
+    if (!p) {
+      throw InputError(fmt::format("model.preset is '{}', not a named shape", m.preset),
+                       "use one of: " + model::PresetNames());
+    }
+    model::Shape s = p->shape;
+    s.maxT = m.max_seq_len;
+    return s;
+  }
   const model::Family* family = model::FindFamily(m.arch);
   if (!family) {
     throw InputError(
@@ -558,6 +572,7 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
   k.head = model::HeadFromName(m.head);
   k.NKV = m.kv_heads;
   k.F = m.ffn_hidden;
+  k.HD = m.head_dim;
   k.norm_eps = static_cast<float>(m.norm_eps);
   k.rope_theta = static_cast<float>(m.rope_theta);
   k.tied = m.tied_embeddings;

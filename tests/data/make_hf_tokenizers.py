@@ -33,6 +33,17 @@ structure of the real files; the vocabularies are small and made here, nothing i
                   without byte tokens are dropped, as HF does)
   big             smollm2's pipeline with 70,000 filler tokens before its vocabulary, so ids
                   exceed 65,535; tokenizer_config.json adds bos <|im_start|> and eos <|im_end|>
+  qwen3           qwen2's pipeline with Qwen3's added tokens: <|im_start|>, <|im_end|> (special)
+                  and <think>, </think>, <tool_call> (not special, so decoded as text)
+  gemma3          Gemma's SentencePiece-style BPE (transformers' GemmaConverter): normalizer
+                  Replace(" ", "▁") and no pre-tokenizer (no prefix space), byte_fallback with
+                  <0x00>..<0xFF>, <pad> <eos> <bos> <unk> as ids 0-3, runs of "▁" as tokens (so
+                  merges cross word starts), <start_of_turn> / <end_of_turn>; decoder Replace +
+                  ByteFallback + Fuse; TemplateProcessing("<bos> $A")
+  phi3            Phi-3's: Llama 2's pipeline with its added tokens after the vocabulary
+                  (<|endoftext|>, and <|assistant|>, <|user|>, <|end|> ... with rstrip), and
+                  tokenizer_config.json add_bos_token false (its "special" ids from
+                  LlamaTokenizerFast, which then adds nothing)
 
 ids.json gets {"versions": {...}, "tokenizers": {name: {"plain": [[ids]...], "special":
 [[ids]...], "decoded": [text...]}}}: encode(doc, add_special_tokens=False / True) for every
@@ -247,7 +258,81 @@ def make_all(out_dir, gpt2_dir, docs):
         "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
         "special_tokens": {t: {"id": t, "ids": [sp_ids[t]], "tokens": [t]} for t in ["<s>", "</s>"]}}
     dirs["metaspace_split"] = save(j, out_dir, "metaspace_split")
+
+    # Qwen3: Qwen2's pipeline; its think and tool tokens are added but not special.
+    j = json.loads(open(os.path.join(dirs["qwen2"], "tokenizer.json"), encoding="utf-8").read())
+    next_id = 1 + max(max(j["model"]["vocab"].values()), max(a["id"] for a in j["added_tokens"]))
+    for content in ["<think>", "</think>", "<tool_call>"]:
+        j["added_tokens"].append({"id": next_id, "content": content, "single_word": False,
+                                  "lstrip": False, "rstrip": False, "normalized": False,
+                                  "special": False})
+        next_id += 1
+    dirs["qwen3"] = save(j, out_dir, "qwen3")
+
+    dirs["gemma3"] = save(gemma3(docs), out_dir, "gemma3")
+
+    # Phi-3: Llama 2's file with Phi-3's added tokens after the vocabulary; its
+    # tokenizer_config.json turns the template's <s> off.
+    j = json.loads(json.dumps(dirs_json(dirs["llama2"])))
+    next_id = 1 + max(j["model"]["vocab"].values())
+    for content, rstrip in [("<|endoftext|>", False), ("<|assistant|>", True),
+                            ("<|system|>", True), ("<|end|>", True), ("<|user|>", True)]:
+        j["added_tokens"].append({"id": next_id, "content": content, "single_word": False,
+                                  "lstrip": False, "rstrip": rstrip, "normalized": False,
+                                  "special": True})
+        next_id += 1
+    dirs["phi3"] = save(j, out_dir, "phi3", {
+        "add_bos_token": False, "add_eos_token": False, "bos_token": "<s>",
+        "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "unk_token": "<unk>",
+        "tokenizer_class": "LlamaTokenizer", "legacy": False})
     return dirs
+
+
+def dirs_json(d):
+    with open(os.path.join(d, "tokenizer.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def gemma3(docs):
+    """Gemma's tokenizer.json as transformers' GemmaConverter writes it, over a vocabulary
+    trained here: SentencePiece-style BPE within words, then runs of "▁" merged as tokens (Gemma's
+    vocabulary has them), no prefix space."""
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    sp = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    sp.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never")
+    trainer = trainers.BpeTrainer(vocab_size=1100, special_tokens=specials + BYTE_TOKENS,
+                                  limit_alphabet=120, show_progress=False)
+    sp.train_from_iterator(docs, trainer)
+    j = json.loads(sp.to_str())
+    j["added_tokens"] = [a for a in j["added_tokens"] if a["content"] in specials]
+    vocab = j["model"]["vocab"]
+    for run in ["▁▁", "▁▁▁▁"]:  # merged from the two halves, first of all merges
+        vocab[run] = 1 + max(vocab.values())
+        j["model"]["merges"].insert(0, [run[:len(run) // 2], run[len(run) // 2:]])
+    if "▁" not in vocab:
+        vocab["▁"] = 1 + max(vocab.values())
+    next_id = 1 + max(vocab.values())
+    for content in ["<start_of_turn>", "<end_of_turn>"]:
+        j["added_tokens"].append({"id": next_id, "content": content, "single_word": False,
+                                  "lstrip": False, "rstrip": False, "normalized": False,
+                                  "special": True})
+        next_id += 1
+    j["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
+    j["pre_tokenizer"] = None
+    j["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    bos = vocab["<bos>"]
+    j["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "<bos>", "type_id": 1}},
+                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<bos>": {"id": "<bos>", "ids": [bos], "tokens": ["<bos>"]}}}
+    return j
 
 
 def main():

@@ -184,12 +184,16 @@ def hf_grads(model, idx: np.ndarray, targets: np.ndarray) -> Tuple[float, Dict[s
 
 def check_grads(engine, checkpoint: str, model, seed: int, what: str, tmp: str,
                 checks: tp.Checks, adapter: Optional[str] = None,
-                rename=lambda grads: grads) -> None:
+                rename=lambda grads: grads, V: Optional[int] = None,
+                T: Optional[int] = None, bound=None) -> None:
     """engine_logits CHECKPOINT IDS OUT GRADS on (B=2, T=maxT) ids and targets against hf_grads
     (compare_grads): the same tensor names and HF shapes, the loss and every tensor within
     GRADS_TOL relative. adapter: engine_logits --adapter DIR, against `model` = the PeftModel;
-    rename maps hf_grads' dict (named_parameters() names) to the names of the engine's file."""
-    V, T = LLAMA_RUN.vocab_size, LLAMA_RUN.max_seq_len
+    rename maps hf_grads' dict (named_parameters() names) to the names of the engine's file.
+    V, T: the model's vocabulary and positions (default LLAMA_RUN's: family_parity.py's differ);
+    bound(model, idx, targets, grads): the tolerance (default GRADS_TOL; family_parity.py's
+    depends on transformers' own fp32 gradients)."""
+    V, T = V or LLAMA_RUN.vocab_size, T or LLAMA_RUN.max_seq_len
     idx, targets = tp.sample_ids(V, T, seed), tp.sample_ids(V, T, seed + 1)
     ids_path = os.path.join(tmp, "grads-ids.safetensors")
     out_path, grads_path = os.path.join(tmp, "logits.st"), os.path.join(tmp, "grads.st")
@@ -197,7 +201,8 @@ def check_grads(engine, checkpoint: str, model, seed: int, what: str, tmp: str,
     engine.logits(checkpoint, ids_path, out_path, grads_path,
                   **({"adapter": adapter} if adapter else {}))
     loss, theirs = hf_grads(model, idx, targets)
-    compare_grads(load_file(grads_path), loss, rename(theirs), what, checks)
+    tol = bound(model, idx, targets, theirs) if bound else None
+    compare_grads(load_file(grads_path), loss, rename(theirs), what, checks, tol)
 
 
 def compare_grads(ours: Dict[str, np.ndarray], loss: float, theirs: Dict[str, np.ndarray],

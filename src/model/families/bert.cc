@@ -138,7 +138,9 @@ Shape DistilBertFromHf(const json& cfg, const std::string& path) {
 }
 
 std::string DistilBertProblem(const Shape& s) {
-  return s.kv_heads() != s.NH ? "BERT-style encoders have NKV = NH" : "";
+  return s.kv_heads() != s.NH || s.HD != 0 || s.window != 0
+             ? "BERT-style encoders have NKV = NH, head size C/NH and no window"
+             : "";
 }
 
 std::string BertProblem(const Shape& s) {

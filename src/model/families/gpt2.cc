@@ -48,7 +48,7 @@ std::vector<TensorInfo> Gpt2Tensors(const Shape& s) {
 }
 
 std::string Gpt2Problem(const Shape& s) {
-  if (s.kv_heads() != s.NH || s.ffn() != 4 * s.C || !s.tied) {
+  if (s.kv_heads() != s.NH || s.ffn() != 4 * s.C || !s.tied || s.HD != 0 || s.window != 0) {
     return "GPT-2 has NKV = NH, F = 4C and a tied head";
   }
   return "";
@@ -58,9 +58,10 @@ std::string Gpt2Problem(const Shape& s) {
 // GPT-2 is (LayerNorm's eps is GPT-2's 1e-5 whatever norm_eps says).
 Shape Gpt2FromConfig(const Shape& k) {
   if ((k.NKV != 0 && k.NKV != k.NH) || (k.F != 0 && k.F != 4 * k.C) || !k.tied ||
-      k.rope_scaling.kind != RopeScaling::kNone) {
+      k.rope_scaling.kind != RopeScaling::kNone || (k.HD != 0 && k.NH * k.HD != k.C)) {
     throw InputError(
-        "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels and tied embeddings",
+        "model.arch gpt2 has kv_heads = heads, ffn_hidden = 4 * channels, head_dim = channels / "
+        "heads and tied embeddings",
         "set model.arch: llama for grouped-query attention, another MLP width or an untied "
         "head");
   }
@@ -159,7 +160,7 @@ const GgufNames kGpt2Gguf = {
 extern const Family kGpt2Family = {
     .name = "gpt2",
     .arch = Arch::kGpt2,
-    .kind = {.rms_norm = false, .swiglu = false, .rope = false},
+    .kind = {.rms_norm = false, .swiglu = false, .rope = false, .embed_padding_idx = false},
     .tensors = Gpt2Tensors,
     .problem = Gpt2Problem,
     .from_config = Gpt2FromConfig,
@@ -196,6 +197,7 @@ extern const Family kGpt2Family = {
     .presets = {{"tiny", Shape{64, 256, 256, 2, 4, 128}, 4, 64},
                 {"small", Shape{256, 50257, Shape::PadVocab(50257), 6, 6, 384}, 4, 256},
                 {"gpt2-124M", Shape{128, 50257, Shape::PadVocab(50257), 12, 12, 768}, 4, 128}},
+    .bench = {.speed_target = 1.0, .script_model = true},
     .gguf = &kGpt2Gguf,
 };
 

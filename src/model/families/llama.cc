@@ -6,49 +6,22 @@
 // Hugging Face: LlamaForCausalLM. q_proj, k_proj and v_proj are the row parts of our fused qkvw
 // ([NH | NKV | NKV] heads), gate_proj and up_proj those of fcw ([F | F]); every weight is
 // (out, in) as ours, so nothing is transposed or permuted (the rotary convention is HF's own).
-#include <fmt/format.h>
+// The names are the lineage's (hf_config.h, LlamaHfTensors), which Mistral and Qwen share.
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "model/decoder_family.h"
 #include "model/family.h"
 #include "model/gguf_file.h"
 #include "model/hf_config.h"
-#include "model/limits.h"
 
 namespace cputrain::model {
 namespace {
 
 std::vector<TensorInfo> LlamaTensors(const Shape& s) {
-  auto dim = [](int d) { return static_cast<std::size_t>(std::max(d, 0)); };
-  const std::size_t C = dim(s.C), Vp = dim(s.Vp), V = dim(s.V), F = dim(s.ffn());
-  const std::size_t Q = dim(s.NH) > 0 && C % dim(s.NH) == 0 ? dim(s.qkv_width()) : 3 * C;
-  constexpr bool L = true, D = true;  // per layer, weight decay
-  using I = Init;
-  std::vector<TensorInfo> t = {MakeTensor(kWte, "embed", !L, D, I::kNormal, {Vp, C}, V)};
-  t.push_back(MakeTensor(kLn1w, "attn_norm", L, !D, I::kOnes, {C}));
-  t.push_back(MakeTensor(kQkvw, "qkvw", L, D, I::kNormal, {Q, C}));
-  if (s.attn_bias) t.push_back(MakeTensor(kQkvb, "qkvb", L, !D, I::kZeros, {Q}));
-  t.push_back(MakeTensor(kAttprojw, "attn_out", L, D, I::kNormal, {C, C}));
-  if (s.attn_bias) t.push_back(MakeTensor(kAttprojb, "attn_out_b", L, !D, I::kZeros, {C}));
-  t.push_back(MakeTensor(kLn2w, "mlp_norm", L, !D, I::kOnes, {C}));
-  t.push_back(MakeTensor(kFcw, "gate_up", L, D, I::kNormal, {2 * F, C}));
-  if (s.mlp_bias) t.push_back(MakeTensor(kFcb, "gate_up_b", L, !D, I::kZeros, {2 * F}));
-  t.push_back(MakeTensor(kFcprojw, "down", L, D, I::kNormal, {C, F}));
-  if (s.mlp_bias) t.push_back(MakeTensor(kFcprojb, "down_b", L, !D, I::kZeros, {C}));
-  t.push_back(MakeTensor(kLnfw, "norm", !L, !D, I::kOnes, {C}));
-  if (!s.tied) t.push_back(MakeTensor(kLmHead, "lm_head", !L, D, I::kNormal, {Vp, C}, V));
-  return t;
-}
-
-// model.*: the keys as given; no biases (a random init's Llama has none, as transformers'
-// default attention_bias and mlp_bias false).
-Shape LlamaFromConfig(const Shape& keys) {
-  Shape s = keys;
-  s.attn_bias = s.mlp_bias = false;
-  s.types = 0;
-  s.hidden_dropout = s.attn_dropout = s.head_dropout = 0;
-  return s;
+  return DecoderTensors(s,
+                        {.qkv_bias = s.attn_bias, .out_bias = s.attn_bias, .mlp_bias = s.mlp_bias});
 }
 
 // A named Llama without biases (Hugging Face's defaults), tied as SmolLM2 and Llama 3.2 are; B
@@ -87,97 +60,29 @@ Preset SmolLm2Classifier() {
   return p;
 }
 
-// A float as the shortest decimal that reads back as it (1e-05, not 9.999999747378752e-06).
-double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
-
 Shape LlamaFromHf(const nlohmann::json& cfg, const std::string& path) {
   const char* family = "Llama";
   hf::FixedKey(cfg, "hidden_act", {"silu"}, path, family);
   hf::FixedKey(cfg, "pretraining_tp", {1}, path, family);
   hf::FixedKey(cfg, "sliding_window", {nullptr}, path, family);
-  Shape s;
-  s.arch = Arch::kLlama;
-  s.C = hf::IntKey(cfg, "hidden_size", path, kMaxChannels);
-  s.L = hf::IntKey(cfg, "num_hidden_layers", path, kMaxLayers);
-  s.NH = hf::IntKey(cfg, "num_attention_heads", path, kMaxChannels);
-  s.NKV = hf::IntKey(cfg, "num_key_value_heads", path, kMaxChannels, s.NH);
-  s.F = hf::IntKey(cfg, "intermediate_size", path, 4 * kMaxChannels);
-  s.V = hf::IntKey(cfg, "vocab_size", path, kMaxVocab);
-  s.maxT = hf::IntKey(cfg, "max_position_embeddings", path, kMaxSeqLen);
-  s.Vp = Shape::PadVocab(s.V);
-  if (s.C % s.NH == 0) {
-    hf::FixedKey(cfg, "head_dim", {s.C / s.NH}, path, family);
-  }
-  s.norm_eps = static_cast<float>(hf::FloatKey(cfg, "rms_norm_eps", path, 1e-6));
-  s.rope_theta = static_cast<float>(hf::FloatKey(cfg, "rope_theta", path, 10000.0));
-  s.tied = hf::BoolKey(cfg, "tie_word_embeddings", path, false);
+  // The lineage's keys (head_dim, pad_token_id among them), untied by default.
+  Shape s = hf::DecoderKeys(cfg, path, Arch::kLlama, /*tied=*/false);
   s.attn_bias = hf::BoolKey(cfg, "attention_bias", path, false);
   s.mlp_bias = hf::BoolKey(cfg, "mlp_bias", path, false);
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null()) {
-    const nlohmann::json& r = cfg["rope_scaling"];
-    const std::string where = path + " (rope_scaling)";
-    if (!r.is_object()) hf::BadConfig(path, "rope_scaling is not an object", "fix config.json");
-    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
-    if (type != "default") {
-      if (type != "llama3") {
-        hf::BadConfig(path, fmt::format("rope_scaling type '{}' is not supported", type),
-                      "cputrain-numa runs rope_scaling of type llama3 (or none)");
-      }
-      // transformers refuses a llama3 rope_scaling without these ("Missing required keys"):
-      // no made-up defaults here either.
-      for (const char* key :
-           {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
-        if (!r.contains(key) || r[key].is_null()) {
-          hf::BadConfig(path, fmt::format("rope_scaling of type llama3 has no '{}'", key),
-                        "add it, as transformers requires (Llama 3.1's: factor 8, "
-                        "low_freq_factor 1, high_freq_factor 4, "
-                        "original_max_position_embeddings 8192)");
-        }
-      }
-      RopeScaling& rs = s.rope_scaling;
-      rs.kind = RopeScaling::kLlama3;
-      rs.factor = static_cast<float>(hf::FloatKey(r, "factor", where, 0));  // (all present)
-      rs.low_freq_factor = static_cast<float>(hf::FloatKey(r, "low_freq_factor", where, 0));
-      rs.high_freq_factor = static_cast<float>(hf::FloatKey(r, "high_freq_factor", where, 0));
-      rs.original_max_position =
-          hf::IntKey(r, "original_max_position_embeddings", where, kMaxSeqLen);
-    }
-  }
+  hf::RopeScalingKey(cfg, path, family, {RopeScaling::kLlama3}, &s);
   return s;
 }
 
 nlohmann::json LlamaToHf(const Shape& s) {
-  nlohmann::json rope = nullptr;
-  if (s.rope_scaling.kind == RopeScaling::kLlama3) {
-    const RopeScaling& r = s.rope_scaling;
-    rope = {{"factor", Decimal(r.factor)},
-            {"high_freq_factor", Decimal(r.high_freq_factor)},
-            {"low_freq_factor", Decimal(r.low_freq_factor)},
-            {"original_max_position_embeddings", r.original_max_position},
-            {"rope_type", "llama3"}};
-  }
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"attention_bias", s.attn_bias},
-          {"attention_dropout", 0.0},
-          {"head_dim", s.head_size()},
-          {"hidden_act", "silu"},
-          {"hidden_size", s.C},
-          {"initializer_range", 0.02},
-          {"intermediate_size", s.ffn()},
-          {"max_position_embeddings", s.maxT},
-          {"mlp_bias", s.mlp_bias},
-          {"model_type", "llama"},
-          {"num_attention_heads", s.NH},
-          {"num_hidden_layers", s.L},
-          {"num_key_value_heads", s.kv_heads()},
-          {"pretraining_tp", 1},
-          {"rms_norm_eps", Decimal(s.norm_eps)},
-          {"rope_scaling", rope},
-          {"rope_theta", Decimal(s.rope_theta)},
-          {"tie_word_embeddings", s.tied},
-          {"torch_dtype", "float32"},
-          {"use_cache", true},
-          {"vocab_size", s.V}};
+  nlohmann::json cfg = hf::DecoderKeysJson(s);
+  cfg["architectures"] = {"LlamaForCausalLM"};
+  cfg["attention_bias"] = s.attn_bias;
+  cfg["attention_dropout"] = 0.0;
+  cfg["hidden_act"] = "silu";
+  cfg["mlp_bias"] = s.mlp_bias;
+  cfg["model_type"] = "llama";
+  cfg["pretraining_tp"] = 1;
+  return cfg;
 }
 
 // Llama 3's rope_freqs.weight: the factor each rotary frequency is divided by, computed as
@@ -257,30 +162,12 @@ extern const Family kLlamaFamily = {
     .arch = Arch::kLlama,
     .kind = {.rms_norm = true, .swiglu = true, .rope = true},
     .tensors = LlamaTensors,
-    .from_config = LlamaFromConfig,
+    .from_config = DecoderFromConfig,
     .hf_model_type = "llama",
     .hf_architecture = "LlamaForCausalLM",
     .from_hf_config = LlamaFromHf,
     .to_hf_config = LlamaToHf,
-    .hf_tensors = {{kWte, "model.embed_tokens.weight"},
-                   {kLn1w, "model.layers.{}.input_layernorm.weight"},
-                   {kQkvw, "model.layers.{}.self_attn.q_proj.weight", HfTensor::kQ},
-                   {kQkvw, "model.layers.{}.self_attn.k_proj.weight", HfTensor::kK},
-                   {kQkvw, "model.layers.{}.self_attn.v_proj.weight", HfTensor::kV},
-                   {kQkvb, "model.layers.{}.self_attn.q_proj.bias", HfTensor::kQ},
-                   {kQkvb, "model.layers.{}.self_attn.k_proj.bias", HfTensor::kK},
-                   {kQkvb, "model.layers.{}.self_attn.v_proj.bias", HfTensor::kV},
-                   {kAttprojw, "model.layers.{}.self_attn.o_proj.weight"},
-                   {kAttprojb, "model.layers.{}.self_attn.o_proj.bias"},
-                   {kLn2w, "model.layers.{}.post_attention_layernorm.weight"},
-                   {kFcw, "model.layers.{}.mlp.gate_proj.weight", HfTensor::kGate},
-                   {kFcw, "model.layers.{}.mlp.up_proj.weight", HfTensor::kUp},
-                   {kFcb, "model.layers.{}.mlp.gate_proj.bias", HfTensor::kGate},
-                   {kFcb, "model.layers.{}.mlp.up_proj.bias", HfTensor::kUp},
-                   {kFcprojw, "model.layers.{}.mlp.down_proj.weight"},
-                   {kFcprojb, "model.layers.{}.mlp.down_proj.bias"},
-                   {kLnfw, "model.norm.weight"},
-                   {kLmHead, "lm_head.weight"}},
+    .hf_tensors = hf::LlamaHfTensors(),
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
     .hf_classify_architecture = "LlamaForSequenceClassification",

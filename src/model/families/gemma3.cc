@@ -1,0 +1,166 @@
+// Gemma 3, text only (Google; gemma-3-270m, gemma-3-1b, and the text tower of the larger ones
+// saved as Gemma3ForCausalLM): embeddings scaled by sqrt(hidden) (rounded to the embedding's
+// fp32), RMSNorms that scale by (1 + w) both before and after attention and the MLP (the post
+// norms come before each residual add), an RMSNorm over each query and key head, a GeGLU MLP
+// (tanh GELU), scores scaled by query_pre_attn_scalar^-1/2, its own head size (256), a tied head,
+// pad token 0 whose embedding row gets no gradient, and local layers (sliding window, their own
+// RoPE base rope_local_base_freq, no scaling) among global ones (every sliding_window_pattern-th:
+// rope_theta with rope_scaling, linear or none). Final and attention logit soft-capping (Gemma 2)
+// are refused by name, as are the image-text checkpoints (model_type gemma3).
+//
+// Hugging Face: Gemma3ForCausalLM, model_type gemma3_text (modeling_gemma3.py).
+#include <nlohmann/json.hpp>
+
+#include "model/decoder_family.h"
+#include "model/family.h"
+#include "model/hf_config.h"
+#include "model/limits.h"
+
+namespace cputrain::model {
+namespace {
+
+using nlohmann::json;
+
+std::vector<TensorInfo> Gemma3Tensors(const Shape& s) {
+  return DecoderTensors(s, {.qkv_bias = s.attn_bias,
+                            .out_bias = s.attn_bias,
+                            .qk_norm = true,
+                            .sandwich = true,
+                            .norm_init = Init::kZeros});
+}
+
+// The windowed layers where config.json has no layer_types: all but every n-th, n =
+// sliding_window_pattern (transformers saves it as _sliding_window_pattern; 6 by default).
+std::vector<bool> PatternRule(const json& cfg, int L) {
+  int n = 6;
+  for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
+    if (cfg.contains(key) && cfg[key].is_number_integer() && cfg[key].get<long long>() > 0 &&
+        cfg[key].get<long long>() <= kMaxLayers) {
+      n = static_cast<int>(cfg[key].get<long long>());
+    }
+  }
+  std::vector<bool> rule(L);
+  for (int l = 0; l < L; ++l) rule[l] = (l + 1) % n != 0;
+  return rule;
+}
+
+Shape Gemma3FromHf(const json& cfg, const std::string& path) {
+  const char* family = "Gemma 3";
+  hf::FixedKey(cfg, "hidden_activation", {"gelu_pytorch_tanh"}, path, family);
+  hf::FixedKey(cfg, "final_logit_softcapping", {nullptr}, path, family);  // Gemma 2's
+  hf::FixedKey(cfg, "attn_logit_softcapping", {nullptr}, path, family);
+  hf::FixedKey(cfg, "attention_dropout", {0}, path, family);
+  hf::FixedKey(cfg, "use_bidirectional_attention", {false}, path, family);
+  Shape s = hf::DecoderKeys(cfg, path, Arch::kGemma3, /*tied=*/true, /*default_head_dim=*/256);
+  s.rope_theta = static_cast<float>(hf::FloatKey(cfg, "rope_theta", path, 1000000.0));
+  if (!cfg.contains("pad_token_id")) s.pad_token = 0;  // Gemma3TextConfig's
+  s.attn_bias = hf::BoolKey(cfg, "attention_bias", path, false);
+  s.attn_scalar = static_cast<float>(hf::FloatKey(cfg, "query_pre_attn_scalar", path, 256.0));
+  s.rope_local_theta = static_cast<float>(hf::FloatKey(cfg, "rope_local_base_freq", path, 10000.0));
+  hf::RopeScalingKey(cfg, path, family, {RopeScaling::kLinear}, &s);
+  // The sliding window Gemma3TextConfig defaults to (4096); none if null.
+  if (!cfg.contains("sliding_window") || !cfg["sliding_window"].is_null()) {
+    hf::WindowLayers(cfg, path, hf::IntKey(cfg, "sliding_window", path, kMaxSeqLen, 4096),
+                     PatternRule(cfg, s.L), &s);
+  }
+  return s;
+}
+
+json Gemma3ToHf(const Shape& s) {
+  json cfg = hf::DecoderKeysJson(s);
+  cfg["architectures"] = {"Gemma3ForCausalLM"};
+  cfg["attention_bias"] = s.attn_bias;
+  cfg["attention_dropout"] = 0.0;
+  cfg["attn_logit_softcapping"] = nullptr;
+  cfg["final_logit_softcapping"] = nullptr;
+  cfg["hidden_activation"] = "gelu_pytorch_tanh";
+  cfg["layer_types"] = hf::LayerTypesJson(s);
+  cfg["model_type"] = "gemma3_text";
+  cfg["pad_token_id"] = s.pad_token >= 0 ? json(s.pad_token) : json(nullptr);
+  cfg["query_pre_attn_scalar"] = hf::Decimal(s.attn_scalar);
+  cfg["rope_local_base_freq"] = hf::Decimal(s.rope_local_theta);
+  // Gemma3TextModel builds a sliding-window mask whatever the layers are: a value it can read
+  // even when no layer is windowed (then unused).
+  cfg["sliding_window"] = s.window > 0 ? s.window : 4096;
+  return cfg;
+}
+
+// model.*: the keys as given, and Gemma 3's own values the config has no key for:
+// query_pre_attn_scalar = the head size, rope_local_base_freq 10000 (no layer is windowed, so
+// it is unused until a Hugging Face directory sets the windows), pad token 0.
+Shape Gemma3FromConfig(const Shape& keys) {
+  Shape s = DecoderFromConfig(keys);
+  s.attn_scalar = static_cast<float>(s.head_size());
+  s.rope_local_theta = 10000.f;
+  s.pad_token = s.V > 0 ? 0 : -1;
+  return s;
+}
+
+std::string Gemma3Problem(const Shape& s) {
+  return s.attn_scalar > 0 && s.rope_local_theta > 0
+             ? ""
+             : "Gemma 3 has a query_pre_attn_scalar and a local RoPE base";
+}
+
+// Llama's names (hf_config.h), except that Gemma's post_attention_layernorm is the norm after
+// attention (kLnPostAttnw), its norm before the MLP pre_feedforward_layernorm, and it has a
+// post_feedforward_layernorm.
+std::vector<HfTensor> Gemma3HfTensors() {
+  std::vector<HfTensor> t = hf::LlamaHfTensors();
+  for (HfTensor& h : t)
+    if (h.t == kLn2w) h.t = kLnPostAttnw;
+  t.push_back({kLn2w, "model.layers.{}.pre_feedforward_layernorm.weight"});
+  t.push_back({kLnPostMlpw, "model.layers.{}.post_feedforward_layernorm.weight"});
+  return t;
+}
+
+// gemma-3-270m (config.json of google/gemma-3-270m): 18 layers of 640, 4 heads of 256 over 1 KV
+// head, MLP 2048, vocabulary 262,144, tied, query_pre_attn_scalar 256, rope_theta 1e6, local
+// layers (5 of every 6) with a window of 512 and RoPE base 1e4, rms_norm_eps 1e-6; 268,098,176
+// parameters (model card: 270M, 170M of them the embedding).
+Preset Gemma3_270m() {
+  Shape s{128, 262144, Shape::PadVocab(262144), 18, 4, 640};
+  s.arch = Arch::kGemma3;
+  s.NKV = 1;
+  s.F = 2048;
+  s.HD = 256;
+  s.norm_eps = 1e-6f;
+  s.rope_theta = 1000000.f;
+  s.rope_local_theta = 10000.f;
+  s.attn_scalar = 256.f;
+  s.window = 512;
+  s.global_every = 6;
+  s.tied = true;
+  s.attn_bias = s.mlp_bias = false;
+  s.pad_token = 0;
+  return {"gemma3-270m", s, 4, 128};
+}
+
+}  // namespace
+
+extern const Family kGemma3Family = {
+    .name = "gemma3",
+    .arch = Arch::kGemma3,
+    .kind = {.rms_norm = true,
+             .rope = true,
+             .geglu = true,
+             .qk_norm = true,
+             .sandwich_norm = true,
+             .norm_plus_one = true,
+             .embed_scale = true},
+    .tensors = Gemma3Tensors,
+    .problem = Gemma3Problem,
+    .from_config = Gemma3FromConfig,
+    .hf_model_type = "gemma3_text",
+    .hf_architecture = "Gemma3ForCausalLM",
+    .from_hf_config = Gemma3FromHf,
+    .to_hf_config = Gemma3ToHf,
+    .hf_tensors = Gemma3HfTensors(),
+    .hf_optional_prefix = "",
+    .hf_ignored_suffixes = {".rotary_emb.inv_freq", ".rotary_emb_local.inv_freq", ".embed_scale"},
+    .hf_refused_types = {{"gemma3", "an image-text Gemma 3 (Gemma3ForConditionalGeneration)"}},
+    .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for gemma3_text
+    .presets = {Gemma3_270m()},
+};
+
+}  // namespace cputrain::model

@@ -1,0 +1,84 @@
+// Qwen2 and Qwen2.5 (Qwen Team, Alibaba): Llama's block (RMSNorm, rotary embeddings, grouped-query
+// attention, SwiGLU) with biases on the q, k and v projections (o_proj has none), and
+// sliding-window attention on the layers from max_window_layers on when use_sliding_window is set
+// (no released Qwen2.5 checkpoint sets it). The small ones tie the head (Qwen2.5-0.5B).
+//
+// Hugging Face: Qwen2ForCausalLM (modeling_qwen2.py), Llama's tensor names.
+#include <nlohmann/json.hpp>
+
+#include "model/decoder_family.h"
+#include "model/family.h"
+#include "model/hf_config.h"
+
+namespace cputrain::model {
+namespace {
+
+using nlohmann::json;
+
+std::vector<TensorInfo> Qwen2Tensors(const Shape& s) {
+  return DecoderTensors(s, {.qkv_bias = true});
+}
+
+// model.*: Llama's keys; the q/k/v biases Qwen2 always has.
+Shape Qwen2FromConfig(const Shape& keys) {
+  Shape s = DecoderFromConfig(keys);
+  s.attn_bias = true;
+  return s;
+}
+
+Shape Qwen2FromHf(const json& cfg, const std::string& path) {
+  const char* family = "Qwen2";
+  hf::FixedKey(cfg, "hidden_act", {"silu"}, path, family);
+  hf::FixedKey(cfg, "attention_dropout", {0}, path, family);
+  Shape s = hf::DecoderKeys(cfg, path, Arch::kQwen2, /*tied=*/false);
+  s.attn_bias = true;  // q, k, v: Qwen2Attention's bias=True
+  hf::RopeScalingKey(cfg, path, family, {}, &s);
+  hf::QwenWindows(cfg, path, &s);
+  return s;
+}
+
+json Qwen2ToHf(const Shape& s) {
+  json cfg = hf::DecoderKeysJson(s);
+  cfg["architectures"] = {"Qwen2ForCausalLM"};
+  cfg["attention_dropout"] = 0.0;
+  cfg["hidden_act"] = "silu";
+  cfg["model_type"] = "qwen2";
+  hf::QwenWindowsJson(s, &cfg);
+  return cfg;
+}
+
+// Qwen2.5-0.5B (config.json of Qwen/Qwen2.5-0.5B): 24 layers of 896, 14 heads over 2 KV heads
+// (head size 64), MLP 4864, vocabulary 151,936, tied, rope_theta 1e6, rms_norm_eps 1e-6;
+// 494,032,768 parameters (model card: 0.49B). B and T as the other decoders' presets.
+Preset Qwen25_05b() {
+  Shape s{128, 151936, Shape::PadVocab(151936), 24, 14, 896};
+  s.arch = Arch::kQwen2;
+  s.NKV = 2;
+  s.F = 4864;
+  s.norm_eps = 1e-6f;
+  s.rope_theta = 1000000.f;
+  s.tied = true;
+  s.attn_bias = true;
+  return {"qwen2.5-0.5b", s, 4, 128};
+}
+
+}  // namespace
+
+extern const Family kQwen2Family = {
+    .name = "qwen2",
+    .arch = Arch::kQwen2,
+    .kind = {.rms_norm = true, .swiglu = true, .rope = true},
+    .tensors = Qwen2Tensors,
+    .from_config = Qwen2FromConfig,
+    .hf_model_type = "qwen2",
+    .hf_architecture = "Qwen2ForCausalLM",
+    .from_hf_config = Qwen2FromHf,
+    .to_hf_config = Qwen2ToHf,
+    .hf_tensors = hf::LlamaHfTensors(),
+    .hf_optional_prefix = "",
+    .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
+    .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for qwen2
+    .presets = {Qwen25_05b()},
+};
+
+}  // namespace cputrain::model
