@@ -99,6 +99,9 @@ struct GgufTensor {
   // adjacent pairs (2i, 2i + 1) llama.cpp rotates for this architecture (convert_hf_to_gguf.py's
   // LlamaModel.permute): q_proj's heads NH, k_proj's NKV.
   bool rope_permute = false;
+  // Stored as w + 1: Gemma's RMSNorms scale by (1 + w), llama.cpp's by the weight itself
+  // (convert_hf_to_gguf.py's Gemma3Model.norm_shift).
+  bool plus_one = false;
 };
 struct GgufNames {
   const char* arch;  // "llama", "gpt2": general.architecture and the prefix of its keys
@@ -107,6 +110,12 @@ struct GgufNames {
   // context_length, embedding_length, block_count, feed_forward_length, attention.head_count),
   // and tensors llama.cpp computes from the config (Llama 3 scaling's rope_freqs.weight).
   void (*metadata)(const Shape& s, GgufWriter& w);
+  // What llama.cpp's architecture cannot run of a model of shape s, "" if nothing (a bias it
+  // has no tensor for, a value it fixes); null: nothing.
+  std::string (*problem)(const Shape& s) = nullptr;
+  // llama.cpp runs the architecture's sliding windows as ours (problem checks their pattern);
+  // false: it attends the whole context, and a windowed model is exported with a warning.
+  bool windows = false;
 };
 
 struct Family {

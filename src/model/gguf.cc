@@ -25,6 +25,7 @@ struct Planned {
   std::size_t row_begin, rows, cols;
   bool one_dim;
   int permute_heads;  // > 0: rope_permute over this many heads
+  bool plus_one;      // GgufTensor::plus_one
   GgmlType type;
 };
 
@@ -60,7 +61,8 @@ std::vector<Planned> Plan(const ParamLayout& layout, const GgufNames& g, GgufOut
     const int heads = !row.rope_permute ? 0 : row.rows == HfTensor::kK ? s.kv_heads() : s.NH;
     std::string name = info.per_layer ? fmt::format(fmt::runtime(row.name), l) : row.name;
     const GgmlType type = TypeFor(name, one_dim, cols, out);
-    plan.push_back({std::move(name), row.t, l, begin, rows, cols, one_dim, heads, type});
+    plan.push_back(
+        {std::move(name), row.t, l, begin, rows, cols, one_dim, heads, row.plus_one, type});
   };
   auto where = [&](const GgufTensor& row) {  // 0 input, 1 per layer, 2 output
     const TensorInfo& info = layout.info(row.t);
@@ -78,10 +80,13 @@ std::vector<Planned> Plan(const ParamLayout& layout, const GgufNames& g, GgufOut
 }
 
 // The rows of p in GGUF's order: llama.cpp's rope permutation moves row (h, j, i) of each head
-// (j: which half, i < hs/2) to (h, i, j).
+// (j: which half, i < hs/2) to (h, i, j). Values plus one where p.plus_one (fp32, as convert's
+// torch add).
 std::vector<float> Rows(const Planned& p, const ParamLayout& layout, const float* params) {
   const float* src = params + layout.offset(p.t, p.layer) + p.row_begin * p.cols;
   std::vector<float> out(src, src + p.rows * p.cols);
+  if (p.plus_one)
+    for (float& x : out) x += 1.0f;
   if (p.permute_heads <= 0) return out;
   const std::size_t hs = p.rows / p.permute_heads, half = hs / 2;
   for (std::size_t h = 0; h < static_cast<std::size_t>(p.permute_heads); ++h)
@@ -277,6 +282,14 @@ void CheckGguf(const Shape& s, const data::VocabList& vocab) {
                                  family.name, s.head != Head::kLm ? " with a task head" : ""),
                      "export it with --format hf");
   }
+  if (const GgufNames& g = *family.gguf; g.problem != nullptr) {
+    if (const std::string why = g.problem(s); !why.empty()) {
+      throw InputError(fmt::format("llama.cpp's {} architecture cannot run this {} model: {}",
+                                   g.arch, family.name, why),
+                       "export it with --format hf (docs/gguf.md lists what each family's GGUF "
+                       "export takes)");
+    }
+  }
   if (vocab.tokens.size() != static_cast<std::size_t>(s.V)) {
     throw InputError(fmt::format("'{}' lists {} tokens, the model has a vocabulary of {}",
                                  vocab.source, vocab.tokens.size(), s.V),
@@ -297,6 +310,12 @@ GgufSummary ExportGguf(const std::string& path, const ParamLayout& layout, const
         vocab.source);
   }
   const GgufNames& g = *FamilyOf(s.arch).gguf;
+  if (s.window > 0 && !g.windows) {
+    log::Warn(
+        "the model attends through a sliding window of {} positions; llama.cpp's {} attends the "
+        "whole context, so past {} positions its outputs differ from the engine's (docs/gguf.md)",
+        s.window, g.arch, s.window);
+  }
   GgufWriter w;
   const std::string a = g.arch;
   w.String("general.architecture", a);
@@ -310,7 +329,11 @@ GgufSummary ExportGguf(const std::string& path, const ParamLayout& layout, const
   w.Uint32(a + ".feed_forward_length", s.ffn());
   w.Uint32(a + ".attention.head_count", s.NH);
   g.metadata(s, w);  // the family's keys, and its computed tensors (first, as convert writes)
-  WriteTokenizer(vocab, w);
+  // A padding token the model names when the tokenizer names none (Gemma's pad_token_id 0), as
+  // convert_hf_to_gguf.py takes config.json's.
+  data::VocabList v = vocab;
+  if (v.pad < 0 && s.pad_token >= 0 && s.pad_token < s.V) v.pad = s.pad_token;
+  WriteTokenizer(v, w);
 
   GgufSummary sum;
   sum.tensors = w.tensor_count();  // the family's computed ones (F32)

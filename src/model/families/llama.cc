@@ -113,11 +113,7 @@ std::vector<float> Llama3RopeFactors(const Shape& s) {
 }
 
 void LlamaGgufMetadata(const Shape& s, GgufWriter& w) {
-  w.Uint32("llama.attention.head_count_kv", s.kv_heads());
-  w.Float32("llama.rope.freq_base", s.rope_theta);
-  w.Float32("llama.attention.layer_norm_rms_epsilon", s.norm_eps);
-  w.Uint32("llama.attention.key_length", s.head_size());
-  w.Uint32("llama.attention.value_length", s.head_size());
+  DecoderGgufKeys("llama", s, w);
   w.Uint32("llama.vocab_size", s.V);
   w.Uint32("llama.rope.dimension_count", s.head_size());
   if (s.rope_scaling.kind == RopeScaling::kLlama3) {
@@ -129,33 +125,15 @@ void LlamaGgufMetadata(const Shape& s, GgufWriter& w) {
   }
 }
 
+}  // namespace
+
 // llama.cpp's "llama" architecture: q, k, v, gate and up apart; q and k rows in llama.cpp's
 // rotary order (GgufTensor::rope_permute); a tied head is token_embd (no output.weight).
-const GgufNames kLlamaGguf = {
+extern const GgufNames kLlamaGguf = {
     .arch = "llama",
-    .tensors = {{kWte, "token_embd.weight"},
-                {kLn1w, "blk.{}.attn_norm.weight"},
-                {kQkvw, "blk.{}.attn_q.weight", HfTensor::kQ, true},
-                {kQkvw, "blk.{}.attn_k.weight", HfTensor::kK, true},
-                {kQkvw, "blk.{}.attn_v.weight", HfTensor::kV},
-                {kQkvb, "blk.{}.attn_q.bias", HfTensor::kQ, true},
-                {kQkvb, "blk.{}.attn_k.bias", HfTensor::kK, true},
-                {kQkvb, "blk.{}.attn_v.bias", HfTensor::kV},
-                {kAttprojw, "blk.{}.attn_output.weight"},
-                {kAttprojb, "blk.{}.attn_output.bias"},
-                {kLn2w, "blk.{}.ffn_norm.weight"},
-                {kFcw, "blk.{}.ffn_gate.weight", HfTensor::kGate},
-                {kFcw, "blk.{}.ffn_up.weight", HfTensor::kUp},
-                {kFcb, "blk.{}.ffn_gate.bias", HfTensor::kGate},
-                {kFcb, "blk.{}.ffn_up.bias", HfTensor::kUp},
-                {kFcprojw, "blk.{}.ffn_down.weight"},
-                {kFcprojb, "blk.{}.ffn_down.bias"},
-                {kLnfw, "output_norm.weight"},
-                {kLmHead, "output.weight"}},
+    .tensors = LlamaGgufTensors(/*rope_permute=*/true),
     .metadata = LlamaGgufMetadata,
 };
-
-}  // namespace
 
 extern const Family kLlamaFamily = {
     .name = "llama",
