@@ -182,6 +182,11 @@ CASES = {
                                              "eos_token": "<|end_of_text|>"}),
     # The families of issue 34, each under the name llama.cpp gives its architecture. F32 and
     # Q8_0 only: F16 and BF16 take the same path through the type choice (the Llama modes).
+    "qwen2": Case("qwen2", "qwen2",
+                  dict(LLAMA_BASE, intermediate_size=128, num_key_value_heads=2,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True, rope_theta=1e6),
+                  family="qwen2", pre="qwen2", tokenizer_config={"eos_token": "<|endoftext|>"},
+                  outtypes=("f32", "q8_0"), extra_keys=UNNAMED_BOS),
     # Mistral is llama.cpp's "llama" (convert_hf_to_gguf.py's LlamaModel registers it).
     "mistral": Case("mistral", "llama2",
                     dict(LLAMA_BASE, intermediate_size=96, num_key_value_heads=2,
