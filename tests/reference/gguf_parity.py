@@ -187,6 +187,11 @@ CASES = {
                        rms_norm_eps=1e-6, tie_word_embeddings=True, rope_theta=1e6),
                   family="qwen2", pre="qwen2", tokenizer_config={"eos_token": "<|endoftext|>"},
                   outtypes=("f32", "q8_0"), extra_keys=UNNAMED_BOS),
+    "qwen3": Case("qwen3", "qwen3",
+                  dict(LLAMA_BASE, head_dim=32, intermediate_size=128, num_key_value_heads=2,
+                       rms_norm_eps=1e-6, tie_word_embeddings=False),
+                  family="qwen3", pre="qwen2", tokenizer_config={"eos_token": "<|im_end|>"},
+                  outtypes=("f32", "q8_0"), extra_keys=UNNAMED_BOS),
     # Mistral is llama.cpp's "llama" (convert_hf_to_gguf.py's LlamaModel registers it).
     "mistral": Case("mistral", "llama2",
                     dict(LLAMA_BASE, intermediate_size=96, num_key_value_heads=2,
