@@ -315,5 +315,62 @@ TEST(Gguf, RefusesWhatLlamaCppCannotRunBeforeWriting) {
   EXPECT_EQ(ReadGguf(out).tensors.at("blk.0.attn_q.weight").type, 30u);  // BF16
 }
 
+// Gemma 3: every norm stored as 1 + w (its RMSNorms scale by 1 + w, llama.cpp's by the weight),
+// the post norms under llama.cpp's names, q/k rows not permuted (llama.cpp's gemma3 rotates
+// Hugging Face's halves), the windows and the local RoPE base as keys; and what llama.cpp's
+// Gemma 3 fixes refused by name: another query_pre_attn_scalar, another window pattern; Qwen3's
+// attention biases (llama.cpp's qwen3 has no o_proj bias).
+TEST(Gguf, GemmaNormsPlusOneAndWhatLlamaCppFixesIsRefused) {
+  test::TempDir tmp;
+  Shape s(64, 6, Shape::PadVocab(6), 6, 4, 64);
+  s.arch = Arch::kGemma3;
+  s.NKV = 1, s.F = 64, s.HD = 32;
+  s.attn_bias = s.mlp_bias = false;
+  s.attn_scalar = 32, s.rope_local_theta = 10000, s.window = 8, s.global_every = 6;
+  s.pad_token = 0;
+  const ParamLayout layout(s);
+  std::vector<float> p = Params(layout);
+  for (float& x : p) x += 0.25f;  // Gemma's norms start at 0: values that differ from it
+  const data::VocabList v = data::ListVocab(WriteTokenizer(tmp.path() + "/tok"), 6);
+  const std::string path = tmp.path() + "/g.gguf";
+  ExportGguf(path, layout, p.data(), v, GgufOutType::kF32, "g");
+  const Gguf g = ReadGguf(path);
+  EXPECT_EQ(std::get<std::string>(g.kv.at("general.architecture")), "gemma3");
+  EXPECT_EQ(std::get<std::uint64_t>(g.kv.at("gemma3.attention.sliding_window")), 8u);
+  EXPECT_EQ(std::get<double>(g.kv.at("gemma3.rope.freq_base_swa")), 10000.0);
+  EXPECT_EQ(std::get<std::uint64_t>(g.kv.at("gemma3.attention.key_length")), 32u);
+  for (auto [name, t, n] : {std::tuple{"blk.2.attn_norm.weight", kLn1w, 64},
+                            std::tuple{"blk.2.attn_q_norm.weight", kQNormw, 32},
+                            std::tuple{"blk.2.post_attention_norm.weight", kLnPostAttnw, 64},
+                            std::tuple{"blk.2.ffn_norm.weight", kLn2w, 64},
+                            std::tuple{"blk.2.post_ffw_norm.weight", kLnPostMlpw, 64}}) {
+    const auto* w = reinterpret_cast<const float*>(g.Data(name));
+    const float* ours = p.data() + layout.offset(t, 2);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(w[i], ours[i] + 1.0f) << name << " " << i;
+  }
+  EXPECT_EQ(
+      std::memcmp(g.Data("blk.0.attn_q.weight"), p.data() + layout.offset(kQkvw, 0), 128 * 64 * 4),
+      0);
+  EXPECT_EQ(g.tensors.count("output.weight"), 0u);  // tied
+  auto refused = [&](const Shape& bad, const char* what) {
+    try {
+      CheckGguf(bad, v);
+      ADD_FAILURE() << what << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  Shape scalar = s;
+  scalar.attn_scalar = 24;
+  refused(scalar, "query_pre_attn_scalar 24");
+  Shape pattern = s;
+  pattern.global_every = 2;  // layer 1 global: llama.cpp's Gemma 3 windows it
+  refused(pattern, "layer 1 is global");
+  Shape qwen3 = LlamaShape();
+  qwen3.arch = Arch::kQwen3;
+  qwen3.attn_bias = true;
+  refused(qwen3, "attention_bias");
+}
+
 }  // namespace
 }  // namespace cputrain::model

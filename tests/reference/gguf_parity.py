@@ -200,6 +200,17 @@ CASES = {
                     tokenizer_config={"bos_token": "<s>", "eos_token": "</s>",
                                       "unk_token": "<unk>", "add_bos_token": True,
                                       "add_eos_token": False}, outtypes=("f32", "q8_0")),
+    # Six layers: llama.cpp's Gemma 3 windows five of every six (layer 5 is global), as
+    # transformers' sliding_window_pattern 6; a window of 8 under the 24 positions compared.
+    "gemma3": Case("gemma3", "llama3",
+                   dict(LLAMA_BASE, num_hidden_layers=6, head_dim=32, query_pre_attn_scalar=32,
+                        intermediate_size=128, num_key_value_heads=1, rms_norm_eps=1e-6,
+                        sliding_window=8, rope_theta=1e6, rope_local_base_freq=1e4,
+                        rope_scaling={"rope_type": "linear", "factor": 2.0}),
+                   family="gemma3", pre="llama-bpe",
+                   tokenizer_config={"bos_token": "<|begin_of_text|>",
+                                     "eos_token": "<|end_of_text|>"},
+                   weight_scale=1.0, outtypes=("f32", "q8_0"), ggml_gelu=True),
 }
 # tokenizers mode: each pipeline we export, and llama.cpp's name for it.
 TOKENIZER_PIPELINES = {"gpt2": "gpt-2", "llama3": "llama-bpe", "llama3_merges": "llama-bpe",
