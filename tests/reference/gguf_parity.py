@@ -211,6 +211,15 @@ CASES = {
                    tokenizer_config={"bos_token": "<|begin_of_text|>",
                                      "eos_token": "<|end_of_text|>"},
                    weight_scale=1.0, outtypes=("f32", "q8_0"), ggml_gelu=True),
+    # Phi-3 with a byte-level BPE, as Phi-4 ships (convert reads tokenizer.model otherwise).
+    "phi3": Case("phi3", "qwen2",
+                 dict(LLAMA_BASE, intermediate_size=96, num_key_value_heads=2, rms_norm_eps=1e-5,
+                      sliding_window=None, original_max_position_embeddings=64,
+                      pad_token_id=None, tie_word_embeddings=False),
+                 family="phi3", pre="qwen2",
+                 tokenizer_config={"eos_token": "<|endoftext|>",
+                                   "tokenizer_class": "GPT2Tokenizer"},
+                 outtypes=("f32", "q8_0"), extra_keys=UNNAMED_BOS),
 }
 # tokenizers mode: each pipeline we export, and llama.cpp's name for it.
 TOKENIZER_PIPELINES = {"gpt2": "gpt-2", "llama3": "llama-bpe", "llama3_merges": "llama-bpe",
