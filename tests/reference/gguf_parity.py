@@ -30,9 +30,11 @@ ffn_down; a SentencePiece-style tokenizer with a chat template), llama-bpe-lora 
 Llama 3 rope scaling: rope_freqs; a Llama 3-style byte-level tokenizer; a PEFT adapter merged:
 `export --adapter --merge`, against convert of `export --format hf --adapter --merge`), and
 tokenizers (llama.cpp's tokenization of the corpus under each pipeline we export — GPT-2's
-regex, Llama 3's, Qwen2's, SmolLM2's digits, SentencePiece with Prepend or Metaspace — equals
-ours and transformers', line by line, special tokens in the text included; Qwen2's on the corpus
-in NFC, as llama.cpp does not apply Qwen2's NFC normalizer: docs/gguf.md); and a mode per family
+regex, Llama 3's, Qwen2's and Qwen3's (its added tokens), SmolLM2's digits, SentencePiece with
+Prepend or Metaspace, Gemma 3's (no prefix space, runs of "▁"), Phi-3's (added tokens after the
+vocabulary) — equals ours and transformers', line by line, special tokens in the text included;
+Qwen2's and Qwen3's on the corpus in NFC, as llama.cpp does not apply their NFC normalizer:
+docs/gguf.md); and a mode per family
 of issue 34 under llama.cpp's architecture for it — qwen2, qwen3, mistral (llama.cpp's "llama"),
 gemma3 (its logits against transformers with ggml's fp16 GELU: check_logits), phi3 — F32 and
 Q8_0.
@@ -224,7 +226,8 @@ CASES = {
 # tokenizers mode: each pipeline we export, and llama.cpp's name for it.
 TOKENIZER_PIPELINES = {"gpt2": "gpt-2", "llama3": "llama-bpe", "llama3_merges": "llama-bpe",
                        "qwen2": "qwen2", "smollm2": "smollm", "llama2": "default",
-                       "metaspace": "default"}
+                       "metaspace": "default", "qwen3": "qwen2", "gemma3": "default",
+                       "phi3": "default"}
 
 
 def corpus() -> List[str]:
@@ -530,7 +533,8 @@ def check_tokenizers(engine, tmp: str) -> int:
     checks = tp.Checks()
     for name, pre in TOKENIZER_PIPELINES.items():
         # llama.cpp does not normalize to NFC (Qwen2's normalizer): text already in NFC.
-        lines = [unicodedata.normalize("NFC", t) for t in corpus()] if name == "qwen2" else corpus()
+        lines = ([unicodedata.normalize("NFC", t) for t in corpus()] if name in ("qwen2", "qwen3")
+                 else corpus())
         src = tokenizer_dir(name, tmp)
         d = os.path.join(tmp, "tok-" + name)
         case = Case(name, name, dict(LLAMA_BASE, intermediate_size=64, num_key_value_heads=4))
