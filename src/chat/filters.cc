@@ -471,6 +471,26 @@ const std::map<std::string, FilterFn>& FirstFilters() {
   return k;
 }
 
+// sum(attribute=None, start=0): Python's sum, ints staying ints.
+Value SumFilter(const Value& v, Args& a, int line) {
+  auto p = Bind("sum", a, {{"attribute", Value::None()}, {"start", Value::Int(0)}}, line);
+  Value total = p[1];
+  for (const Value& x : Iterate(v, line)) {
+    Value y = p[0].is_string() ? AttrPath(x, *p[0].s, line) : x;
+    if (!total.is_number() || !y.is_number()) Fail(line, "sum of values that are not numbers");
+    bool ints = total.kind != Value::Kind::kFloat && y.kind != Value::Kind::kFloat;
+    auto num = [](const Value& n) {
+      return n.kind == Value::Kind::kFloat
+                 ? n.f
+                 : static_cast<double>(n.kind == Value::Kind::kBool ? n.b : n.i);
+    };
+    total = ints ? Value::Int((total.kind == Value::Kind::kBool ? total.b : total.i) +
+                              (y.kind == Value::Kind::kBool ? y.b : y.i))
+                 : Value::Float(num(total) + num(y));
+  }
+  return total;
+}
+
 // The second half of the table (Filters() joins both).
 const std::map<std::string, FilterFn>& MoreFilters() {
   static const std::map<std::string, FilterFn> k = {
@@ -537,26 +557,7 @@ const std::map<std::string, FilterFn>& MoreFilters() {
        [](const Value& v, Args& a, int line) { return Select(v, a, line, true, true); }},
       {"sort", [](const Value& v, Args& a, int line) { return SortLike("sort", v, a, line); }},
       {"string", [](const Value& v, Args&, int) { return Value::Str(ToStr(v)); }},
-      {"sum",
-       [](const Value& v, Args& a, int line) {
-         auto p = Bind("sum", a, {{"attribute", Value::None()}, {"start", Value::Int(0)}}, line);
-         Value total = p[1];
-         for (const Value& x : Iterate(v, line)) {
-           Value y = p[0].is_string() ? AttrPath(x, *p[0].s, line) : x;
-           if (!total.is_number() || !y.is_number())
-             Fail(line, "sum of values that are not numbers");
-           bool ints = total.kind != Value::Kind::kFloat && y.kind != Value::Kind::kFloat;
-           auto num = [](const Value& n) {
-             return n.kind == Value::Kind::kFloat
-                        ? n.f
-                        : static_cast<double>(n.kind == Value::Kind::kBool ? n.b : n.i);
-           };
-           total = ints ? Value::Int((total.kind == Value::Kind::kBool ? total.b : total.i) +
-                                     (y.kind == Value::Kind::kBool ? y.b : y.i))
-                        : Value::Float(num(total) + num(y));
-         }
-         return total;
-       }},
+      {"sum", [](const Value& v, Args& a, int line) { return SumFilter(v, a, line); }},
       {"title",
        [](const Value& v, Args&, int line) { return Value::Str(JinjaTitle(ToStr(v), line)); }},
       {"tojson", [](const Value& v, Args& a, int line) { return ToJsonFilter(v, a, line); }},

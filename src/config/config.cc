@@ -230,450 +230,485 @@ Key StringListKey(std::string section, std::string key, std::string desc,
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// placement.*: how the machine is cut into replica groups.
+void AddPlacementKeys(std::vector<Key>& v) {
+  // ---- placement
+  {
+    Key k{"placement",
+          "group_by",
+          "one of socket, numa, l3",
+          "one replica group per package (socket), NUMA node or L3 cache",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      std::string s = AsChoice(n, o, "placement.group_by", {"socket", "numa", "l3"});
+      c.placement.group_by = s == "socket" ? topo::GroupBy::kSocket
+                             : s == "numa" ? topo::GroupBy::kNuma
+                                           : topo::GroupBy::kL3;
+    };
+    k.dump = [](const Config& c) { return YAML::Node(topo::GroupByName(c.placement.group_by)); };
+    v.push_back(k);
+  }
+  // on_set/on_unset/is_unset track "the config named this key" for keys where being unset
+  // differs from auto (threads_per_group: unset lets OMP_NUM_THREADS decide).
+  auto auto_int = [](std::string key, std::string desc,
+                     std::function<std::optional<int>&(Config&)> field,
+                     std::function<void(Config&)> on_set, std::function<void(Config&)> on_unset,
+                     std::function<bool(const Config&)> is_unset) {
+    Key k{"placement", key, "auto or an integer >= 1", std::move(desc), nullptr, nullptr};
+    std::string name = k.full();
+    k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
+      if (n.IsNull() && on_unset) {  // "~": back to not set
+        field(c) = std::nullopt;
+        on_unset(c);
+        return;
+      }
+      if (n.IsScalar() && n.Scalar() == "auto") {
+        field(c) = std::nullopt;
+      } else {
+        field(c) = static_cast<int>(AsInteger(n, o, name, "auto or an integer >= 1", 1, kIntMax));
+      }
+      if (on_set) on_set(c);
+    };
+    k.dump = [=](const Config& c) {
+      if (is_unset && is_unset(c)) return YAML::Node(YAML::NodeType::Null);
+      auto f = field(const_cast<Config&>(c));
+      return f ? YAML::Node(*f) : YAML::Node("auto");
+    };
+    return k;
+  };
+  v.push_back(auto_int(
+      "groups", "number of replica groups: the first N domains (auto = all)",
+      [](Config& c) -> std::optional<int>& { return c.placement.groups; }, nullptr, nullptr,
+      nullptr));
+  v.push_back(auto_int(
+      "threads_per_group",
+      "worker threads per group; auto = one per physical core (or hardware thread with "
+      "hyperthreads); ~ (not set) = OMP_NUM_THREADS if that is set, else auto",
+      [](Config& c) -> std::optional<int>& { return c.placement.threads_per_group; },
+      [](Config& c) { c.placement.threads_per_group_set = true; },
+      [](Config& c) { c.placement.threads_per_group_set = false; },
+      [](const Config& c) { return !c.placement.threads_per_group_set; }));
+  v.push_back(BoolKey("placement", "hyperthreads",
+                      "also use SMT siblings (one worker per hardware thread)",
+                      [](Config& c) -> bool& { return c.placement.hyperthreads; }));
+  v.push_back(IntKey("placement", "comm_threads",
+                     "cores per group kept out of the compute budget for communication "
+                     "threads (like CCL_WORKER_COUNT)",
+                     0, [](Config& c) -> int& { return c.placement.comm_threads; }));
+  {
+    Key k{"placement",
+          "cpus",
+          "a list of lists of OS CPU numbers",
+          "explicit CPUs per group, e.g. [[0,1,2,3],[4,5,6,7]]; overrides the keys above "
+          "(the last comm_threads CPUs of each list become comm CPUs)",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      const std::string type = "a list of lists of CPU numbers, e.g. [[0,1],[2,3]]";
+      if (n.IsNull()) {
+        c.placement.cpus.clear();
+        return;
+      }
+      if (!n.IsSequence()) Bad(o, "placement.cpus", type, n);
+      std::vector<std::vector<int>> lists;
+      for (std::size_t i = 0; i < n.size(); ++i) {
+        const YAML::Node g = n[i];
+        if (!g.IsSequence()) Bad(o, fmt::format("placement.cpus[{}]", i), type, g);
+        std::vector<int> cpus;
+        for (std::size_t j = 0; j < g.size(); ++j) {
+          cpus.push_back(
+              static_cast<int>(AsInteger(g[j], o, fmt::format("placement.cpus[{}][{}]", i, j),
+                                         "a CPU number >= 0", 0, kIntMax)));
+        }
+        lists.push_back(std::move(cpus));
+      }
+      c.placement.cpus = std::move(lists);
+    };
+    k.dump = [](const Config& c) {
+      YAML::Node n(YAML::NodeType::Sequence);
+      for (const auto& g : c.placement.cpus) {
+        YAML::Node l(YAML::NodeType::Sequence);
+        for (int cpu : g) l.push_back(cpu);
+        l.SetStyle(YAML::EmitterStyle::Flow);
+        n.push_back(l);
+      }
+      n.SetStyle(YAML::EmitterStyle::Flow);
+      return n;
+    };
+    v.push_back(k);
+  }
+}
+
+// model.*: family, shape and initialisation.
+void AddModelKeys(std::vector<Key>& v) {
+  // ---- model
+  v.push_back(
+      StringKey("model", "init_from",
+                "checkpoint to start from (a model.bin, a checkpoint directory, a run's "
+                "out_dir, or a Hugging Face GPT-2 or Llama directory); empty = random init "
+                "from seed (the checkpoint gives the family and shape; a layers..max_seq_len "
+                "you set that disagrees is an error)",
+                [](Config& c) -> std::string& { return c.model.init_from; }));
+  v.push_back(StringKey("model", "preset",
+                        "a named shape for a random init (bench's presets: qwen3-0.6b, "
+                        "gemma3-270m, ...; docs/config.md): its family and every dimension, "
+                        "model.max_seq_len still the positions; \"\" = the keys below",
+                        [](Config& c) -> std::string& { return c.model.preset; }));
+  v.push_back(StringKey("model", "arch",
+                        "model family of a random init (docs/config.md lists them; a family "
+                        "name the engine does not know is refused when training starts)",
+                        [](Config& c) -> std::string& { return c.model.arch; }));
+  v.push_back(StringKey("model", "head",
+                        "what the model computes: lm (the decoder families), qa (the encoder "
+                        "families: extractive question answering, as `qa train` sets) or "
+                        "classify (sequence classification, as `classify train` sets)",
+                        [](Config& c) -> std::string& { return c.model.head; }));
+  v.push_back(IntKey(
+      "model", "num_labels",
+      "a classifier's outputs (its labels; 1 for a regression); 0 = the checkpoint's", 0,
+      [](Config& c) -> int& { return c.model.num_labels; }, model::kMaxLabels));
+  v.push_back(IntKey(
+      "model", "pad_token_id",
+      "a decoder classifier's padding token where its config.json names none; -1 = none", -1,
+      [](Config& c) -> int& { return c.model.pad_token_id; }, model::kMaxVocab));
+  v.push_back(StringKey("model", "problem_type",
+                        "a classifier's loss: single_label_classification, regression or "
+                        "multi_label_classification; empty = the checkpoint's",
+                        [](Config& c) -> std::string& { return c.model.problem_type; }));
+  v.push_back(IntKey(
+      "model", "token_types", "token types of a random bert init (type_vocab_size)", 1,
+      [](Config& c) -> int& { return c.model.token_types; }, model::kMaxTypes));
+  v.push_back(NumberKey("model", "hidden_dropout",
+                        "dropout of a random bert/distilbert init's hidden states "
+                        "(a Hugging Face directory's config.json gives its own)",
+                        0, 0.999, [](Config& c) -> double& { return c.model.hidden_dropout; }));
+  v.push_back(NumberKey("model", "attention_dropout",
+                        "dropout of a random bert/distilbert init's attention probabilities", 0,
+                        0.999, [](Config& c) -> double& { return c.model.attention_dropout; }));
+  v.push_back(IntKey(
+      "model", "layers", "transformer blocks L", 1,
+      [](Config& c) -> int& { return c.model.layers; }, model::kMaxLayers));
+  v.push_back(IntKey(
+      "model", "channels", "embedding width C", 1,
+      [](Config& c) -> int& { return c.model.channels; }, model::kMaxChannels));
+  v.push_back(IntKey(
+      "model", "heads", "attention heads NH (must divide channels)", 1,
+      [](Config& c) -> int& { return c.model.heads; }, model::kMaxChannels));
+  v.push_back(IntKey(
+      "model", "kv_heads", "key/value heads NKV of grouped-query attention (0: heads)", 0,
+      [](Config& c) -> int& { return c.model.kv_heads; }, model::kMaxChannels));
+  v.push_back(IntKey(
+      "model", "ffn_hidden", "the MLP's hidden width (0: the family's, 4 * channels)", 0,
+      [](Config& c) -> int& { return c.model.ffn_hidden; }, 4 * model::kMaxChannels));
+  v.push_back(IntKey(
+      "model", "head_dim",
+      "the attention heads' size (0: channels / heads; qwen3, gemma3 set "
+      "their own)",
+      0, [](Config& c) -> int& { return c.model.head_dim; }, model::kMaxChannels));
+  v.push_back(IntKey(
+      "model", "vocab_size", "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
+      [](Config& c) -> int& { return c.model.vocab_size; }, model::kMaxVocab));
+  v.push_back(NumberKey("model", "norm_eps", "epsilon of the norms (llama: RMSNorm's)", 1e-12, 1,
+                        [](Config& c) -> double& { return c.model.norm_eps; }));
+  v.push_back(NumberKey("model", "rope_theta", "base of the rotary embeddings (llama)", 1, 1e12,
+                        [](Config& c) -> double& { return c.model.rope_theta; }));
+  v.push_back(BoolKey("model", "tied_embeddings",
+                      "the LM head is the token embedding (llama; gpt2 is always tied)",
+                      [](Config& c) -> bool& { return c.model.tied_embeddings; }));
+  v.push_back(IntKey(
+      "model", "max_seq_len", "positions maxT of the position embedding", 1,
+      [](Config& c) -> int& { return c.model.max_seq_len; }, model::kMaxSeqLen));
+  {
+    Key k{"model", "seed", "an integer >= 0", "seed of the random init", nullptr, nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      c.model.seed = static_cast<uint64_t>(AsInteger(n, o, "model.seed", "an integer >= 0", 0,
+                                                     std::numeric_limits<long long>::max()));
+    };
+    k.dump = [](const Config& c) { return YAML::Node(c.model.seed); };
+    v.push_back(k);
+  }
+}
+
+// data.*: the token files.
+void AddDataKeys(std::vector<Key>& v) {
+  // ---- data
+  v.push_back(PathListKey("data", "train",
+                          "llm.c token files to train on: shards, in sorted path order",
+                          [](Config& c) -> std::vector<std::string>& { return c.data.train; }));
+  v.push_back(PathListKey("data", "val",
+                          "llm.c token files for validation (never shuffled); empty = none",
+                          [](Config& c) -> std::vector<std::string>& { return c.data.val; }));
+  v.push_back(IntKey("data", "batch_size",
+                     "B: global sequences per step, split across nodes and groups", 1,
+                     [](Config& c) -> int& { return c.data.batch_size; }));
+  v.push_back(IntKey(
+      "data", "seq_len", "T: tokens per sequence (<= model.max_seq_len)", 1,
+      [](Config& c) -> int& { return c.data.seq_len; }, model::kMaxSeqLen));
+  v.push_back(
+      BoolKey("data", "shuffle",
+              "a new seeded permutation of the train windows every epoch (false: in file order)",
+              [](Config& c) -> bool& { return c.data.shuffle; }));
+  {
+    Key k{"data",  "seed", "an integer >= 0, or ~ (model.seed)", "seed of the shuffle",
+          nullptr, nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      if (n.IsNull()) {
+        c.data.seed.reset();
+        return;
+      }
+      c.data.seed = static_cast<uint64_t>(AsInteger(n, o, "data.seed", "an integer >= 0", 0,
+                                                    std::numeric_limits<long long>::max()));
+    };
+    k.dump = [](const Config& c) {
+      return c.data.seed ? YAML::Node(*c.data.seed) : YAML::Node(YAML::NodeType::Null);
+    };
+    v.push_back(k);
+  }
+}
+
+// optim.*: AdamW and the schedule.
+void AddOptimKeys(std::vector<Key>& v) {
+  // ---- optim
+  v.push_back(NumberKey("optim", "lr", "peak learning rate", 0, kInf,
+                        [](Config& c) -> double& { return c.optim.lr; }));
+  v.push_back(NumberKey("optim", "min_lr", "final learning rate of the cosine schedule", 0, kInf,
+                        [](Config& c) -> double& { return c.optim.min_lr; }));
+  {
+    Key k{"optim",
+          "schedule",
+          "one of constant, cosine, linear",
+          "constant lr; linear warmup then cosine decay to min_lr at train.steps; or Hugging "
+          "Face's linear schedule (warmup from 0, then linear decay to 0 at train.steps)",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      const std::string v = AsChoice(n, o, "optim.schedule", {"constant", "cosine", "linear"});
+      c.optim.schedule = v == "constant" ? Schedule::kConstant
+                         : v == "linear" ? Schedule::kLinear
+                                         : Schedule::kCosine;
+    };
+    k.dump = [](const Config& c) { return YAML::Node(ScheduleName(c.optim.schedule)); };
+    v.push_back(k);
+  }
+  v.push_back(IntKey("optim", "warmup_steps", "warmup steps of the cosine and linear schedules", 0,
+                     [](Config& c) -> int& { return c.optim.warmup_steps; }));
+  v.push_back(NumberKey("optim", "beta1", "AdamW first-moment decay", 0, 1,
+                        [](Config& c) -> double& { return c.optim.beta1; }));
+  v.push_back(NumberKey("optim", "beta2", "AdamW second-moment decay", 0, 1,
+                        [](Config& c) -> double& { return c.optim.beta2; }));
+  v.push_back(NumberKey("optim", "eps", "AdamW epsilon", 0, kInf,
+                        [](Config& c) -> double& { return c.optim.eps; }));
+  v.push_back(NumberKey("optim", "weight_decay",
+                        "decoupled weight decay, applied to 2-D tensors only", 0, kInf,
+                        [](Config& c) -> double& { return c.optim.weight_decay; }));
+  v.push_back(NumberKey("optim", "grad_clip", "global gradient-norm clip; 0 = off", 0, kInf,
+                        [](Config& c) -> double& { return c.optim.grad_clip; }));
+}
+
+// train.*: the run.
+void AddTrainKeys(std::vector<Key>& v) {
+  // ---- train
+  v.push_back(IntKey("train", "steps", "optimizer steps to run", 1,
+                     [](Config& c) -> int& { return c.train.steps; }));
+  v.push_back(IntKey("train", "grad_accum_steps",
+                     "micro-batches per optimizer step (gradient accumulation); the sync runs "
+                     "once per step",
+                     1, [](Config& c) -> int& { return c.train.grad_accum_steps; }));
+  {
+    Key k{"train",
+          "batch_tokens",
+          "an integer >= 0",
+          "global batch in tokens per optimizer step, a multiple of batch_size*seq_len (sets "
+          "grad_accum_steps); 0 = batch_size*seq_len*grad_accum_steps",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      c.train.batch_tokens = AsInteger(n, o, "train.batch_tokens", "an integer >= 0", 0,
+                                       std::numeric_limits<long long>::max());
+    };
+    k.dump = [](const Config& c) { return YAML::Node(c.train.batch_tokens); };
+    v.push_back(k);
+  }
+  v.push_back(IntKey("train", "eval_every",
+                     "validate every N steps (and after the last); 0 = only after the last", 0,
+                     [](Config& c) -> int& { return c.train.eval_every; }));
+  v.push_back(IntKey("train", "eval_batches", "validation windows averaged per evaluation", 1,
+                     [](Config& c) -> int& { return c.train.eval_batches; }));
+  v.push_back(IntKey("train", "checkpoint_every",
+                     "save a checkpoint every N steps; 0 = only at the end", 0,
+                     [](Config& c) -> int& { return c.train.checkpoint_every; }));
+  v.push_back(StringKey("train", "out_dir",
+                        "directory for metrics.jsonl, checkpoints/, placement.json",
+                        [](Config& c) -> std::string& { return c.train.out_dir; }));
+  v.push_back(StringKey("train", "resume",
+                        "auto (continue from out_dir's newest checkpoint), never (refuse an "
+                        "out_dir holding a run) or a checkpoint path",
+                        [](Config& c) -> std::string& { return c.train.resume; }));
+  v.push_back(BoolKey("train", "resume_fallback",
+                      "a resume whose newest checkpoint is damaged or incomplete (checksum "
+                      "mismatch, state.bin missing): false refuses it (exit 2 naming the file), "
+                      "true skips it, saying which and why, for the newest good one (also: "
+                      "train --resume-fallback)",
+                      [](Config& c) -> bool& { return c.train.resume_fallback; }));
+  v.push_back(IntKey("train", "keep_checkpoints",
+                     "newest checkpoint directories kept in out_dir/checkpoints; 0 = all", 0,
+                     [](Config& c) -> int& { return c.train.keep_checkpoints; }));
+  {
+    Key k = StringListKey(
+        "train", "report_to",
+        "where the run's metrics also go, as Hugging Face's report_to: none, or tensorboard "
+        "(an event file in out_dir/runs; all means the same); trainer_state.json is always "
+        "written (docs/formats.md)",
+        [](Config& c) -> std::vector<std::string>& { return c.train.report_to; });
+    k.type = "a list of: none, tensorboard, all";
+    k.parse = [list = k.parse, type = k.type](const YAML::Node& n, const Origin& o, Config& c) {
+      list(n, o, c);
+      for (const std::string& s : c.train.report_to)
+        if (s != "none" && s != "tensorboard" && s != "all") Bad(o, "train.report_to", type, n);
+    };
+    v.push_back(k);
+  }
+  {
+    Key k{"train",
+          "on_nonfinite",
+          "one of stop, skip_step",
+          "a non-finite loss or gradient norm: stop (exit 1, last checkpoint kept) or skip the "
+          "step's update",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      c.train.skip_nonfinite =
+          AsChoice(n, o, "train.on_nonfinite", {"stop", "skip_step"}) == "skip_step";
+    };
+    k.dump = [](const Config& c) {
+      return YAML::Node(c.train.skip_nonfinite ? "skip_step" : "stop");
+    };
+    v.push_back(k);
+  }
+  {
+    Key k{"train",
+          "precision",
+          "one of fp32, bf16",
+          "fp32, or bf16 mixed precision as torch.autocast: the matrix products (linear "
+          "layers, LM head, attention) in bf16 with fp32 accumulation, the rest and the master "
+          "weights fp32 (needs AVX512_BF16; docs/bf16.md)",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      c.train.bf16 = AsChoice(n, o, "train.precision", {"fp32", "bf16"}) == "bf16";
+    };
+    k.dump = [](const Config& c) { return YAML::Node(c.train.bf16 ? "bf16" : "fp32"); };
+    v.push_back(k);
+  }
+}
+
+// train.lora.*: the adapters.
+void AddLoraKeys(std::vector<Key>& v) {
+  // ---- train.lora (nested under train; "lora.r" is the key, so --set train.lora.r=16)
+  v.push_back(IntKey(
+      "train", "lora.r",
+      "LoRA rank: train low-rank adapters over a frozen base instead of every "
+      "weight (docs/lora.md); 0 = off (full fine-tuning)",
+      0, [](Config& c) -> int& { return c.train.lora.r; }, 4096));
+  v.push_back(NumberKey("train", "lora.alpha",
+                        "LoRA scale numerator: the update is (alpha / r) B A x (PEFT's "
+                        "lora_alpha)",
+                        1e-6, 1e6, [](Config& c) -> double& { return c.train.lora.alpha; }));
+  v.push_back(NumberKey("train", "lora.dropout",
+                        "dropout of the adapters' input while training (PEFT's lora_dropout)", 0,
+                        0.999, [](Config& c) -> double& { return c.train.lora.dropout; }));
+  v.push_back(StringListKey(
+      "train", "lora.target_modules",
+      "modules to adapt, named as PEFT names them (q_proj, v_proj, ...; "
+      "all-linear: every linear layer of the blocks); empty = the "
+      "family's PEFT default",
+      [](Config& c) -> std::vector<std::string>& { return c.train.lora.target_modules; }));
+  v.push_back(StringListKey(
+      "train", "lora.modules_to_save",
+      "base modules that train fully beside the adapters (e.g. lm_head; a "
+      "QA model's qa_outputs always does)",
+      [](Config& c) -> std::vector<std::string>& { return c.train.lora.modules_to_save; }));
+  {
+    Key k{"train",
+          "lora.init",
+          "one of default, gaussian, false",
+          "adapter init as PEFT's init_lora_weights: default (A Kaiming-uniform, B zero), "
+          "gaussian (A normal(0, 1/r), B zero), false (B random too)",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      c.train.lora.init = AsChoice(n, o, "train.lora.init", {"default", "gaussian", "false"});
+    };
+    k.dump = [](const Config& c) { return YAML::Node(c.train.lora.init); };
+    v.push_back(k);
+  }
+  {
+    Key k{"train",
+          "lora.base_dtype",
+          "one of fp32, bf16",
+          "storage of the frozen base weights, once per NUMA node: fp32, or bf16 (half the "
+          "memory; needs train.precision: bf16)",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      c.train.lora.base_dtype = AsChoice(n, o, "train.lora.base_dtype", {"fp32", "bf16"});
+    };
+    k.dump = [](const Config& c) { return YAML::Node(c.train.lora.base_dtype); };
+    v.push_back(k);
+  }
+  v.push_back(StringKey("train", "lora.adapter",
+                        "a PEFT adapter directory to continue training (its "
+                        "adapter_config.json sets r, alpha, dropout and the modules); also "
+                        "train --adapter",
+                        [](Config& c) -> std::string& { return c.train.lora.adapter; }));
+}
+
+// comm.* and mpi.*: gradient sync within and across machines.
+void AddCommMpiKeys(std::vector<Key>& v) {
+  // ---- comm
+  v.push_back(NumberKey("comm", "bucket_mb",
+                        "gradient bucket size in MB (10^6 bytes) synced while backward runs", 0.001,
+                        kInf, [](Config& c) -> double& { return c.comm.bucket_mb; }));
+  // ---- mpi
+  {
+    Key k{"mpi",
+          "enabled",
+          "one of auto, on, off",
+          "multi-node bridge; auto = on when launched by mpirun",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      // YAML 1.1 reads on/off as booleans; accept both spellings.
+      bool b;
+      if (n.IsScalar() && n.Scalar() != "auto" && YAML::convert<bool>::decode(n, b)) {
+        c.mpi.enabled = b ? MpiMode::kOn : MpiMode::kOff;
+        return;
+      }
+      std::string s = AsChoice(n, o, "mpi.enabled", {"auto", "on", "off"});
+      c.mpi.enabled = s == "auto" ? MpiMode::kAuto : s == "on" ? MpiMode::kOn : MpiMode::kOff;
+    };
+    k.dump = [](const Config& c) { return YAML::Node(MpiModeName(c.mpi.enabled)); };
+    v.push_back(k);
+  }
+  v.push_back(NumberKey("mpi", "watchdog_seconds",
+                        "a peer rank silent this long makes every rank exit with an error", 1, kInf,
+                        [](Config& c) -> double& { return c.mpi.watchdog_seconds; }));
+}
+
 const std::vector<Key>& Keys() {
   static const std::vector<Key> keys = [] {
     std::vector<Key> v;
     v.push_back(StringKey("", "topology",
                           "machine to plan on: this | synthetic:<hwloc description> | xml:<file>",
                           [](Config& c) -> std::string& { return c.topology; }));
-    // ---- placement
-    {
-      Key k{"placement",
-            "group_by",
-            "one of socket, numa, l3",
-            "one replica group per package (socket), NUMA node or L3 cache",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        std::string s = AsChoice(n, o, "placement.group_by", {"socket", "numa", "l3"});
-        c.placement.group_by = s == "socket" ? topo::GroupBy::kSocket
-                               : s == "numa" ? topo::GroupBy::kNuma
-                                             : topo::GroupBy::kL3;
-      };
-      k.dump = [](const Config& c) { return YAML::Node(topo::GroupByName(c.placement.group_by)); };
-      v.push_back(k);
-    }
-    // on_set/on_unset/is_unset track "the config named this key" for keys where being unset
-    // differs from auto (threads_per_group: unset lets OMP_NUM_THREADS decide).
-    auto auto_int = [](std::string key, std::string desc,
-                       std::function<std::optional<int>&(Config&)> field,
-                       std::function<void(Config&)> on_set, std::function<void(Config&)> on_unset,
-                       std::function<bool(const Config&)> is_unset) {
-      Key k{"placement", key, "auto or an integer >= 1", std::move(desc), nullptr, nullptr};
-      std::string name = k.full();
-      k.parse = [=](const YAML::Node& n, const Origin& o, Config& c) {
-        if (n.IsNull() && on_unset) {  // "~": back to not set
-          field(c) = std::nullopt;
-          on_unset(c);
-          return;
-        }
-        if (n.IsScalar() && n.Scalar() == "auto") {
-          field(c) = std::nullopt;
-        } else {
-          field(c) = static_cast<int>(AsInteger(n, o, name, "auto or an integer >= 1", 1, kIntMax));
-        }
-        if (on_set) on_set(c);
-      };
-      k.dump = [=](const Config& c) {
-        if (is_unset && is_unset(c)) return YAML::Node(YAML::NodeType::Null);
-        auto f = field(const_cast<Config&>(c));
-        return f ? YAML::Node(*f) : YAML::Node("auto");
-      };
-      return k;
-    };
-    v.push_back(auto_int(
-        "groups", "number of replica groups: the first N domains (auto = all)",
-        [](Config& c) -> std::optional<int>& { return c.placement.groups; }, nullptr, nullptr,
-        nullptr));
-    v.push_back(auto_int(
-        "threads_per_group",
-        "worker threads per group; auto = one per physical core (or hardware thread with "
-        "hyperthreads); ~ (not set) = OMP_NUM_THREADS if that is set, else auto",
-        [](Config& c) -> std::optional<int>& { return c.placement.threads_per_group; },
-        [](Config& c) { c.placement.threads_per_group_set = true; },
-        [](Config& c) { c.placement.threads_per_group_set = false; },
-        [](const Config& c) { return !c.placement.threads_per_group_set; }));
-    v.push_back(BoolKey("placement", "hyperthreads",
-                        "also use SMT siblings (one worker per hardware thread)",
-                        [](Config& c) -> bool& { return c.placement.hyperthreads; }));
-    v.push_back(IntKey("placement", "comm_threads",
-                       "cores per group kept out of the compute budget for communication "
-                       "threads (like CCL_WORKER_COUNT)",
-                       0, [](Config& c) -> int& { return c.placement.comm_threads; }));
-    {
-      Key k{"placement",
-            "cpus",
-            "a list of lists of OS CPU numbers",
-            "explicit CPUs per group, e.g. [[0,1,2,3],[4,5,6,7]]; overrides the keys above "
-            "(the last comm_threads CPUs of each list become comm CPUs)",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        const std::string type = "a list of lists of CPU numbers, e.g. [[0,1],[2,3]]";
-        if (n.IsNull()) {
-          c.placement.cpus.clear();
-          return;
-        }
-        if (!n.IsSequence()) Bad(o, "placement.cpus", type, n);
-        std::vector<std::vector<int>> lists;
-        for (std::size_t i = 0; i < n.size(); ++i) {
-          const YAML::Node g = n[i];
-          if (!g.IsSequence()) Bad(o, fmt::format("placement.cpus[{}]", i), type, g);
-          std::vector<int> cpus;
-          for (std::size_t j = 0; j < g.size(); ++j) {
-            cpus.push_back(
-                static_cast<int>(AsInteger(g[j], o, fmt::format("placement.cpus[{}][{}]", i, j),
-                                           "a CPU number >= 0", 0, kIntMax)));
-          }
-          lists.push_back(std::move(cpus));
-        }
-        c.placement.cpus = std::move(lists);
-      };
-      k.dump = [](const Config& c) {
-        YAML::Node n(YAML::NodeType::Sequence);
-        for (const auto& g : c.placement.cpus) {
-          YAML::Node l(YAML::NodeType::Sequence);
-          for (int cpu : g) l.push_back(cpu);
-          l.SetStyle(YAML::EmitterStyle::Flow);
-          n.push_back(l);
-        }
-        n.SetStyle(YAML::EmitterStyle::Flow);
-        return n;
-      };
-      v.push_back(k);
-    }
-    // ---- model
-    v.push_back(
-        StringKey("model", "init_from",
-                  "checkpoint to start from (a model.bin, a checkpoint directory, a run's "
-                  "out_dir, or a Hugging Face GPT-2 or Llama directory); empty = random init "
-                  "from seed (the checkpoint gives the family and shape; a layers..max_seq_len "
-                  "you set that disagrees is an error)",
-                  [](Config& c) -> std::string& { return c.model.init_from; }));
-    v.push_back(StringKey("model", "preset",
-                          "a named shape for a random init (bench's presets: qwen3-0.6b, "
-                          "gemma3-270m, ...; docs/config.md): its family and every dimension, "
-                          "model.max_seq_len still the positions; \"\" = the keys below",
-                          [](Config& c) -> std::string& { return c.model.preset; }));
-    v.push_back(StringKey("model", "arch",
-                          "model family of a random init (docs/config.md lists them; a family "
-                          "name the engine does not know is refused when training starts)",
-                          [](Config& c) -> std::string& { return c.model.arch; }));
-    v.push_back(StringKey("model", "head",
-                          "what the model computes: lm (the decoder families), qa (the encoder "
-                          "families: extractive question answering, as `qa train` sets) or "
-                          "classify (sequence classification, as `classify train` sets)",
-                          [](Config& c) -> std::string& { return c.model.head; }));
-    v.push_back(IntKey(
-        "model", "num_labels",
-        "a classifier's outputs (its labels; 1 for a regression); 0 = the checkpoint's", 0,
-        [](Config& c) -> int& { return c.model.num_labels; }, model::kMaxLabels));
-    v.push_back(IntKey(
-        "model", "pad_token_id",
-        "a decoder classifier's padding token where its config.json names none; -1 = none", -1,
-        [](Config& c) -> int& { return c.model.pad_token_id; }, model::kMaxVocab));
-    v.push_back(StringKey("model", "problem_type",
-                          "a classifier's loss: single_label_classification, regression or "
-                          "multi_label_classification; empty = the checkpoint's",
-                          [](Config& c) -> std::string& { return c.model.problem_type; }));
-    v.push_back(IntKey(
-        "model", "token_types", "token types of a random bert init (type_vocab_size)", 1,
-        [](Config& c) -> int& { return c.model.token_types; }, model::kMaxTypes));
-    v.push_back(NumberKey("model", "hidden_dropout",
-                          "dropout of a random bert/distilbert init's hidden states "
-                          "(a Hugging Face directory's config.json gives its own)",
-                          0, 0.999, [](Config& c) -> double& { return c.model.hidden_dropout; }));
-    v.push_back(NumberKey("model", "attention_dropout",
-                          "dropout of a random bert/distilbert init's attention probabilities", 0,
-                          0.999, [](Config& c) -> double& { return c.model.attention_dropout; }));
-    v.push_back(IntKey(
-        "model", "layers", "transformer blocks L", 1,
-        [](Config& c) -> int& { return c.model.layers; }, model::kMaxLayers));
-    v.push_back(IntKey(
-        "model", "channels", "embedding width C", 1,
-        [](Config& c) -> int& { return c.model.channels; }, model::kMaxChannels));
-    v.push_back(IntKey(
-        "model", "heads", "attention heads NH (must divide channels)", 1,
-        [](Config& c) -> int& { return c.model.heads; }, model::kMaxChannels));
-    v.push_back(IntKey(
-        "model", "kv_heads", "key/value heads NKV of grouped-query attention (0: heads)", 0,
-        [](Config& c) -> int& { return c.model.kv_heads; }, model::kMaxChannels));
-    v.push_back(IntKey(
-        "model", "ffn_hidden", "the MLP's hidden width (0: the family's, 4 * channels)", 0,
-        [](Config& c) -> int& { return c.model.ffn_hidden; }, 4 * model::kMaxChannels));
-    v.push_back(IntKey(
-        "model", "head_dim",
-        "the attention heads' size (0: channels / heads; qwen3, gemma3 set "
-        "their own)",
-        0, [](Config& c) -> int& { return c.model.head_dim; }, model::kMaxChannels));
-    v.push_back(IntKey(
-        "model", "vocab_size", "vocabulary V (256 for the bytes tokenizer, 50257 for gpt2)", 1,
-        [](Config& c) -> int& { return c.model.vocab_size; }, model::kMaxVocab));
-    v.push_back(NumberKey("model", "norm_eps", "epsilon of the norms (llama: RMSNorm's)", 1e-12, 1,
-                          [](Config& c) -> double& { return c.model.norm_eps; }));
-    v.push_back(NumberKey("model", "rope_theta", "base of the rotary embeddings (llama)", 1, 1e12,
-                          [](Config& c) -> double& { return c.model.rope_theta; }));
-    v.push_back(BoolKey("model", "tied_embeddings",
-                        "the LM head is the token embedding (llama; gpt2 is always tied)",
-                        [](Config& c) -> bool& { return c.model.tied_embeddings; }));
-    v.push_back(IntKey(
-        "model", "max_seq_len", "positions maxT of the position embedding", 1,
-        [](Config& c) -> int& { return c.model.max_seq_len; }, model::kMaxSeqLen));
-    {
-      Key k{"model", "seed", "an integer >= 0", "seed of the random init", nullptr, nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.model.seed = static_cast<uint64_t>(AsInteger(n, o, "model.seed", "an integer >= 0", 0,
-                                                       std::numeric_limits<long long>::max()));
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.model.seed); };
-      v.push_back(k);
-    }
-    // ---- data
-    v.push_back(PathListKey("data", "train",
-                            "llm.c token files to train on: shards, in sorted path order",
-                            [](Config& c) -> std::vector<std::string>& { return c.data.train; }));
-    v.push_back(PathListKey("data", "val",
-                            "llm.c token files for validation (never shuffled); empty = none",
-                            [](Config& c) -> std::vector<std::string>& { return c.data.val; }));
-    v.push_back(IntKey("data", "batch_size",
-                       "B: global sequences per step, split across nodes and groups", 1,
-                       [](Config& c) -> int& { return c.data.batch_size; }));
-    v.push_back(IntKey(
-        "data", "seq_len", "T: tokens per sequence (<= model.max_seq_len)", 1,
-        [](Config& c) -> int& { return c.data.seq_len; }, model::kMaxSeqLen));
-    v.push_back(
-        BoolKey("data", "shuffle",
-                "a new seeded permutation of the train windows every epoch (false: in file order)",
-                [](Config& c) -> bool& { return c.data.shuffle; }));
-    {
-      Key k{"data",  "seed", "an integer >= 0, or ~ (model.seed)", "seed of the shuffle",
-            nullptr, nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        if (n.IsNull()) {
-          c.data.seed.reset();
-          return;
-        }
-        c.data.seed = static_cast<uint64_t>(AsInteger(n, o, "data.seed", "an integer >= 0", 0,
-                                                      std::numeric_limits<long long>::max()));
-      };
-      k.dump = [](const Config& c) {
-        return c.data.seed ? YAML::Node(*c.data.seed) : YAML::Node(YAML::NodeType::Null);
-      };
-      v.push_back(k);
-    }
-    // ---- optim
-    v.push_back(NumberKey("optim", "lr", "peak learning rate", 0, kInf,
-                          [](Config& c) -> double& { return c.optim.lr; }));
-    v.push_back(NumberKey("optim", "min_lr", "final learning rate of the cosine schedule", 0, kInf,
-                          [](Config& c) -> double& { return c.optim.min_lr; }));
-    {
-      Key k{"optim",
-            "schedule",
-            "one of constant, cosine, linear",
-            "constant lr; linear warmup then cosine decay to min_lr at train.steps; or Hugging "
-            "Face's linear schedule (warmup from 0, then linear decay to 0 at train.steps)",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        const std::string v = AsChoice(n, o, "optim.schedule", {"constant", "cosine", "linear"});
-        c.optim.schedule = v == "constant" ? Schedule::kConstant
-                           : v == "linear" ? Schedule::kLinear
-                                           : Schedule::kCosine;
-      };
-      k.dump = [](const Config& c) { return YAML::Node(ScheduleName(c.optim.schedule)); };
-      v.push_back(k);
-    }
-    v.push_back(IntKey("optim", "warmup_steps", "warmup steps of the cosine and linear schedules",
-                       0, [](Config& c) -> int& { return c.optim.warmup_steps; }));
-    v.push_back(NumberKey("optim", "beta1", "AdamW first-moment decay", 0, 1,
-                          [](Config& c) -> double& { return c.optim.beta1; }));
-    v.push_back(NumberKey("optim", "beta2", "AdamW second-moment decay", 0, 1,
-                          [](Config& c) -> double& { return c.optim.beta2; }));
-    v.push_back(NumberKey("optim", "eps", "AdamW epsilon", 0, kInf,
-                          [](Config& c) -> double& { return c.optim.eps; }));
-    v.push_back(NumberKey("optim", "weight_decay",
-                          "decoupled weight decay, applied to 2-D tensors only", 0, kInf,
-                          [](Config& c) -> double& { return c.optim.weight_decay; }));
-    v.push_back(NumberKey("optim", "grad_clip", "global gradient-norm clip; 0 = off", 0, kInf,
-                          [](Config& c) -> double& { return c.optim.grad_clip; }));
-    // ---- train
-    v.push_back(IntKey("train", "steps", "optimizer steps to run", 1,
-                       [](Config& c) -> int& { return c.train.steps; }));
-    v.push_back(IntKey("train", "grad_accum_steps",
-                       "micro-batches per optimizer step (gradient accumulation); the sync runs "
-                       "once per step",
-                       1, [](Config& c) -> int& { return c.train.grad_accum_steps; }));
-    {
-      Key k{"train",
-            "batch_tokens",
-            "an integer >= 0",
-            "global batch in tokens per optimizer step, a multiple of batch_size*seq_len (sets "
-            "grad_accum_steps); 0 = batch_size*seq_len*grad_accum_steps",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.train.batch_tokens = AsInteger(n, o, "train.batch_tokens", "an integer >= 0", 0,
-                                         std::numeric_limits<long long>::max());
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.train.batch_tokens); };
-      v.push_back(k);
-    }
-    v.push_back(IntKey("train", "eval_every",
-                       "validate every N steps (and after the last); 0 = only after the last", 0,
-                       [](Config& c) -> int& { return c.train.eval_every; }));
-    v.push_back(IntKey("train", "eval_batches", "validation windows averaged per evaluation", 1,
-                       [](Config& c) -> int& { return c.train.eval_batches; }));
-    v.push_back(IntKey("train", "checkpoint_every",
-                       "save a checkpoint every N steps; 0 = only at the end", 0,
-                       [](Config& c) -> int& { return c.train.checkpoint_every; }));
-    v.push_back(StringKey("train", "out_dir",
-                          "directory for metrics.jsonl, checkpoints/, placement.json",
-                          [](Config& c) -> std::string& { return c.train.out_dir; }));
-    v.push_back(StringKey("train", "resume",
-                          "auto (continue from out_dir's newest checkpoint), never (refuse an "
-                          "out_dir holding a run) or a checkpoint path",
-                          [](Config& c) -> std::string& { return c.train.resume; }));
-    v.push_back(BoolKey("train", "resume_fallback",
-                        "a resume whose newest checkpoint is damaged or incomplete (checksum "
-                        "mismatch, state.bin missing): false refuses it (exit 2 naming the file), "
-                        "true skips it, saying which and why, for the newest good one (also: "
-                        "train --resume-fallback)",
-                        [](Config& c) -> bool& { return c.train.resume_fallback; }));
-    v.push_back(IntKey("train", "keep_checkpoints",
-                       "newest checkpoint directories kept in out_dir/checkpoints; 0 = all", 0,
-                       [](Config& c) -> int& { return c.train.keep_checkpoints; }));
-    {
-      Key k = StringListKey(
-          "train", "report_to",
-          "where the run's metrics also go, as Hugging Face's report_to: none, or tensorboard "
-          "(an event file in out_dir/runs; all means the same); trainer_state.json is always "
-          "written (docs/formats.md)",
-          [](Config& c) -> std::vector<std::string>& { return c.train.report_to; });
-      k.type = "a list of: none, tensorboard, all";
-      k.parse = [list = k.parse, type = k.type](const YAML::Node& n, const Origin& o, Config& c) {
-        list(n, o, c);
-        for (const std::string& s : c.train.report_to)
-          if (s != "none" && s != "tensorboard" && s != "all") Bad(o, "train.report_to", type, n);
-      };
-      v.push_back(k);
-    }
-    {
-      Key k{"train",
-            "on_nonfinite",
-            "one of stop, skip_step",
-            "a non-finite loss or gradient norm: stop (exit 1, last checkpoint kept) or skip the "
-            "step's update",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.train.skip_nonfinite =
-            AsChoice(n, o, "train.on_nonfinite", {"stop", "skip_step"}) == "skip_step";
-      };
-      k.dump = [](const Config& c) {
-        return YAML::Node(c.train.skip_nonfinite ? "skip_step" : "stop");
-      };
-      v.push_back(k);
-    }
-    {
-      Key k{"train",
-            "precision",
-            "one of fp32, bf16",
-            "fp32, or bf16 mixed precision as torch.autocast: the matrix products (linear "
-            "layers, LM head, attention) in bf16 with fp32 accumulation, the rest and the master "
-            "weights fp32 (needs AVX512_BF16; docs/bf16.md)",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.train.bf16 = AsChoice(n, o, "train.precision", {"fp32", "bf16"}) == "bf16";
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.train.bf16 ? "bf16" : "fp32"); };
-      v.push_back(k);
-    }
-    // ---- train.lora (nested under train; "lora.r" is the key, so --set train.lora.r=16)
-    v.push_back(IntKey(
-        "train", "lora.r",
-        "LoRA rank: train low-rank adapters over a frozen base instead of every "
-        "weight (docs/lora.md); 0 = off (full fine-tuning)",
-        0, [](Config& c) -> int& { return c.train.lora.r; }, 4096));
-    v.push_back(NumberKey("train", "lora.alpha",
-                          "LoRA scale numerator: the update is (alpha / r) B A x (PEFT's "
-                          "lora_alpha)",
-                          1e-6, 1e6, [](Config& c) -> double& { return c.train.lora.alpha; }));
-    v.push_back(NumberKey("train", "lora.dropout",
-                          "dropout of the adapters' input while training (PEFT's lora_dropout)", 0,
-                          0.999, [](Config& c) -> double& { return c.train.lora.dropout; }));
-    v.push_back(StringListKey(
-        "train", "lora.target_modules",
-        "modules to adapt, named as PEFT names them (q_proj, v_proj, ...; "
-        "all-linear: every linear layer of the blocks); empty = the "
-        "family's PEFT default",
-        [](Config& c) -> std::vector<std::string>& { return c.train.lora.target_modules; }));
-    v.push_back(StringListKey(
-        "train", "lora.modules_to_save",
-        "base modules that train fully beside the adapters (e.g. lm_head; a "
-        "QA model's qa_outputs always does)",
-        [](Config& c) -> std::vector<std::string>& { return c.train.lora.modules_to_save; }));
-    {
-      Key k{"train",
-            "lora.init",
-            "one of default, gaussian, false",
-            "adapter init as PEFT's init_lora_weights: default (A Kaiming-uniform, B zero), "
-            "gaussian (A normal(0, 1/r), B zero), false (B random too)",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.train.lora.init = AsChoice(n, o, "train.lora.init", {"default", "gaussian", "false"});
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.train.lora.init); };
-      v.push_back(k);
-    }
-    {
-      Key k{"train",
-            "lora.base_dtype",
-            "one of fp32, bf16",
-            "storage of the frozen base weights, once per NUMA node: fp32, or bf16 (half the "
-            "memory; needs train.precision: bf16)",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        c.train.lora.base_dtype = AsChoice(n, o, "train.lora.base_dtype", {"fp32", "bf16"});
-      };
-      k.dump = [](const Config& c) { return YAML::Node(c.train.lora.base_dtype); };
-      v.push_back(k);
-    }
-    v.push_back(StringKey("train", "lora.adapter",
-                          "a PEFT adapter directory to continue training (its "
-                          "adapter_config.json sets r, alpha, dropout and the modules); also "
-                          "train --adapter",
-                          [](Config& c) -> std::string& { return c.train.lora.adapter; }));
-    // ---- comm
-    v.push_back(NumberKey("comm", "bucket_mb",
-                          "gradient bucket size in MB (10^6 bytes) synced while backward runs",
-                          0.001, kInf, [](Config& c) -> double& { return c.comm.bucket_mb; }));
-    // ---- mpi
-    {
-      Key k{"mpi",
-            "enabled",
-            "one of auto, on, off",
-            "multi-node bridge; auto = on when launched by mpirun",
-            nullptr,
-            nullptr};
-      k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
-        // YAML 1.1 reads on/off as booleans; accept both spellings.
-        bool b;
-        if (n.IsScalar() && n.Scalar() != "auto" && YAML::convert<bool>::decode(n, b)) {
-          c.mpi.enabled = b ? MpiMode::kOn : MpiMode::kOff;
-          return;
-        }
-        std::string s = AsChoice(n, o, "mpi.enabled", {"auto", "on", "off"});
-        c.mpi.enabled = s == "auto" ? MpiMode::kAuto : s == "on" ? MpiMode::kOn : MpiMode::kOff;
-      };
-      k.dump = [](const Config& c) { return YAML::Node(MpiModeName(c.mpi.enabled)); };
-      v.push_back(k);
-    }
-    v.push_back(NumberKey("mpi", "watchdog_seconds",
-                          "a peer rank silent this long makes every rank exit with an error", 1,
-                          kInf, [](Config& c) -> double& { return c.mpi.watchdog_seconds; }));
+    AddPlacementKeys(v);
+    AddModelKeys(v);
+    AddDataKeys(v);
+    AddOptimKeys(v);
+    AddTrainKeys(v);
+    AddLoraKeys(v);
+    AddCommMpiKeys(v);
     return v;
   }();
   return keys;

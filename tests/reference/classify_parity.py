@@ -192,19 +192,45 @@ def make_model(family, labels, problem, vocab, pad, seed=20261127):
             vocab_size=vocab, dim=C, hidden_dim=F, n_layers=L, n_heads=NH,
             max_position_embeddings=MAXT, dropout=0.0, attention_dropout=0.0,
             seq_classif_dropout=0.0, pad_token_id=pad, attn_implementation="eager", **common))
-    else:
+    elif family == "llama":
         m = LlamaForSequenceClassification(LlamaConfig(
             vocab_size=vocab, hidden_size=C, intermediate_size=F, num_hidden_layers=L,
             num_attention_heads=NH, num_key_value_heads=2, max_position_embeddings=MAXT,
             pad_token_id=pad, attn_implementation="eager", **common))
+    else:
+        m = decoder_classifier(family, vocab, pad, common)
     with torch.no_grad():
         g = torch.Generator().manual_seed(seed + 1)
         for _, p in m.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn(p.shape, generator=g))
-        head = m.score if family == "llama" else m.classifier
+        head = m.classifier if family in ("bert", "distilbert") else m.score
         head.weight.mul_(5.0)  # widen the new head's small init so the logits spread
     return m.eval()
+
+
+# The newer decoder families' classifiers (transformers' GenericForSequenceClassification: the
+# last real token's state through score), each with its quirks on: Qwen2's q/k/v biases, Qwen3's
+# q/k norms and head_dim != C / NH, Mistral's window shorter than the rows, Phi-3's fused
+# projections.
+NEW_DECODERS = ("qwen2", "qwen3", "mistral", "phi3")
+
+
+def decoder_classifier(family, vocab, pad, common):
+    import transformers
+    cls = {"qwen2": "Qwen2", "qwen3": "Qwen3", "mistral": "Mistral", "phi3": "Phi3"}[family]
+    kw = dict(vocab_size=vocab, hidden_size=C, intermediate_size=F, num_hidden_layers=L,
+              num_attention_heads=NH, num_key_value_heads=2, max_position_embeddings=MAXT,
+              pad_token_id=pad, attn_implementation="eager", **common)
+    if family == "qwen3":
+        kw["head_dim"] = 32
+    if family == "mistral":
+        kw["sliding_window"] = 24  # shorter than the longest row, longer than its padding
+    if family == "phi3":
+        kw.update(rope_scaling=None, original_max_position_embeddings=MAXT, bos_token_id=None,
+                  eos_token_id=None, sliding_window=None)
+    config = getattr(transformers, cls + "Config")(**kw)
+    return getattr(transformers, cls + "ForSequenceClassification")(config)
 
 
 def hf_batch(family, rows, pad):
@@ -257,12 +283,14 @@ PAD = {}
 def check_grads(engine_logits, tmp, checks):
     data, wp, bpe = setup(tmp)
     PAD.update(bert=wp.pad_token_id, distilbert=wp.pad_token_id, llama=bpe.pad_token_id)
+    PAD.update({f: bpe.pad_token_id for f in NEW_DECODERS})
     rows = read_rows(os.path.join(data, "mrpc_train.jsonl"))[:4]
-    for family in ("bert", "distilbert", "llama"):
-        tok = bpe if family == "llama" else wp
+    for family in ("bert", "distilbert", "llama") + NEW_DECODERS:
+        tok = wp if family in ("bert", "distilbert") else bpe
         feats = features(tok, [(r["sentence1"], r["sentence2"]) for r in rows], 48)
-        for problem, K in (("single_label_classification", 3), ("regression", 1),
-                           ("multi_label_classification", 4)):
+        problems = (("single_label_classification", 3), ("regression", 1),
+                    ("multi_label_classification", 4))
+        for problem, K in problems if family not in NEW_DECODERS else problems[:1]:
             rng = np.random.default_rng(7)
             targets = ([int(x) for x in rng.integers(0, K, len(rows))]
                        if problem == "single_label_classification" else
@@ -297,7 +325,7 @@ def check_grads(engine_logits, tmp, checks):
 
 
 def our_name(family, n):
-    prefix = {"bert": "bert.", "distilbert": "distilbert.", "llama": ""}[family]
+    prefix = {"bert": "bert.", "distilbert": "distilbert."}.get(family, "")
     return n[len(prefix):] if prefix and n.startswith(prefix) else n
 
 

@@ -128,6 +128,7 @@ extern const Family kPhi3Family = {
                    {kLmHead, "lm_head.weight"}},
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
+    .hf_classify_architecture = "Phi3ForSequenceClassification",
     // PEFT has no default for phi3; ours adapts the fused q|k|v projection (what q_proj and
     // v_proj are in the other families, and k with them).
     .lora_default_targets = {"qkv_proj"},

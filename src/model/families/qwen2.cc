@@ -87,6 +87,7 @@ extern const Family kQwen2Family = {
     .hf_tensors = hf::LlamaHfTensors(),
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
+    .hf_classify_architecture = "Qwen2ForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for qwen2
     .presets = {Qwen25_05b()},
     .gguf = &kQwen2Gguf,

@@ -93,6 +93,7 @@ extern const Family kQwen3Family = {
     .hf_tensors = hf::LlamaHfTensors(),
     .hf_optional_prefix = "",
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
+    .hf_classify_architecture = "Qwen3ForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for qwen3
     .presets = {Qwen3_06b()},
     .gguf = &kQwen3Gguf,
