@@ -15,6 +15,10 @@
 #                 2.x, Intel Extension for PyTorch, transformers, peft, tokenizers, tiktoken, ...
 #                 as a venv made by Debian's python3, cached outside the clone (scripts/peers-env.sh
 #                 prints where) and rebuilt only when the requirements file changes
+#   --llama-cpp   llama.cpp for the GGUF checks: llama-cpp-python built from its pinned PyPI
+#                 source distribution (its vendored llama.cpp gives convert_hf_to_gguf.py and
+#                 gguf-py) into a cache outside the clone (scripts/llama-cpp-env.sh); needs
+#                 --build's compiler and the peers' environment, so it brings both
 #   --test        everything CI needs: all of the above plus the test tools (GoogleTest, Debian's
 #                 PyTorch 1.13 for the committed fixtures, clang, QEMU, mmdebstrap, ...). The
 #                 default when no mode is given.
@@ -76,11 +80,12 @@ TEST=(
   mmdebstrap umoci python3-jsonschema python3-yaml
 )
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 modes=() dry_run=0
 for arg in "$@"; do
   case "$arg" in
-    --runtime | --build | --mpi | --bench | --gpt2-vocab | --peers | --test) modes+=("${arg#--}") ;;
+    --runtime | --build | --mpi | --bench | --gpt2-vocab | --peers | --llama-cpp | --test)
+      modes+=("${arg#--}") ;;
     --dry-run) dry_run=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "install-deps: unknown option '$arg'" >&2; usage >&2; exit 2 ;;
@@ -88,7 +93,7 @@ for arg in "$@"; do
 done
 [ "${#modes[@]}" -gt 0 ] || modes=(test)
 
-packages=() want_vocab=0 want_peers=0
+packages=() want_vocab=0 want_peers=0 want_llama_cpp=0
 for m in "${modes[@]}"; do
   case "$m" in
     runtime) packages+=("${RUNTIME[@]}") ;;
@@ -97,9 +102,10 @@ for m in "${modes[@]}"; do
     bench) packages+=("${BENCH[@]}") ;;
     gpt2-vocab) packages+=("${GPT2_VOCAB[@]}"); want_vocab=1 ;;
     peers) packages+=("${PEERS[@]}"); want_peers=1 ;;
+    llama-cpp) packages+=("${BUILD[@]}" "${PEERS[@]}"); want_peers=1 want_llama_cpp=1 ;;
     test) packages+=("${RUNTIME[@]}" "${BUILD[@]}" "${MPI[@]}" "${BENCH[@]}" "${GPT2_VOCAB[@]}"
                      "${PEERS[@]}" "${TEST[@]}")
-          want_vocab=1 want_peers=1 ;;
+          want_vocab=1 want_peers=1 want_llama_cpp=1 ;;
   esac
 done
 
@@ -178,5 +184,11 @@ fi
 # The peers' environment (scripts/peers-env.sh: where, and whether it is current).
 if [ "$want_peers" = 1 ]; then
   bash "$here/scripts/peers-env.sh" --install
+fi
+
+# llama.cpp's environment for the GGUF checks (scripts/llama-cpp-env.sh: where, whether current),
+# built with the peers' Python, 2 compile jobs.
+if [ "$want_llama_cpp" = 1 ]; then
+  bash "$here/scripts/llama-cpp-env.sh" --install
 fi
 echo "install-deps: done"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's second command: installs what is missing, builds, and runs the whole test suite.
-#   1. Debian packages, the GPT-2 vocabulary and the peers' Python environment (PyTorch 2.x,
-#      transformers, tiktoken from PyPI) (scripts/install-deps.sh --test, idempotent; the
-#      environment is cached outside the clone: scripts/peers-env.sh)
+#   1. Debian packages, the GPT-2 vocabulary, the peers' Python environment (PyTorch 2.x,
+#      transformers, tiktoken from PyPI) and llama.cpp's (llama-cpp-python built from its PyPI
+#      source distribution) (scripts/install-deps.sh --test, idempotent; both environments are
+#      cached outside the clone: scripts/peers-env.sh, scripts/llama-cpp-env.sh)
 #   2. format check: every tracked C/C++ file as clang-format 14 formats it (check_format.sh)
 #   3. Release build with -Wall -Wextra -Werror, then every CTest test (unit, numerics against
 #      the PyTorch fixtures, collectives, CLI end to end)

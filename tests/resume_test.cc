@@ -33,12 +33,14 @@
 #include "train/run_lock.h"
 #include "train/train_state.h"
 #include "train/trainer.h"
+#include "train_run.h"
 
 namespace cputrain::train {
 namespace {
 
 namespace fs = std::filesystem;
 using ::cputrain::test::Slurp;
+using ::cputrain::test::TrainFor;
 
 constexpr int kSteps = 12;
 const char* kTwoGroups = "topology=synthetic:pack:2 numa:1 core:1 pu:1";
@@ -55,19 +57,6 @@ Config OddConfig(const std::string& out_dir, std::vector<std::string> sets = {})
       "train.steps=" + std::to_string(kSteps),   "train.eval_every=5"};
   all.insert(all.end(), sets.begin(), sets.end());
   return LoadConfig(Fixture("config.yaml"), all);
-}
-
-// Trains; with stop_after > 0 a stop is requested once that step is done (as a SIGTERM would).
-TrainResult TrainFor(const Config& c, int stop_after = 0) {
-  StopToken stop;
-  int steps = 0;
-  TrainOptions o;
-  o.progress = Progress::kQuiet;
-  o.stop = &stop;
-  o.step_probe = [&](bool begin) {
-    if (!begin && ++steps == stop_after) stop.Request(15);
-  };
-  return Train(c, o);
 }
 
 // metrics.jsonl without the timing fields.
@@ -280,7 +269,8 @@ TEST(Resume, KeepsTheNewestCheckpointsAndRemovesTemporariesOfADeadRun) {
                                          "config.yaml",
                                          "latest",
                                          "metrics.jsonl",
-                                         "placement.json"};
+                                         "placement.json",
+                                         "trainer_state.json"};
   EXPECT_EQ(left, want);
   EXPECT_EQ(Slurp(out.path() + "/latest"), "checkpoints/step_00000012\n");
 }

@@ -92,6 +92,10 @@ void AddOptimizerOptions(CLI::App* cmd, task::Args& a) {
   cmd->add_option(Flag("save_steps"), a.save_steps, "checkpoint every N steps (0: at the end only)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_option(Flag("seed"), a.seed, "seed of the new head, the feature order and dropout");
+  cmd->add_option(Flag("report_to"), a.report_to,
+                  "also report the metrics to: none, tensorboard or all (an event file in "
+                  "output_dir/runs; train.report_to)")
+      ->check(CLI::IsMember({"none", "tensorboard", "all"}));
 }
 
 // LoRA (docs/lora.md): the flags go in as the train.lora keys they stand for.

@@ -35,6 +35,7 @@
 #include "topology/binding.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
+#include "train/reports.h"
 #include "train/trainer.h"
 
 namespace cputrain::cli {
@@ -156,6 +157,7 @@ Config BaseConfig(const TaskCommand& c, const std::string& init_from, const std:
   }
   if (!adapter.empty()) common.sets.push_back("train.lora.adapter=" + adapter);
   if (a.resume_fallback) common.sets.push_back("train.resume_fallback=true");
+  if (!a.report_to.empty()) common.sets.push_back("train.report_to=" + a.report_to);
   Config cfg = common.Load();
   cfg.model.init_from = init_from;
   cfg.model.head = model::HeadName(head.head);
@@ -321,10 +323,12 @@ task::Outcome GenerateSplit(const TaskCommand& c, const task::Split& split, cons
 
 // Predicts `split` with the model `init_from` (+ adapter) and writes the task's files; for the
 // validation file also eval_results.json (the Trainer's: the metrics prefixed with eval_, the
-// epoch when training ran, the features predicted). Prints what the task prints.
-void PredictSplit(const TaskCommand& c, SplitKind kind, const task::Split& split,
-                  const std::string& init_from, const std::string& adapter,
-                  const model::Shape& shape, const model::HeadSpec& head, double epoch) {
+// epoch when training ran, the features predicted). Prints what the task prints. Returns
+// eval_results.json's contents (empty if none was written).
+nlohmann::ordered_json PredictSplit(const TaskCommand& c, SplitKind kind, const task::Split& split,
+                                    const std::string& init_from, const std::string& adapter,
+                                    const model::Shape& shape, const model::HeadSpec& head,
+                                    double epoch) {
   const Config cfg = BaseConfig(c, init_from, adapter, head);
   if (c.task->generates() && kind == c.task->info().predict_split) {
     MakeDirs(c.args.output_dir);
@@ -334,8 +338,8 @@ void PredictSplit(const TaskCommand& c, SplitKind kind, const task::Split& split
   const task::Logits logits = InferLogits(c, split, cfg, shape);
   MakeDirs(c.args.output_dir);
   const task::Outcome o = c.task->Finish(kind, split, logits, c.args);
+  nlohmann::ordered_json r;
   if (kind == SplitKind::kValidation && !o.metrics.empty()) {
-    nlohmann::ordered_json r;
     if (epoch >= 0) r["epoch"] = epoch;
     bool samples = false;
     for (const auto& [name, value] : o.metrics) {
@@ -346,6 +350,19 @@ void PredictSplit(const TaskCommand& c, SplitKind kind, const task::Split& split
     WriteFileAtomic((fs::path(c.args.output_dir) / "eval_results.json").string(), r.dump(4) + "\n");
   }
   Print(o.printed);
+  return r;
+}
+
+// The evaluation after training (eval_results.json's eval_* numbers but eval_samples, which
+// run_*.py adds after the Trainer logged the rest) beside the run's own rows at its last step:
+// metrics.jsonl, trainer_state.json and, with --report_to tensorboard, the event file.
+void ReportEval(const Config& cfg, int step, const nlohmann::ordered_json& results) {
+  nlohmann::json metrics = nlohmann::json::object();
+  for (const auto& [key, value] : results.items())
+    if (key.rfind("eval_", 0) == 0 && key != "eval_samples" && value.is_number()) {
+      metrics[key] = value;
+    }
+  if (!metrics.empty()) train::ReportEvalMetrics(cfg, step, metrics);
 }
 
 // The splits a train run reads: the training file, and those it predicts after training.
@@ -445,7 +462,8 @@ void RunTaskTrain(TaskCommand& c, const std::string& command_line) {
   const double epoch = static_cast<double>(r.last_step) * B * a.accum / train.rows();
   for (SplitKind k : {SplitKind::kValidation, SplitKind::kTest}) {
     if (const task::Split* s = in.split(k)) {
-      PredictSplit(c, k, *s, init_from, adapter, in.shape, in.head, epoch);
+      ReportEval(cfg, r.last_step,
+                 PredictSplit(c, k, *s, init_from, adapter, in.shape, in.head, epoch));
     }
   }
 }

@@ -208,6 +208,44 @@ std::string ReadFile(const std::string& path, const InputKind& kind) {
   return InputFile::Open(path, kind).ReadAll();
 }
 
+RecordFile::RecordFile(std::string path, bool truncate, std::string io_hint)
+    : path_(std::move(path)), hint_(std::move(io_hint)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0),
+               0644);
+  if (fd_ < 0) {
+    const int err = errno;
+    ThrowWriteError(fmt::format("cannot write '{}': {}", path_, std::strerror(err)), err, path_,
+                    hint_);
+  }
+  size_ = static_cast<std::uint64_t>(::lseek(fd_, 0, SEEK_END));
+}
+
+RecordFile::~RecordFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void RecordFile::Append(std::string_view record) {
+  // One write(2) a record; a short one (the disk filled up in the middle of the record) has no
+  // errno, so the rest is written again: that gets the reason (ENOSPC: "No space left on
+  // device"), or the rest of the record if room came back.
+  std::size_t done = 0;
+  ssize_t n = 0;
+  while (done < record.size() &&
+         (n = ::write(fd_, record.data() + done, record.size() - done)) > 0) {
+    done += static_cast<std::size_t>(n);
+  }
+  if (done == record.size()) {
+    size_ += record.size();
+    return;
+  }
+  const int err = n < 0 ? errno : ENOSPC;  // 0 bytes written: no room either
+  if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+    // Could not cut the torn record: its readers drop it (and a resumed run rewrites the file).
+  }
+  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, std::strerror(err)), err, path_,
+                  hint_);
+}
+
 void WriteFileAtomic(const std::string& path, std::string_view contents) {
   AtomicFileWriter w(path);
   w.Write(contents);

@@ -58,6 +58,30 @@ class AtomicFileWriter {
   FileDigest digest_;
 };
 
+// A file that grows by whole records (metrics.jsonl's lines, TensorBoard's event records): each
+// Append is one write(2), and one that fails part way is cut back to the end of the last whole
+// record, so the file only ever holds whole records (a process killed mid-write can still leave
+// a torn last record: its readers drop it).
+//
+// Thread safety: one thread uses a file at a time.
+class RecordFile {
+ public:
+  // Opens `path` for appending (emptied first with `truncate`). Throws as ThrowWriteError does,
+  // with io_hint.
+  RecordFile(std::string path, bool truncate, std::string io_hint);
+  ~RecordFile();
+  RecordFile(const RecordFile&) = delete;
+  RecordFile& operator=(const RecordFile&) = delete;
+  // Throws as ThrowWriteError does, naming the file, if the record cannot be written whole.
+  void Append(std::string_view record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, hint_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;  // the end of the last whole record
+};
+
 // What a caller expects of one kind of input file, for InputFile::Open's checks and messages.
 struct InputKind {
   std::string_view what;      // names the input in messages: "checkpoint", "config file"

@@ -556,6 +556,21 @@ void AddTrainKeys(std::vector<Key>& v) {
                      "newest checkpoint directories kept in out_dir/checkpoints; 0 = all", 0,
                      [](Config& c) -> int& { return c.train.keep_checkpoints; }));
   {
+    Key k = StringListKey(
+        "train", "report_to",
+        "where the run's metrics also go, as Hugging Face's report_to: none, or tensorboard "
+        "(an event file in out_dir/runs; all means the same); trainer_state.json is always "
+        "written (docs/formats.md)",
+        [](Config& c) -> std::vector<std::string>& { return c.train.report_to; });
+    k.type = "a list of: none, tensorboard, all";
+    k.parse = [list = k.parse, type = k.type](const YAML::Node& n, const Origin& o, Config& c) {
+      list(n, o, c);
+      for (const std::string& s : c.train.report_to)
+        if (s != "none" && s != "tensorboard" && s != "all") Bad(o, "train.report_to", type, n);
+    };
+    v.push_back(k);
+  }
+  {
     Key k{"train",
           "on_nonfinite",
           "one of stop, skip_step",

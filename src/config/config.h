@@ -96,6 +96,8 @@ struct TrainConfig {
   std::string bf16_kernel = "auto";
   // Which library runs the fp32 products: auto | openblas | onednn (kernels/kernels.h: Fp32Kernel)
   std::string fp32_kernel = "auto";
+  // Hugging Face's report_to: none, tensorboard or all (train/reports.h); empty = none.
+  std::vector<std::string> report_to;
   LoraTrainConfig lora;
 };
 

@@ -100,6 +100,7 @@ struct Added {
   std::string content;
   int id;
   bool lstrip, rstrip;
+  bool special;  // skipped by decode(skip_special_tokens=True); ListVocab's kinds
 };
 
 // A piece of text on its way through the pre-tokenizers; `first` if it starts the text.
@@ -166,6 +167,7 @@ struct HfTokenizer::Impl {
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
   int unk = -1;
   PairTable merges;
+  std::vector<VocabList::Merge> merge_list;  // in rank order, for List()
   std::vector<NormStep> norm;
   std::vector<PreStep> pre;
   std::vector<DecStep> dec;
@@ -212,7 +214,8 @@ void LoadVocab(const JsonFile& f, const json& root, const json& vocab, HfTokeniz
     }
     if (content.empty()) f.Fail(where + ".content", "is empty");
     t->added.push_back({content, id, f.Bool(added[i], where, "lstrip", false),
-                        f.Bool(added[i], where, "rstrip", false)});
+                        f.Bool(added[i], where, "rstrip", false),
+                        f.Bool(added[i], where, "special", false)});
   }
   t->vocab_size = static_cast<int>(t->id_to_token.size());
   if (t->vocab_size == 0) f.Fail("model.vocab", "is empty");
@@ -265,6 +268,7 @@ void BuildAlphabet(const json& vocab, HfTokenizer::Impl* t) {
 void LoadMerges(const JsonFile& f, const json& model, const json& vocab, HfTokenizer::Impl* t) {
   const json& merges = f.Array(model, "model", "merges");
   t->merges.Reserve(merges.size());
+  t->merge_list.reserve(merges.size());
   std::string left, right;
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
     const json& m = merges[rank];
@@ -291,6 +295,7 @@ void LoadMerges(const JsonFile& f, const json& model, const json& vocab, HfToken
                                                  : "the merged token"));
     }
     t->merges.Put(l->get<int>(), r->get<int>(), static_cast<int>(rank), merged->get<int>());
+    t->merge_list.push_back({l->get<int>(), r->get<int>(), merged->get<int>()});
   }
 }
 
@@ -891,6 +896,101 @@ std::string HfTokenizer::Impl::DecodeIds(const int* ids, std::size_t n, bool con
     text += tokens[i];
   }
   return text;
+}
+
+namespace {
+
+// The pre-tokenizer's arrangement as VocabList names it, and as text for messages.
+VocabList::Split SplitOf(const std::vector<PreStep>& pre, std::string* text) {
+  using S = VocabList::Split;
+  for (const PreStep& p : pre) {
+    std::string step;
+    switch (p.kind) {
+      case PreStep::kByteLevel:
+        step = fmt::format("ByteLevel(add_prefix_space={}, use_regex={})", p.add_prefix_space,
+                           p.use_regex);
+        break;
+      case PreStep::kSplit:
+        step =
+            p.pattern == SplitPattern::kLlama3 ? "Split(Llama 3's regex)" : "Split(Qwen2's regex)";
+        break;
+      case PreStep::kDigits:
+        step = fmt::format("Digits(individual_digits={})", p.individual_digits);
+        break;
+      case PreStep::kMetaspace:
+        step = "Metaspace";
+        break;
+    }
+    *text += (text->empty() ? "" : " + ") + step;
+  }
+  auto is = [&](std::size_t i, PreStep::Kind k) { return pre[i].kind == k; };
+  if (pre.size() == 1 && is(0, PreStep::kByteLevel) && pre[0].use_regex) return S::kGpt2;
+  if (pre.size() == 2 && is(0, PreStep::kSplit) && is(1, PreStep::kByteLevel) &&
+      !pre[1].use_regex) {
+    return pre[0].pattern == SplitPattern::kLlama3 ? S::kLlama3 : S::kQwen2;
+  }
+  if (pre.size() == 2 && is(0, PreStep::kDigits) && pre[0].individual_digits &&
+      is(1, PreStep::kByteLevel) && pre[1].use_regex) {
+    return S::kDigitsGpt2;
+  }
+  if (pre.empty() || (pre.size() == 1 && is(0, PreStep::kMetaspace))) return S::kNone;
+  return S::kOther;
+}
+
+// convert_hf_to_gguf.py's does_token_look_special: added tokens some models do not mark special.
+bool LooksSpecial(std::string_view t) {
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" ||
+         (t.starts_with("<|") && t.ends_with("|>")) ||
+         (t.starts_with("<\uff5c") && t.ends_with("\uff5c>")) ||
+         (t.starts_with("<unused") && t.ends_with(">"));
+}
+
+}  // namespace
+
+VocabList HfTokenizer::List() const {
+  const Impl& t = *impl_;
+  using K = VocabList::Kind;
+  VocabList v;
+  v.source = t.path;
+  v.model = t.byte_level ? VocabList::Model::kByteLevelBpe : VocabList::Model::kSentencePieceBpe;
+  v.split = SplitOf(t.pre, &v.split_text);
+  v.ignore_merges = t.ignore_merges;
+  for (const NormStep& n : t.norm) {
+    v.prefix_space |= n.kind == NormStep::kPrepend;
+    v.nfc |= n.kind == NormStep::kNfc;
+  }
+  for (const PreStep& p : t.pre) {
+    v.prefix_space |= (p.kind == PreStep::kMetaspace && p.prepend != PreStep::kNever) ||
+                      (p.kind == PreStep::kByteLevel && p.add_prefix_space);
+  }
+  v.tokens = t.id_to_token;
+  v.kinds.assign(v.tokens.size(), K::kNormal);
+  for (std::size_t id = 0; id < v.tokens.size(); ++id) {
+    if (!t.known[id]) v.kinds[id] = K::kUnused;
+  }
+  if (!t.byte_level) {
+    for (int id : t.fallback_ids)
+      if (id >= 0) v.kinds[id] = K::kByte;
+  }
+  for (const Added& a : t.added) {
+    const bool control = a.special || (t.byte_level && LooksSpecial(a.content));
+    v.kinds[a.id] = control ? K::kControl : K::kUserDefined;
+  }
+  v.merges = t.merge_list;
+  std::vector<int> ids;
+  for (const auto& [piece, id] : t.model_ids) {
+    if (v.kinds[id] == K::kControl || v.kinds[id] == K::kUserDefined) continue;  // matched first
+    ids.clear();
+    t.Bpe(piece, &ids);
+    if (ids.size() != 1 || ids[0] != id) v.unmerged.push_back(id);
+  }
+  std::sort(v.unmerged.begin(), v.unmerged.end());
+  v.bos = t.bos;
+  v.eos = t.eos;
+  v.unk = t.unk;
+  v.add_bos = t.bos >= 0 && t.frame.before == std::vector<int>{t.bos};
+  v.add_eos = t.eos >= 0 && t.frame.after == std::vector<int>{t.eos};
+  return v;
 }
 
 }  // namespace cputrain::data

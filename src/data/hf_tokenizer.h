@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "data/vocab_list.h"
 
 namespace cputrain::data {
 
@@ -68,6 +69,10 @@ class HfTokenizer final : public Tokenizer {
   std::string Decode(const int* ids, std::size_t n) const override;
   std::string DecodeContinuation(const int* ids, std::size_t n) const override;
   bool IsSafeCut(std::string_view text, std::size_t pos) const override;
+  // The vocabulary as lists (data/vocab_list.h): tokens, kinds from tokenizer.json alone (the
+  // added tokens'), merges, bos/eos and whether they are added, the pipeline's shape. ListVocab
+  // adds what tokenizer_config.json says.
+  VocabList List() const;
 
   struct Impl;
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/gguf_file.h"
+
 namespace cputrain::model {
 
 std::vector<TensorInfo> DecoderTensors(const Shape& s, const DecoderParts& p) {
@@ -40,6 +42,42 @@ std::string WindowOnEveryLayer(const Shape& s) {
   return s.window > 0 && (s.window_from != 0 || s.global_every != 0)
              ? "the family's sliding window is on every layer or none"
              : "";
+}
+
+std::vector<GgufTensor> LlamaGgufTensors(bool rope_permute) {
+  return {{kWte, "token_embd.weight"},
+          {kLn1w, "blk.{}.attn_norm.weight"},
+          {kQkvw, "blk.{}.attn_q.weight", HfTensor::kQ, rope_permute},
+          {kQkvw, "blk.{}.attn_k.weight", HfTensor::kK, rope_permute},
+          {kQkvw, "blk.{}.attn_v.weight", HfTensor::kV},
+          {kQkvb, "blk.{}.attn_q.bias", HfTensor::kQ, rope_permute},
+          {kQkvb, "blk.{}.attn_k.bias", HfTensor::kK, rope_permute},
+          {kQkvb, "blk.{}.attn_v.bias", HfTensor::kV},
+          {kQNormw, "blk.{}.attn_q_norm.weight"},
+          {kKNormw, "blk.{}.attn_k_norm.weight"},
+          {kAttprojw, "blk.{}.attn_output.weight"},
+          {kAttprojb, "blk.{}.attn_output.bias"},
+          {kLn2w, "blk.{}.ffn_norm.weight"},
+          {kFcw, "blk.{}.ffn_gate.weight", HfTensor::kGate},
+          {kFcw, "blk.{}.ffn_up.weight", HfTensor::kUp},
+          {kFcb, "blk.{}.ffn_gate.bias", HfTensor::kGate},
+          {kFcb, "blk.{}.ffn_up.bias", HfTensor::kUp},
+          {kFcprojw, "blk.{}.ffn_down.weight"},
+          {kFcprojb, "blk.{}.ffn_down.bias"},
+          {kLnfw, "output_norm.weight"},
+          {kLmHead, "output.weight"}};
+}
+
+void DecoderGgufKeys(const std::string& arch, const Shape& s, GgufWriter& w) {
+  w.Uint32(arch + ".attention.head_count_kv", s.kv_heads());
+  w.Float32(arch + ".rope.freq_base", s.rope_theta);
+  w.Float32(arch + ".attention.layer_norm_rms_epsilon", s.norm_eps);
+  w.Uint32(arch + ".attention.key_length", s.head_size());
+  w.Uint32(arch + ".attention.value_length", s.head_size());
+  if (s.rope_scaling.kind == RopeScaling::kLinear) {
+    w.String(arch + ".rope.scaling.type", "linear");
+    w.Float32(arch + ".rope.scaling.factor", s.rope_scaling.factor);
+  }
 }
 
 Shape DecoderFromConfig(const Shape& keys) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/family.h"
 #include "model/params.h"
 #include "model/shape.h"
 
@@ -34,5 +35,19 @@ std::string WindowOnEveryLayer(const Shape& s);
 // model.*: the keys as given (layers, channels, heads, kv_heads, ffn_hidden, head_dim, norm_eps,
 // rope_theta and rope_scaling, tied_embeddings); no biases, token types or dropout.
 Shape DecoderFromConfig(const Shape& keys);
+
+// GGUF (model/gguf.h). llama.cpp's names of the lineage's tensors (llama-arch.cpp): q, k, v and
+// gate, up apart, q/k norms and biases where the model has them, output.weight for an untied
+// head. rope_permute: q and k rows in the adjacent-pair rotary order of llama.cpp's "llama"
+// architecture (the others rotate Hugging Face's halves, as the engine does).
+std::vector<GgufTensor> LlamaGgufTensors(bool rope_permute);
+// The keys convert_hf_to_gguf.py's TextModel writes for the lineage beyond model/gguf.h's own:
+// <arch>.attention.head_count_kv, rope.freq_base, attention.layer_norm_rms_epsilon,
+// attention.key_length / value_length (config.json has head_dim), and a linear rope_scaling's
+// rope.scaling.type / factor.
+void DecoderGgufKeys(const std::string& arch, const Shape& s, GgufWriter& w);
+// llama.cpp's "llama" architecture (families/llama.cc; Mistral's too: convert_hf_to_gguf.py's
+// LlamaModel converts MistralForCausalLM).
+extern const GgufNames kLlamaGguf;
 
 }  // namespace cputrain::model

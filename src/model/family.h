@@ -87,6 +87,37 @@ enum class Pooling { kLastToken, kFirstTanh, kFirstRelu };
 void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
             std::size_t* rows);
 
+// llama.cpp's GGUF names of a family (model/gguf.h writes them; docs/gguf.md): its
+// general.architecture, one row per tensor as llama.cpp's llama-arch.cpp names it, and the keys
+// and extra tensors of the architecture.
+class GgufWriter;
+struct GgufTensor {
+  Tensor t;
+  const char* name;  // "blk.{}.attn_q.weight": {} is the layer
+  HfTensor::Rows rows = HfTensor::kAll;
+  // Rows of each head reordered from Hugging Face's rotate-half pairs (i, i + hs/2) to the
+  // adjacent pairs (2i, 2i + 1) llama.cpp rotates for this architecture (convert_hf_to_gguf.py's
+  // LlamaModel.permute): q_proj's heads NH, k_proj's NKV.
+  bool rope_permute = false;
+  // Stored as w + 1: Gemma's RMSNorms scale by (1 + w), llama.cpp's by the weight itself
+  // (convert_hf_to_gguf.py's Gemma3Model.norm_shift).
+  bool plus_one = false;
+};
+struct GgufNames {
+  const char* arch;  // "llama", "gpt2": general.architecture and the prefix of its keys
+  std::vector<GgufTensor> tensors;  // an untied model's LM head included; absent tensors skipped
+  // The architecture's keys beyond those every family writes (model/gguf.h: <arch>.
+  // context_length, embedding_length, block_count, feed_forward_length, attention.head_count),
+  // and tensors llama.cpp computes from the config (Llama 3 scaling's rope_freqs.weight).
+  void (*metadata)(const Shape& s, GgufWriter& w);
+  // What llama.cpp's architecture cannot run of a model of shape s, "" if nothing (a bias it
+  // has no tensor for, a value it fixes); null: nothing.
+  std::string (*problem)(const Shape& s) = nullptr;
+  // llama.cpp runs the architecture's sliding windows as ours (problem checks their pattern);
+  // false: it attends the whole context, and a windowed model is exported with a warning.
+  bool windows = false;
+};
+
 struct Family {
   const char* name;  // "gpt2": model.arch in configs, the name in checkpoints
   Arch arch;         // its line in families.h
@@ -157,6 +188,8 @@ struct Family {
     double speed_target = 1.5;
     bool script_model = false;
   } bench = {};
+  // llama.cpp's GGUF names (export --format gguf); null: not exported to GGUF.
+  const GgufNames* gguf = nullptr;
 };
 
 const Family& FamilyOf(Arch arch);

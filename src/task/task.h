@@ -59,6 +59,8 @@ struct Args {
   bool overwrite_output_dir = false, resume_fallback = false;
   uint64_t seed = 42;
   std::string progress = "auto";
+  // The Trainer's report_to: none, tensorboard or all (train.report_to; train/reports.h).
+  std::string report_to;
   // LoRA (docs/lora.md): a PEFT adapter to predict with or to continue training, or a new one.
   std::string adapter, lora_targets;
   int lora_r = 0;

@@ -1,14 +1,11 @@
 #include "train/run_outputs.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 
 #include "common/error.h"
@@ -26,7 +23,10 @@ std::string RowsThrough(const std::string& text, int step) {
   for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) {
     const std::string line = text.substr(at, nl - at);
     const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (row.is_object() && row.value("step", step + 1) <= step) kept += line + "\n";
+    // A task's evaluation after training is made again by the resumed run (train/reports.h).
+    if (row.is_object() && row.value("step", step + 1) <= step && !IsTaskEvalRow(row)) {
+      kept += line + "\n";
+    }
   }
   return kept;
 }
@@ -38,42 +38,13 @@ MetricsFile::MetricsFile(std::string path, int keep_through_step) : path_(std::m
   if (keep_through_step >= 0 && std::filesystem::exists(path_, ec)) {
     WriteFileAtomic(path_, RowsThrough(ReadFile(path_), keep_through_step));
   }
-  const int flags =
-      O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (keep_through_step < 0 ? O_TRUNC : 0);
-  fd_ = ::open(path_.c_str(), flags, 0644);
-  if (fd_ < 0) {
-    const int err = errno;
-    ThrowWriteError(fmt::format("cannot write '{}': {}", path_, std::strerror(err)), err, path_,
-                    "check free disk space in train.out_dir");
-  }
-  size_ = ::lseek(fd_, 0, SEEK_END);
+  file_ = std::make_unique<RecordFile>(path_, keep_through_step < 0,
+                                       "check free disk space in train.out_dir");
 }
 
-MetricsFile::~MetricsFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
+MetricsFile::~MetricsFile() = default;
 
-void MetricsFile::Write(const nlohmann::json& row) {
-  const std::string line = row.dump() + "\n";
-  // One write(2) a line; a short one (the disk filled up in the middle of the line) has no
-  // errno, so the rest is written again: that gets the reason (ENOSPC: "No space left on
-  // device"), or the rest of the line if room came back.
-  std::size_t done = 0;
-  ssize_t n = 0;
-  while (done < line.size() && (n = ::write(fd_, line.data() + done, line.size() - done)) > 0) {
-    done += static_cast<std::size_t>(n);
-  }
-  if (done == line.size()) {
-    size_ += static_cast<off_t>(done);
-    return;
-  }
-  const int err = n < 0 ? errno : ENOSPC;  // 0 bytes written: no room either
-  if (::ftruncate(fd_, size_) != 0) {
-    // Could not cut the torn line: a resumed run drops it when it rewrites the file.
-  }
-  ThrowWriteError(fmt::format("writing '{}' failed: {}", path_, std::strerror(err)), err, path_,
-                  "check free disk space");
-}
+void MetricsFile::Write(const nlohmann::json& row) { file_->Append(row.dump() + "\n"); }
 
 namespace {
 
@@ -110,6 +81,8 @@ void RunOutputs::BeginTraining(int resumed_step, bool fresh) {
   if (resumed_step >= 0) RemoveCheckpointsAfter(dir_, resumed_step);
   if (fresh) RemoveCheckpointsAfter(dir_, 0);  // every step directory, and `latest`
   metrics_ = std::make_unique<MetricsFile>(dir_ + "/metrics.jsonl", resumed_step);
+  reports_ = std::make_unique<RunReports>(config_, resumed_step);
+  reports_->SaveState();
 }
 
 void RunOutputs::Step(const StepRecord& rec) {
@@ -130,12 +103,17 @@ void RunOutputs::Step(const StepRecord& rec) {
                           {"time", rec.time_s}};
     if (rec.skipped) row.update({{"skipped", true}, {"skipped_steps", rec.skipped_steps}});
     metrics_->Write(row);
+    reports_->Row(row);
   }
   progress_.Step(rec.step, rec.loss, rec.tokens_per_s, rec.lr, rec.tokens, rec.epoch);
 }
 
 void RunOutputs::Eval(const EvalRecord& rec) {
-  if (metrics_) metrics_->Write({{"step", rec.step}, {"val_loss", rec.val_loss}});
+  if (metrics_) {
+    const nlohmann::json row = {{"step", rec.step}, {"val_loss", rec.val_loss}};
+    metrics_->Write(row);
+    reports_->Row(row);
+  }
   progress_.Eval(rec.step, rec.val_loss);
 }
 
@@ -155,6 +133,7 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   if (!previous.empty()) progress_.Message(previous);
   const auto t1 = std::chrono::steady_clock::now();
   const std::string dir = background ? checkpoints_->SaveInBackground(c) : checkpoints_->Save(c);
+  if (reports_) reports_->SaveState();
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   const auto t2 = std::chrono::steady_clock::now();
   const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
@@ -179,6 +158,7 @@ void RunOutputs::ReserveSnapshot(std::size_t params) {
 void RunOutputs::Message(const std::string& line) { progress_.Message(line); }
 
 void RunOutputs::Finish() {
+  if (reports_) reports_->SaveState();
   if (checkpoints_) {
     const std::string previous = checkpoints_->Wait();
     if (!previous.empty()) progress_.Message(previous);

@@ -1,9 +1,10 @@
 // train/run_outputs: what a run leaves in train.out_dir and shows on stderr — config.yaml (the
 // effective config), placement.json (the plan and where the memory is), metrics.jsonl (a JSON
-// object per step and per evaluation), checkpoints/ (train/checkpoint_dir.h), and the progress
-// display. The writer holds out_dir's run lock (train/run_lock.h) from construction on. Only the
-// writer process (rank 0) touches out_dir or the terminal; on the others every call is a no-op, so
-// the main loop reads the same on every rank.
+// object per step and per evaluation) and what is made from its rows (train/reports.h:
+// trainer_state.json, train.report_to's TensorBoard event file), checkpoints/
+// (train/checkpoint_dir.h), and the progress display. The writer holds out_dir's run lock
+// (train/run_lock.h) from construction on. Only the writer process (rank 0) touches out_dir or the
+// terminal; on the others every call is a no-op, so the main loop reads the same on every rank.
 //
 // Thread safety: main thread only.
 #pragma once
@@ -15,11 +16,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/files.h"
 #include "config/config.h"
 #include "model/transformer.h"
 #include "train/checkpoint_dir.h"
 #include "train/checkpoint_writer.h"
 #include "train/progress.h"
+#include "train/reports.h"
 #include "train/run_lock.h"
 #include "train/trainer.h"
 
@@ -41,8 +44,7 @@ class MetricsFile {
 
  private:
   std::string path_;
-  int fd_ = -1;
-  off_t size_ = 0;  // the end of the last whole line
+  std::unique_ptr<RecordFile> file_;
 };
 
 class RunOutputs {
@@ -83,6 +85,7 @@ class RunOutputs {
   std::unique_ptr<RunLock> lock_;
   std::unique_ptr<CheckpointWriter> checkpoints_;
   std::unique_ptr<MetricsFile> metrics_;
+  std::unique_ptr<RunReports> reports_;
   ProgressDisplay progress_;
 };
 

