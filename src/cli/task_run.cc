@@ -333,7 +333,7 @@ nlohmann::ordered_json PredictSplit(const TaskCommand& c, SplitKind kind, const 
   if (c.task->generates() && kind == c.task->info().predict_split) {
     MakeDirs(c.args.output_dir);
     Print(GenerateSplit(c, split, cfg, init_from, adapter).printed);
-    return;
+    return {};  // completions, no metrics
   }
   const task::Logits logits = InferLogits(c, split, cfg, shape);
   MakeDirs(c.args.output_dir);
