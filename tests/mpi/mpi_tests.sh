@@ -182,9 +182,14 @@ qa_args() {  # output_dir
 /usr/bin/python3 -c '
 import json, sys
 rows = [[json.loads(l) for l in open(d + "/metrics.jsonl")] for d in sys.argv[1:3]]
+# The training steps; the evaluation after training is a row of eval_* of its own, equal too.
+evals = [[r for r in rs if "loss" not in r] for rs in rows]
+rows = [[r for r in rs if "loss" in r] for rs in rows]
 assert len(rows[0]) == len(rows[1]) == 8, [len(r) for r in rows]
+assert len(evals[0]) == len(evals[1]) == 1, evals
 for a, b in zip(*rows):
     assert abs(a["loss"] - b["loss"]) <= 1e-5 * a["loss"], (a["step"], a["loss"], b["loss"])
+assert evals[0] == evals[1], evals
 assert rows[0][-1]["loss"] < rows[0][0]["loss"], "the BERT did not learn"
 p = json.load(open(sys.argv[1] + "/placement.json"))
 assert len(p["ranks"]) == 2, p
