@@ -235,9 +235,9 @@ std::unique_ptr<Node> Parser::ParseStatement() {
     auto n = MakeNode(Node::Kind::kFilterBlock, line);
     n->expr = ParseFilter(nullptr);
     EndBlock();
-    ++macros_;  // its body's output is captured, as a macro's
+    // Its body is captured; a {% generation %} in it is measured where the block is rendered
+    // (render.cc), as transformers measures it.
     n->bodies.push_back(ParseBody({"endfilter"}));
-    --macros_;
     EndTag("endfilter");
     return n;
   }
@@ -318,9 +318,7 @@ std::unique_ptr<Node> Parser::ParseSet(int line) {
     EndBlock();
     auto n = MakeNode(Node::Kind::kSetBlock, line);
     n->targets = targets;
-    ++macros_;
-    n->bodies.push_back(ParseBody({"endset"}));
-    --macros_;
+    n->bodies.push_back(ParseBody({"endset"}));  // captured, as a filter block's
     EndTag("endset");
     return n;
   }

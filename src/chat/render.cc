@@ -57,6 +57,9 @@ class Renderer {
   int64_t steps_ = 0;
   int call_depth_ = 0;
   Value filter_input_;  // the captured body in a {% filter %} block
+  // {% generation %} blocks open now, and where the outermost one began in the output.
+  int generation_depth_ = 0;
+  std::size_t generation_start_ = 0;
 };
 
 namespace {
@@ -287,12 +290,20 @@ Renderer::Flow Renderer::Exec(const Body& body) {
       case Node::Kind::kContinue:
         return Flow::kContinue;
       case Node::Kind::kGeneration: {
-        const std::size_t start = out_->size();
+        // transformers' offsets: a block starts where the template's output is when the block
+        // is rendered — the output so far, not a set / filter block's captured text, and for a
+        // block inside another the outer one's start (Jinja renders a block's body whole before
+        // it is output) — and ends its own length later. So spans never start out of order.
+        const std::size_t start =
+            generation_depth_ > 0 ? generation_start_ : result_.text.size();
         // transformers tracks a block only once something was rendered or tracked before it
         // (AssistantTracker.is_active() tests two lists that are both empty at the start).
         const bool active = start > 0 || !result_.generation.empty();
+        const std::size_t before = out_->size();
+        if (generation_depth_++ == 0) generation_start_ = start;
         Flow f = Exec(n.bodies[0]);
-        if (active) result_.generation.emplace_back(start, out_->size());
+        --generation_depth_;
+        if (active) result_.generation.emplace_back(start, start + (out_->size() - before));
         if (f != Flow::kNormal) return f;
         break;
       }

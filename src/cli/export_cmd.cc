@@ -64,7 +64,7 @@ void AddExportCommand(CLI::App& app) {
                   "hf: config.json + model.safetensors (GPT2LMHeadModel, LlamaForCausalLM, "
                   "BertForQuestionAnswering, ..., by the model's family and head); llmc: llm.c's "
                   "model.bin (GPT-2 only); gguf: llama.cpp's GGUF v3 file with the tokenizer "
-                  "(GPT-2 and Llama families; docs/gguf.md)")
+                  "(the decoder families; docs/gguf.md)")
       ->required()
       ->check(CLI::IsMember({"hf", "llmc", "gguf"}));
   cmd->add_option("--checkpoint", o->checkpoint,

@@ -31,7 +31,7 @@ targets=("${@:-${all_targets[@]}}")
 # directory of tiny-model shards 4 KB) and small enough that one run stays fast under ASan.
 declare -A max_len=([config]=4096 [checkpoint]=4096 [safetensors]=4096 [token_file]=2048 [topology]=12288
                     [tokenizer]=2048 [tokenizer_json]=4096 [vocab]=2048 [squad]=4096 [adapter]=8192
-                    [hf_shards]=8192 [chat_template]=4096)
+                    [hf_shards]=8192 [chat_template]=4096 [classify_table]=4096)
 for t in "${targets[@]}"; do
   [[ -n ${max_len[$t]:-} ]] || { echo "run.sh: unknown target '$t' (${all_targets[*]})" >&2; exit 2; }
 done

@@ -123,6 +123,17 @@ OWN = {
         "{{- ' ' ~ ({'b': 1, 'a': [1.5, none, true]} | tojson) ~ ' ' ~ {'k': (1,)} ~ ' ' ~ 'x'.startswith(('a', 'x')) }}\n"
         "{%- for i in range(10) %}{% if i is odd %}{% continue %}{% endif %}{% if i > 6 %}{% break %}{% endif %}{{ i }}{% endfor %}\n"
         "{%- if add_generation_prompt %}\n<|ASSISTANT|>\n{%- endif %}"),
+    # Generation blocks inside one another, a set block and a filter block: transformers
+    # measures each from where the template's output is when the block is rendered.
+    "own-nested-gen": (
+        "{%- for message in messages %}\n"
+        "  {%- if message.role == 'assistant' %}<A>{% generation %}[{% generation %}"
+        "{{ message.content }}{% endgeneration %}]{% endgeneration %}"
+        "{% set tail %}{% generation %}<end>{% endgeneration %}{% endset %}{{ tail }}\n"
+        "  {%- else %}<{{ message.role }}>{% filter trim %} {{ message.content }}"
+        "{% generation %}.{% endgeneration %}{% endfilter %}\n"
+        "  {%- endif %}\n"
+        "{%- endfor %}"),
 }
 
 UNSUPPORTED = {
