@@ -1,7 +1,8 @@
 // Fuzz target: the chat template engine (src/chat/jinja.h), on the input as a template's text.
 // A template it accepts is rendered with a chat of a few messages (strings of several scripts,
 // a tool call, numbers, null) under small limits; it must render or refuse (RenderError), never
-// crash, hang or leak, and every {% generation %} span must start inside the output, the spans in order of their starts.
+// crash, hang or leak, and every {% generation %} span must start inside the output, the spans in
+// order of their starts.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
