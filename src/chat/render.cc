@@ -294,8 +294,7 @@ Renderer::Flow Renderer::Exec(const Body& body) {
         // is rendered — the output so far, not a set / filter block's captured text, and for a
         // block inside another the outer one's start (Jinja renders a block's body whole before
         // it is output) — and ends its own length later. So spans never start out of order.
-        const std::size_t start =
-            generation_depth_ > 0 ? generation_start_ : result_.text.size();
+        const std::size_t start = generation_depth_ > 0 ? generation_start_ : result_.text.size();
         // transformers tracks a block only once something was rendered or tracked before it
         // (AssistantTracker.is_active() tests two lists that are both empty at the start).
         const bool active = start > 0 || !result_.generation.empty();
