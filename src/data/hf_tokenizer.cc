@@ -519,19 +519,7 @@ std::unique_ptr<HfTokenizer> HfTokenizer::Load(const std::string& path) {
   const json decoder = root.value("decoder", json());
   t->join_with_spaces = decoder.is_null();
   LoadDecoder(f, decoder, "decoder", t.get());
-  LoadPostProcessor(f, root.value("post_processor", json()), "post_processor", t->vocab_size,
-                    &t->frame);
-  // The template's ids must be tokens, not holes between the vocabulary's ids (Decode of them
-  // would fail on ids Encode made).
-  for (const std::vector<int>* ids : {&t->frame.before, &t->frame.after}) {
-    for (int id : *ids) {
-      if (!t->known[id]) {
-        f.Fail("post_processor",
-               fmt::format("its special token id {} is no token of the vocabulary", id),
-               "give each special token the id that model.vocab or added_tokens gives it");
-      }
-    }
-  }
+  LoadPostProcessor(f, root.value("post_processor", json()), "post_processor", t->known, &t->frame);
   // Added tokens by first byte, longest first: the first that matches is the longest.
   std::vector<std::string_view> contents;
   for (const Added& a : t->added) contents.push_back(a.content);

@@ -13,12 +13,17 @@ bool LoadSequence(const JsonFile& f, const json& obj, const std::string& where,
   return true;
 }
 
-void LoadPostProcessor(const JsonFile& f, const json& p, const std::string& where, int vocab_size,
-                       SpecialFrame* frame) {
+void LoadPostProcessor(const JsonFile& f, const json& p, const std::string& where,
+                       const std::vector<bool>& known, SpecialFrame* frame) {
+  // An id the vocabulary gives a token (Decode fails on any other).
+  auto is_token = [&](const json& id) {
+    return id.is_number_integer() && id.get<int64_t>() >= 0 &&
+           static_cast<uint64_t>(id.get<int64_t>()) < known.size() && known[id.get<int64_t>()];
+  };
   if (p.is_null()) return;
   const std::string type = f.Type(p, where);
   if (LoadSequence(f, p, where, type, "processors", [&](const json& item, const std::string& key) {
-        LoadPostProcessor(f, item, key, vocab_size, frame);
+        LoadPostProcessor(f, item, key, known, frame);
       })) {
     return;
   }
@@ -42,7 +47,7 @@ void LoadPostProcessor(const JsonFile& f, const json& p, const std::string& wher
       const json& special = f.At(specials, where + ".special_tokens", name.c_str());
       const json& ids = f.Array(special, where + ".special_tokens." + name, "ids");
       for (const json& id : ids) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
+        if (!is_token(id)) {
           f.Fail(where + ".special_tokens." + name + ".ids",
                  fmt::format("{} is not an id of this vocabulary", id.dump()));
         }
@@ -53,8 +58,7 @@ void LoadPostProcessor(const JsonFile& f, const json& p, const std::string& wher
   } else if (type == "RobertaProcessing" || type == "BertProcessing") {
     auto id_of = [&](const char* key) {
       const json& pair = f.At(p, where, key);
-      if (!pair.is_array() || pair.size() != 2 || !pair[1].is_number_integer() ||
-          pair[1].get<int64_t>() < 0 || pair[1].get<int64_t>() >= vocab_size) {
+      if (!pair.is_array() || pair.size() != 2 || !is_token(pair[1])) {
         f.Fail(JsonFile::Key(where, key), "is not [token, id] with an id of this vocabulary");
       }
       return pair[1].get<int>();

@@ -116,9 +116,9 @@ bool LoadSequence(const JsonFile& f, const json& obj, const std::string& where,
 
 // The ids a post-processor (TemplateProcessing's single template, RobertaProcessing,
 // BertProcessing, ByteLevel, Sequence; null: none) puts around the text, into *frame; ids must be
-// below vocab_size.
-void LoadPostProcessor(const JsonFile& f, const json& p, const std::string& where, int vocab_size,
-                       SpecialFrame* frame);
+// tokens of the vocabulary: known[id] (the vocabulary may leave ids out between its tokens).
+void LoadPostProcessor(const JsonFile& f, const json& p, const std::string& where,
+                       const std::vector<bool>& known, SpecialFrame* frame);
 
 // Gives `token` the id `v` (an entry of model.vocab or added_tokens, at `key`): checks that it is
 // an integer below `limit` (the number of tokens: ids index arrays of that size) and that no

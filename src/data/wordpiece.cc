@@ -479,9 +479,7 @@ void LoadTokenizerJson(const JsonFile& f, WordPieceTokenizer::Impl* t) {
            "use the tokenizer.json BERT's conversion writes (BertNormalizer + "
            "BertPreTokenizer), or its vocab.txt with a tokenizer_config.json");
   }
-  const int vocab_size = static_cast<int>(t->id_to_token.size());
-  LoadPostProcessor(f, root.value("post_processor", json()), "post_processor", vocab_size,
-                    &t->frame);
+  LoadPostProcessor(f, root.value("post_processor", json()), "post_processor", known, &t->frame);
   if (const json& d = root.value("decoder", json()); d.is_null()) {
     t->join_spaces = true;
   } else if (const std::string type = f.Type(d, "decoder"); type == "WordPiece") {
