@@ -57,6 +57,9 @@ PEERS=(python3 python3-venv ca-certificates)
 # Everything else CI runs (scripts/test.sh).
 TEST=(
   git hwloc numactl
+  # one compiler cache across CI's builds (scripts/test.sh): the .deb's build and the fresh
+  # root's test build compile what the Release build compiled, with its flags
+  ccache
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # format check (scripts/check_format.sh: clang-format 14, bookworm's default). The gcc

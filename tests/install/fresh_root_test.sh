@@ -54,6 +54,20 @@ if llama_site=$(bash "$here/scripts/llama-cpp-env.sh" 2>/dev/null); then
   echo "   llama.cpp's environment taken from this machine ($(du -sm "$(dirname "$llama_site")" | cut -f1) MiB)"
 fi
 
+# The compiler cache of CI's builds (scripts/test.sh exports CCACHE_DIR), copied in for the
+# second command's build: scripts/build.sh compiles there what CI's Release build compiled here,
+# with the same compiler and flags, so ccache (installed in the root by --test) hands back the
+# same objects; it checks every header against the root's own, and the link is done anew. The
+# quickstart's build (other flags) compiles from scratch.
+ccache_env=()
+if [ -n "${CCACHE_DIR:-}" ] && [ -d "$CCACHE_DIR" ]; then
+  mkdir -p "$root/root/.cache/cputrain-numa"
+  cp -a "$CCACHE_DIR" "$root/root/.cache/cputrain-numa/ccache"
+  ccache_env=(CCACHE_DIR=/root/.cache/cputrain-numa/ccache CCACHE_BASEDIR=/root/cputrain-numa
+    CCACHE_NOHASHDIR=1)
+  echo "   CI's compiler cache copied in ($(du -sm "$CCACHE_DIR" | cut -f1) MiB)"
+fi
+
 cat >"$root/tmp/inside.sh" <<'INSIDE'
 set -euo pipefail
 cd /root/cputrain-numa
@@ -81,13 +95,20 @@ lap "install-deps --test passed"
 if command -v node >/dev/null || command -v npm >/dev/null; then
   echo "install-deps --test installed node or npm"; exit 1
 fi
-bash scripts/build.sh >/tmp/build.log 2>&1 || { tail -n 40 /tmp/build.log; echo "the build failed (above)"; exit 1; }
+launcher=()
+if [ -n "${CCACHE_DIR:-}" ] && command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  ccache --zero-stats >/dev/null
+fi
+bash scripts/build.sh "${launcher[@]}" >/tmp/build.log 2>&1 || {
+  tail -n 40 /tmp/build.log; echo "the build failed (above)"; exit 1; }
+[ "${#launcher[@]}" = 0 ] || ccache --show-stats | grep -E 'Hits|Misses' | head -n 3
 lap "scripts/build.sh passed"
 ctest --test-dir build --output-on-failure -j 2 --timeout 600 \
   -R 'Gpt2Tokenizer\.|MakeTokenizer\.|reference_fixtures_fresh|reference_hf_fixture_fresh|transformers|HfGpt2\.|CliHf\.|Config'
 lap "ctest cases passed"
 INSIDE
 
-debian_root_run "$root" /tmp/inside.sh CI=true 2>&1 | tee /tmp/cputrain-fresh-root.log
+debian_root_run "$root" /tmp/inside.sh CI=true "${ccache_env[@]}" 2>&1 | tee /tmp/cputrain-fresh-root.log
 [ "${PIPESTATUS[0]}" = 0 ] || fail "inside the fresh root (above; log: /tmp/cputrain-fresh-root.log)"
 echo "fresh_root: passed in $(since)"
