@@ -259,8 +259,8 @@ def check_logits(engine: Engine, checkpoint: str, model, V: int, T: int, seed: i
         theirs = model(input_ids=torch.from_numpy(idx)).logits.numpy()
     tol = LOGITS_TOL
     if exact:
+        theirs32 = theirs
         with torch.no_grad():
-            theirs32 = theirs
             theirs = copy.deepcopy(model).double()(input_ids=torch.from_numpy(idx)).logits.numpy()
         own = rel_diff(theirs32, theirs)
         tol = max(LOGITS_TOL, 2 * own)
