@@ -35,18 +35,19 @@ namespace cputrain::kernels {
 void InitBlas();
 
 // Which library runs the fp32 matrix products (every sgemm of the kernels below): OpenBLAS, or
-// oneDNN's matmul (kernels/onednn.h; builds with oneDNN). auto is OpenBLAS: with its AVX-512
-// kernels it matched oneDNN's on Zen 5 (docs/bf16.md), and it allocates nothing per call. Where
-// OpenBLAS runs 256-bit kernels on an AVX-512 CPU (OPENBLAS_CORETYPE=Haswell, as the project's
-// Zen 5 machines set it) oneDNN is ~1.8x faster per core, and the "fp32 products" line says so.
-// The environment's CPUTRAIN_FP32_KERNEL overrides auto (train.fp32_kernel sets it in a config).
+// oneDNN's matmul (kernels/onednn.h; builds with oneDNN). auto is OpenBLAS where its kernels are
+// as wide as the CPU's (with its AVX-512 kernels it matched oneDNN on Zen 5, docs/bf16.md, and it
+// allocates nothing per call), and oneDNN where OpenBLAS runs 256-bit kernels on an AVX-512 CPU
+// (OPENBLAS_CORETYPE=Haswell, as the project's Zen machines set it): there oneDNN is ~1.8x faster
+// per core. The "fp32 products" line says which ran and why. The environment's
+// CPUTRAIN_FP32_KERNEL overrides auto (train.fp32_kernel sets it in a config).
 enum class Fp32Kernel { kAuto, kOpenblas, kOnednn };
 inline constexpr const char* kFp32KernelEnv = "CPUTRAIN_FP32_KERNEL";
 const char* Fp32KernelName(Fp32Kernel k);  // "auto", "openblas", "onednn"
 std::optional<Fp32Kernel> ParseFp32Kernel(const std::string& name);
 // "" when `k` can run in this build, else why not.
 std::string Fp32KernelMissing(Fp32Kernel k);
-// What auto picks here (OpenBLAS).
+// What auto picks here (OpenBLAS, or oneDNN where OpenblasNarrowerThanCpu() and it is built).
 Fp32Kernel BestFp32Kernel();
 // OpenBLAS runs its 256-bit (Haswell or Zen) kernels on a CPU with AVX-512F.
 bool OpenblasNarrowerThanCpu();

@@ -71,7 +71,15 @@ std::string Fp32KernelMissing(Fp32Kernel k) {
   return k == Fp32Kernel::kOnednn && !OnednnGemm::Available() ? OnednnGemm::kMissing : "";
 }
 
-Fp32Kernel BestFp32Kernel() { return Fp32Kernel::kOpenblas; }
+// OpenBLAS where its kernels are as wide as the CPU's vectors (allocation-free per call; on Zen 5
+// with its AVX-512 kernels it matched oneDNN, docs/bf16.md); oneDNN where OpenBLAS was held to its
+// 256-bit kernels on an AVX-512 CPU (OPENBLAS_CORETYPE=Haswell, as the project's AMD machines set
+// it, read once when OpenBLAS loads): there oneDNN's matmul ran the same products ~1.9x faster
+// per core, and a LoRA step 1.9x faster (docs/bf16.md).
+Fp32Kernel BestFp32Kernel() {
+  return OpenblasNarrowerThanCpu() && OnednnGemm::Available() ? Fp32Kernel::kOnednn
+                                                               : Fp32Kernel::kOpenblas;
+}
 
 Fp32Kernel UseFp32Kernel(Fp32Kernel requested, const std::string& what) {
   std::string asker = what;
@@ -108,11 +116,16 @@ std::string Fp32KernelLine(Fp32Kernel active, Fp32Kernel requested) {
   std::string line = fmt::format(
       "fp32 products: {} ({}); {}; OpenBLAS core {}", Fp32KernelName(active),
       active == Fp32Kernel::kOnednn ? "oneDNN's matmul" : "OpenBLAS sgemm", how, core ? core : "?");
-  if (active == Fp32Kernel::kOpenblas && OpenblasNarrowerThanCpu()) {
-    line += fmt::format(
-        " (256-bit kernels on this AVX-512 CPU{}: unset it for OpenBLAS's AVX-512 kernels, or "
-        "train.fp32_kernel: onednn; both measured ~1.8x faster per core, docs/bf16.md)",
-        std::getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE says" : "");
+  if (OpenblasNarrowerThanCpu()) {
+    const char* env = std::getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE says" : "";
+    line += active == Fp32Kernel::kOpenblas
+                ? fmt::format(" (256-bit kernels on this AVX-512 CPU{}: unset it for OpenBLAS's "
+                              "AVX-512 kernels, or train.fp32_kernel: onednn; both measured "
+                              "~1.8x faster per core, docs/bf16.md)",
+                              env)
+                : fmt::format(" (256-bit kernels on this AVX-512 CPU{}: oneDNN runs the products, "
+                              "~1.8x faster per core, docs/bf16.md)",
+                              env);
   }
   return line;
 }

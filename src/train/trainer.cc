@@ -363,10 +363,12 @@ void InitState(Run& run) {
 void CheckPrecision(const Config& cfg) {
   const kernels::Fp32Kernel fp32 =
       kernels::ParseFp32Kernel(cfg.train.fp32_kernel).value_or(kernels::Fp32Kernel::kAuto);
-  const std::string fp32_line = kernels::Fp32KernelLine(kernels::UseFp32Kernel(fp32), fp32);
-  // Said where it is news: a bf16 run (beside the bf16 line) or a kernel the config chose;
-  // `topo` always says it.
-  if (cfg.train.bf16 || fp32 != kernels::Fp32Kernel::kAuto) {
+  const kernels::Fp32Kernel active = kernels::UseFp32Kernel(fp32);
+  const std::string fp32_line = kernels::Fp32KernelLine(active, fp32);
+  // Said where it is news: a bf16 run (beside the bf16 line), a kernel the config chose, or auto's
+  // oneDNN over a narrow OpenBLAS; `topo` always says it.
+  if (cfg.train.bf16 || fp32 != kernels::Fp32Kernel::kAuto ||
+      active == kernels::Fp32Kernel::kOnednn) {
     log::Info("{}", fp32_line);
   } else {
     log::Debug("{}", fp32_line);
