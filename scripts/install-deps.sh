@@ -2,12 +2,13 @@
 # Installs what cputrain-numa needs, by need (one list per mode below), from Debian's packages
 # and PyPI only (no npm, no model or data hub):
 #   --runtime     run a built binary, and the quickstart's corpus (the Bible text)
-#   --build       compile it (compiler, CMake, the -dev packages); without --mpi the bridge is
-#                 left out (CPUTRAIN_MPI=auto finds no MPI), without --bench oneDNN (bench
-#                 gemm's onednn rows, train.*_kernel: onednn; CPUTRAIN_ONEDNN=auto finds none)
+#   --build       compile it (compiler, CMake, the -dev packages, oneDNN: the fp32 products where
+#                 OpenBLAS runs narrower kernels than the CPU has, docs/bf16.md); without --mpi
+#                 the bridge is left out (CPUTRAIN_MPI=auto finds no MPI)
 #   --mpi         the multi-node bridge: Open MPI to build with and mpirun to launch
-#   --bench       oneDNN for bench gemm's onednn rows and the selectable oneDNN kernels: libdnnl-dev
-#                 and the OpenCL headers its CMake config requires
+#   --bench       oneDNN alone (part of --build since it runs fp32 products by itself: kept for
+#                 the commands that name it): libdnnl-dev and the OpenCL headers its CMake
+#                 config requires
 #   --gpt2-vocab  the GPT-2 vocabulary for `--tokenizer gpt2`: pip downloads the openai-whisper
 #                 source distribution from PyPI, its gpt2.tiktoken (SHA-256 checked) becomes
 #                 third_party/gpt2/{encoder.json,vocab.bpe} (scripts/gpt2_vocab.py)
@@ -33,7 +34,7 @@ set -euo pipefail
 # OpenBLAS the binary's RPATH names: docs/machine-notes.md, the serial variant is unsafe with concurrent
 # callers), and the quickstart's corpus (public domain): `bible -f Gen1:1-Rev22:21` prints it.
 RUNTIME=(
-  libhwloc15 libnuma1 libjemalloc2 libopenblas0-pthread libtbb12 libyaml-cpp0.7 libfmt9
+  libhwloc15 libnuma1 libjemalloc2 libopenblas0-pthread libtbb12 libyaml-cpp0.7 libfmt9 libdnnl2
   bible-kjv bible-kjv-text
 )
 # Build it (Debian's default pthread OpenBLAS; CLI11 and nlohmann-json are header-only).
@@ -45,9 +46,10 @@ BUILD=(
 )
 # The multi-node bridge (CPUTRAIN_MPI): Open MPI's headers and libraries, and mpirun.
 MPI=(libopenmpi-dev openmpi-bin)
-# oneDNN (Debian's 2.6.3, on OpenMP) for bench gemm's onednn rows and the kernels a config may
-# name (train.bf16_kernel / train.fp32_kernel: onednn). Its dnnl-config.cmake calls
-# find_dependency(OpenCL), so the OpenCL headers and loader are part of it.
+# oneDNN (Debian's 2.6.3, on OpenMP): the fp32 products where OpenBLAS is held to 256-bit kernels
+# on an AVX-512 CPU (train.fp32_kernel: auto, kernels/kernels.h), bench gemm's onednn rows and the
+# kernels a config may name (train.bf16_kernel / train.fp32_kernel: onednn). Its
+# dnnl-config.cmake calls find_dependency(OpenCL), so the OpenCL headers and loader are part of it.
 BENCH=(libdnnl-dev ocl-icd-opencl-dev opencl-c-headers)
 # pip (to download one source distribution from PyPI) and the CA certificates it checks PyPI's
 # with; scripts/gpt2_vocab.py needs only Python's standard library.
@@ -83,7 +85,7 @@ TEST=(
   mmdebstrap umoci python3-jsonschema python3-yaml
 )
 
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 modes=() dry_run=0
 for arg in "$@"; do
   case "$arg" in
@@ -100,12 +102,12 @@ packages=() want_vocab=0 want_peers=0 want_llama_cpp=0
 for m in "${modes[@]}"; do
   case "$m" in
     runtime) packages+=("${RUNTIME[@]}") ;;
-    build) packages+=("${BUILD[@]}") ;;
+    build) packages+=("${BUILD[@]}" "${BENCH[@]}") ;;
     mpi) packages+=("${MPI[@]}") ;;
     bench) packages+=("${BENCH[@]}") ;;
     gpt2-vocab) packages+=("${GPT2_VOCAB[@]}"); want_vocab=1 ;;
     peers) packages+=("${PEERS[@]}"); want_peers=1 ;;
-    llama-cpp) packages+=("${BUILD[@]}" "${PEERS[@]}"); want_peers=1 want_llama_cpp=1 ;;
+    llama-cpp) packages+=("${BUILD[@]}" "${BENCH[@]}" "${PEERS[@]}"); want_peers=1 want_llama_cpp=1 ;;
     test) packages+=("${RUNTIME[@]}" "${BUILD[@]}" "${MPI[@]}" "${BENCH[@]}" "${GPT2_VOCAB[@]}"
                      "${PEERS[@]}" "${TEST[@]}")
           want_vocab=1 want_peers=1 want_llama_cpp=1 ;;

@@ -54,7 +54,7 @@ class OnednnGemm {
   static bool Available();
   // Why it is missing, and the fix.
   static constexpr const char* kMissing =
-      "this build has no oneDNN (scripts/install-deps.sh --test or --bench installs libdnnl-dev "
+      "this build has no oneDNN (scripts/install-deps.sh --build installs libdnnl-dev "
       "and the OpenCL headers its CMake config needs; then reconfigure)";
 
  private:

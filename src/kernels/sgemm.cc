@@ -78,7 +78,7 @@ std::string Fp32KernelMissing(Fp32Kernel k) {
 // per core, and a LoRA step 1.9x faster (docs/bf16.md).
 Fp32Kernel BestFp32Kernel() {
   return OpenblasNarrowerThanCpu() && OnednnGemm::Available() ? Fp32Kernel::kOnednn
-                                                               : Fp32Kernel::kOpenblas;
+                                                              : Fp32Kernel::kOpenblas;
 }
 
 Fp32Kernel UseFp32Kernel(Fp32Kernel requested, const std::string& what) {
@@ -119,13 +119,15 @@ std::string Fp32KernelLine(Fp32Kernel active, Fp32Kernel requested) {
   if (OpenblasNarrowerThanCpu()) {
     const char* env = std::getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE says" : "";
     line += active == Fp32Kernel::kOpenblas
-                ? fmt::format(" (256-bit kernels on this AVX-512 CPU{}: unset it for OpenBLAS's "
-                              "AVX-512 kernels, or train.fp32_kernel: onednn; both measured "
-                              "~1.8x faster per core, docs/bf16.md)",
-                              env)
-                : fmt::format(" (256-bit kernels on this AVX-512 CPU{}: oneDNN runs the products, "
-                              "~1.8x faster per core, docs/bf16.md)",
-                              env);
+                ? fmt::format(
+                      " (256-bit kernels on this AVX-512 CPU{}: unset it for OpenBLAS's "
+                      "AVX-512 kernels, or train.fp32_kernel: onednn; both measured "
+                      "~1.8x faster per core, docs/bf16.md)",
+                      env)
+                : fmt::format(
+                      " (256-bit kernels on this AVX-512 CPU{}: oneDNN runs the products, "
+                      "~1.8x faster per core, docs/bf16.md)",
+                      env);
   }
   return line;
 }
