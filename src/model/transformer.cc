@@ -87,6 +87,14 @@ void Activations::Bind(float* base, int* tokens) {
   ends = task && tokens ? starts + B_ : nullptr;
   encoded = take(N * C);
   layers.assign(shape_.L, Layer{});
+  // The activation's output is recomputed from fch in the backward (llm.c's recompute), so every
+  // layer shares one (B,T,F) buffer: L-1 of them fewer (BERT-base at B=32, T=128: 0.6 GB).
+  float* act_out = take(N * F);
+  // The projections' outputs are read by the backward only through a post-norm (Gemma's sandwich
+  // norms); elsewhere they are added to the residual at once, and one (B,T,C) buffer serves both
+  // projections of every layer.
+  float* proj_out = take_if(!kind.sandwich_norm, N * C);
+  auto proj = [&] { return kind.sandwich_norm ? take(N * C) : proj_out; };
   for (Layer& l : layers) {
     l.ln1 = take(N * C);
     l.ln1_mean = take_if(!kind.rms_norm, N);
@@ -96,7 +104,7 @@ void Activations::Bind(float* base, int* tokens) {
     l.qk_rstd = take_if(kind.qk_norm, N * H);
     l.att = take(static_cast<std::size_t>(B_) * shape_.NH * T_ * T_);
     l.atty = take(N * A);
-    l.attproj = take(N * C);
+    l.attproj = proj();
     l.attn_post = take_if(kind.sandwich_norm, N * C);
     l.attn_post_rstd = take_if(kind.sandwich_norm, N);
     l.residual2 = take(N * C);
@@ -104,8 +112,8 @@ void Activations::Bind(float* base, int* tokens) {
     l.ln2_mean = take_if(!kind.rms_norm, N);
     l.ln2_rstd = take(N);
     l.fch = take(N * Fin);
-    l.fch_gelu = take(N * F);
-    l.fcproj = take(N * C);
+    l.fch_gelu = act_out;
+    l.fcproj = proj();
     l.mlp_post = take_if(kind.sandwich_norm, N * C);
     l.mlp_post_rstd = take_if(kind.sandwich_norm, N);
     l.residual3 = take(N * C);
@@ -205,6 +213,19 @@ kernels::AttentionOptions AttentionOf(const Net& n, int l, const Activations& a)
 // Gemma's embedding scale, sqrt(C) rounded to fp32 (Gemma3TextScaledWordEmbedding's
 // torch.tensor(hidden_size**0.5), in the weights' dtype).
 float EmbedScale(const Shape& s) { return static_cast<float>(std::sqrt(static_cast<double>(s.C))); }
+
+// A.fch_gelu (N,F) = the MLP's activation of A.fch (N,Fin): SwiGLU, GeGLU or tanh GELU. The
+// forward's, and the backward's recompute of it (the buffer is shared by the layers): the same
+// bits both times.
+void MlpActivation(WorkerPool& pool, const Net& n, Activations::Layer& A, std::size_t N) {
+  if (n.kind.swiglu) {
+    kernels::SwigluForward(pool, A.fch_gelu, A.fch, N, n.F);
+  } else if (n.kind.geglu) {
+    kernels::GegluForward(pool, A.fch_gelu, A.fch, N, n.F);
+  } else {
+    kernels::GeluForward(pool, A.fch_gelu, A.fch, N * n.F);
+  }
+}
 
 // Generation (B == 1): appends the T new positions' keys and values to layer l's cache, then each
 // attends to the cache up to itself (a windowed layer: to its window's positions only).
@@ -306,13 +327,7 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
     k::ResidualForward(pool, A.residual2, x, attn_out, N * C);
     norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual2, kLn2w, kLn2b, l);
     linear(A.fch, A.ln2, kFcw, kFcb, l, C, n.Fin, n.Fin);
-    if (n.kind.swiglu) {
-      k::SwigluForward(pool, A.fch_gelu, A.fch, N, n.F);
-    } else if (n.kind.geglu) {
-      k::GegluForward(pool, A.fch_gelu, A.fch, N, n.F);
-    } else {
-      k::GeluForward(pool, A.fch_gelu, A.fch, N * n.F);
-    }
+    MlpActivation(pool, n, A, N);
     linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, l, n.F, C, C);
     const float* mlp_out = A.fcproj;
     if (n.kind.sandwich_norm) {
@@ -397,6 +412,7 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
     // a.dresidual holds d residual3 = d (the MLP's output) = d residual2 (before ln2's share is
     // added); the MLP's output is fcproj, or its post-norm's.
     const float* dmlp = post_norm_back(a.dresidual, A.fcproj, A.mlp_post_rstd, kLnPostMlpw, l);
+    MlpActivation(pool, n, A, N);  // fch_gelu, shared by the layers: this layer's again
     if (n.kind.swiglu || n.kind.geglu) {
       linear_back(a.dfch_act, kFcprojw, kFcprojb, l, dmlp, A.fch_gelu, n.F, C, C);
       if (n.kind.swiglu) {

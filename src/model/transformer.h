@@ -74,15 +74,17 @@ class Activations {
     float *qk_saved, *qk_rstd;          // (B,T,H,hs) (B,T,H): q and k before their norm
     float* att;                         // (B,NH,T,T)
     float* atty;                        // (B,T,A)
-    float* attproj;                     // (B,T,C)
+    float* attproj;                     // (B,T,C); shared by the layers without a post-norm
     float *attn_post, *attn_post_rstd;  // (B,T,C) (B,T): attproj after its post-norm
     float* residual2;                   // (B,T,C)
     float *ln2, *ln2_mean, *ln2_rstd;   // (B,T,C) (B,T) (B,T)
     float* fch;                         // (B,T,Fin)
-    float* fch_gelu;                    // (B,T,F): the activation's output
-    float* fcproj;                      // (B,T,C)
-    float *mlp_post, *mlp_post_rstd;    // (B,T,C) (B,T): fcproj after its post-norm
-    float* residual3;                   // (B,T,C)
+    // fch_gelu is one buffer shared by every layer (valid inside the layer's pass only): the
+    // backward recomputes it from fch.
+    float* fch_gelu;                  // (B,T,F): the activation's output
+    float* fcproj;                    // (B,T,C); the same buffer as attproj without post-norms
+    float *mlp_post, *mlp_post_rstd;  // (B,T,C) (B,T): fcproj after its post-norm
+    float* residual3;                 // (B,T,C)
   };
   std::vector<Layer> layers;
   float *lnf, *lnf_mean, *lnf_rstd;  // (B,T,C) (B,T) (B,T)
