@@ -476,8 +476,9 @@ void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const L
                                   : RandomClassifyRows(m.shape, m.B, m.T, qa_seed_).Describe();
     std::printf(
         "  rows: %s; tokens/s counts B x T (the preset's T) per step for both sides, seq/s the "
-        "sequences\n",
-        rows.c_str());
+        "sequences%s\n",
+        rows.c_str(),
+        span ? "" : "; GFLOP/s and MFU count the work of the padded lengths (on both sides)");
   }
   // measure -> rows (a failure keeps the records of the rows measured before it)
   ModelRows rows;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <regex>
@@ -358,7 +359,7 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
   ReadSteps(res, warmup_run_, &row);
   row.sequences_per_s = static_cast<double>(m.B) * cfg.train.grad_accum_steps / (row.step_ms / 1e3);
   row.tokens_per_s = row.sequences_per_s * m.T;
-  const double fpt = lora ? lora->FlopsPerToken(m.T) : model::TrainFlopsPerToken(m.shape, m.T);
+  const double fpt = WorkFlopsPerToken(m, lora);
   row.gflops = fpt * row.tokens_per_s / 1e9;
   row.bf16 = cfg.train.bf16;
   row.kernel = res.value("bf16_kernel", "");
@@ -392,6 +393,16 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
                      {"slowest_core_pct", slowest},
                      {"peak_rss_bytes", row.peak_rss}});
   return row;
+}
+
+double TrainSuite::WorkFlopsPerToken(const ModelPreset& m, const LoraRun* lora) const {
+  int T = m.T;
+  double share = 1;
+  if (m.shape.head == model::Head::kClassify) {
+    share = RandomClassifyRows(m.shape, m.B, m.T, qa_seed_).PaddedShare();
+    T = std::max(1, static_cast<int>(std::lround(share * m.T)));
+  }
+  return share * (lora ? lora->FlopsPerToken(T) : model::TrainFlopsPerToken(m.shape, T));
 }
 
 void TrainSuite::RowProcess(const BenchContext& ctx) const {

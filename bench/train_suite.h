@@ -184,6 +184,10 @@ class TrainSuite : public Suite {
   // The setups: 2.x eager, compile, IPEX (1.x: its two OpenBLAS builds), gloo DDP; --pytorch-setup
   // keeps the ones asked for; --precision bf16 adds the autocast twins (AddAutocastSetups).
   std::vector<PeerSetup> PytorchSetups(const ModelPreset& m, const LoraRun* lora) const;
+  // The FLOPs a row's step does per token of its tokens/s (B x T): a classifier's batches are
+  // padded to their longest row (bench/cls_rows.h), so its work is that of the average padded
+  // length, times that length's share of T; the others' model::TrainFlopsPerToken (or LoRA's).
+  double WorkFlopsPerToken(const ModelPreset& m, const LoraRun* lora) const;
   static void AddAutocastSetups(const LoraRun* lora, std::vector<PeerSetup>* setups);
   // The script's arguments that say which model it trains, on what, for how many steps.
   std::vector<std::string> PytorchModelArgs(const ModelPreset& m, const LoraRun* lora) const;

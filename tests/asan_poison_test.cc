@@ -88,7 +88,19 @@ TEST(ActivationLayout, ViewsAreCacheLineAlignedWithRedZonesOnlyUnderAsan) {
   const float* base = mem.data();
   const std::size_t NC = kN * s.C;
   // Consecutive views: each is its size rounded to 16 floats, plus the red zone, past the last.
-  EXPECT_EQ(a.layers[0].ln1 - a.encoded, static_cast<std::ptrdiff_t>(Round16(NC) + kRedZone));
+  // After the embeddings: the activation output every layer shares (recomputed in the backward),
+  // then the projection output they share (no post-norms here), then the layers' own views.
+  const std::size_t NF = kN * s.ffn();
+  EXPECT_EQ(a.layers[0].fch_gelu - a.encoded, static_cast<std::ptrdiff_t>(Round16(NC) + kRedZone));
+  EXPECT_EQ(a.layers[0].attproj - a.layers[0].fch_gelu,
+            static_cast<std::ptrdiff_t>(Round16(NF) + kRedZone));
+  EXPECT_EQ(a.layers[0].ln1 - a.layers[0].attproj,
+            static_cast<std::ptrdiff_t>(Round16(NC) + kRedZone));
+  for (const Activations::Layer& l : a.layers) {
+    EXPECT_EQ(l.fch_gelu, a.layers[0].fch_gelu);
+    EXPECT_EQ(l.attproj, a.layers[0].attproj);
+    EXPECT_EQ(l.fcproj, a.layers[0].attproj);
+  }
   EXPECT_EQ(a.layers[0].ln1_mean - a.layers[0].ln1,
             static_cast<std::ptrdiff_t>(Round16(NC) + kRedZone));
   EXPECT_EQ(a.layers[0].ln1_rstd - a.layers[0].ln1_mean,
