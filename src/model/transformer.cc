@@ -88,7 +88,7 @@ void Activations::Bind(float* base, int* tokens) {
   encoded = take(N * C);
   layers.assign(shape_.L, Layer{});
   // The activation's output is recomputed from fch in the backward (llm.c's recompute), so every
-  // layer shares one (B,T,F) buffer: L-1 of them fewer (BERT-base at B=32, T=128: 0.6 GB).
+  // layer shares one (B,T,F) buffer: L-1 of them fewer (BERT-base at B=32, T=128: 0.55 GB).
   float* act_out = take(N * F);
   // The projections' outputs are read by the backward only through a post-norm (Gemma's sandwich
   // norms); elsewhere they are added to the residual at once, and one (B,T,C) buffer serves both
