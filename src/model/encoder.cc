@@ -175,7 +175,8 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
     // ln1 directly and through the MLP.
     norm_back(a.dresidual, A.residual3, A.ln2_mean, A.ln2_rstd, kLn2w, kLn2b, l);
     const float* dmlp = pass.DropBack(pool, a.datty, a.dln, hidden_p, l, kMlpOut);
-    k::GeluErfForward(pool, A.fch_gelu, A.fch, N * n.F);  // recomputed: one buffer for all layers
+    // fch_gelu is shared by the layers: this layer's again, where fcproj's backward reads it.
+    if (n.ReadsInput(kFcprojw, l)) k::GeluErfForward(pool, A.fch_gelu, A.fch, N * n.F);
     linear_back(a.dfch, kFcprojw, kFcprojb, l, dmlp, A.fch_gelu, n.F, C);
     k::GeluErfBackward(pool, a.dfch, A.fch, a.dfch, N * n.F);
     linear_back(a.dresidual, kFcw, kFcb, l, a.dfch, A.ln1, C, n.F);

@@ -48,6 +48,11 @@ class Net {
   void LinearBack(WorkerPool& pool, const Bf16Operands* bf16, float* dinp, Tensor w, Tensor b,
                   int l, const float* dout, const float* inp, int IC, int OC, int ldd,
                   bool accumulate) const;
+  // Whether LinearBack reads `inp` for w of layer l: w's gradient is computed (G non-null), or a
+  // LoRA site adapts w (its dA). A frozen, unadapted product needs only dout.
+  bool ReadsInput(Tensor w, int l) const {
+    return G(w, l) != nullptr || (lora_ && !lora_->lora->SitesOf(w).empty());
+  }
 
   const ParamLayout& layout;  // of params (the base under LoRA)
   const Shape& s;

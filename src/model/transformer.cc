@@ -412,7 +412,8 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
     // a.dresidual holds d residual3 = d (the MLP's output) = d residual2 (before ln2's share is
     // added); the MLP's output is fcproj, or its post-norm's.
     const float* dmlp = post_norm_back(a.dresidual, A.fcproj, A.mlp_post_rstd, kLnPostMlpw, l);
-    MlpActivation(pool, n, A, N);  // fch_gelu, shared by the layers: this layer's again
+    // fch_gelu is shared by the layers: this layer's again, where fcproj's backward reads it.
+    if (n.ReadsInput(kFcprojw, l)) MlpActivation(pool, n, A, N);
     if (n.kind.swiglu || n.kind.geglu) {
       linear_back(a.dfch_act, kFcprojw, kFcprojb, l, dmlp, A.fch_gelu, n.F, C, C);
       if (n.kind.swiglu) {
