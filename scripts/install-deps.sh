@@ -37,20 +37,20 @@ RUNTIME=(
   libhwloc15 libnuma1 libjemalloc2 libopenblas0-pthread libtbb12 libyaml-cpp0.7 libfmt9 libdnnl2
   bible-kjv bible-kjv-text
 )
-# Build it (Debian's default pthread OpenBLAS; CLI11 and nlohmann-json are header-only).
-# build-essential brings dpkg-dev, whose dpkg-shlibdeps CPack's .deb uses.
-BUILD=(
-  build-essential cmake pkg-config
-  libhwloc-dev libnuma-dev libjemalloc-dev libopenblas-dev libopenblas0-pthread libtbb-dev
-  libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev
-)
-# The multi-node bridge (CPUTRAIN_MPI): Open MPI's headers and libraries, and mpirun.
-MPI=(libopenmpi-dev openmpi-bin)
 # oneDNN (Debian's 2.6.3, on OpenMP): the fp32 products where OpenBLAS is held to 256-bit kernels
 # on an AVX-512 CPU (train.fp32_kernel: auto, kernels/kernels.h), bench gemm's onednn rows and the
 # kernels a config may name (train.bf16_kernel / train.fp32_kernel: onednn). Its
 # dnnl-config.cmake calls find_dependency(OpenCL), so the OpenCL headers and loader are part of it.
 BENCH=(libdnnl-dev ocl-icd-opencl-dev opencl-c-headers)
+# Build it (Debian's default pthread OpenBLAS; CLI11 and nlohmann-json are header-only; oneDNN).
+# build-essential brings dpkg-dev, whose dpkg-shlibdeps CPack's .deb uses.
+BUILD=(
+  build-essential cmake pkg-config
+  libhwloc-dev libnuma-dev libjemalloc-dev libopenblas-dev libopenblas0-pthread libtbb-dev
+  libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev "${BENCH[@]}"
+)
+# The multi-node bridge (CPUTRAIN_MPI): Open MPI's headers and libraries, and mpirun.
+MPI=(libopenmpi-dev openmpi-bin)
 # pip (to download one source distribution from PyPI) and the CA certificates it checks PyPI's
 # with; scripts/gpt2_vocab.py needs only Python's standard library.
 GPT2_VOCAB=(python3 python3-pip ca-certificates)
@@ -102,13 +102,13 @@ packages=() want_vocab=0 want_peers=0 want_llama_cpp=0
 for m in "${modes[@]}"; do
   case "$m" in
     runtime) packages+=("${RUNTIME[@]}") ;;
-    build) packages+=("${BUILD[@]}" "${BENCH[@]}") ;;
+    build) packages+=("${BUILD[@]}") ;;
     mpi) packages+=("${MPI[@]}") ;;
     bench) packages+=("${BENCH[@]}") ;;
     gpt2-vocab) packages+=("${GPT2_VOCAB[@]}"); want_vocab=1 ;;
     peers) packages+=("${PEERS[@]}"); want_peers=1 ;;
-    llama-cpp) packages+=("${BUILD[@]}" "${BENCH[@]}" "${PEERS[@]}"); want_peers=1 want_llama_cpp=1 ;;
-    test) packages+=("${RUNTIME[@]}" "${BUILD[@]}" "${MPI[@]}" "${BENCH[@]}" "${GPT2_VOCAB[@]}"
+    llama-cpp) packages+=("${BUILD[@]}" "${PEERS[@]}"); want_peers=1 want_llama_cpp=1 ;;
+    test) packages+=("${RUNTIME[@]}" "${BUILD[@]}" "${MPI[@]}" "${GPT2_VOCAB[@]}"
                      "${PEERS[@]}" "${TEST[@]}")
           want_vocab=1 want_peers=1 want_llama_cpp=1 ;;
   esac

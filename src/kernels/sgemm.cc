@@ -117,17 +117,12 @@ std::string Fp32KernelLine(Fp32Kernel active, Fp32Kernel requested) {
       "fp32 products: {} ({}); {}; OpenBLAS core {}", Fp32KernelName(active),
       active == Fp32Kernel::kOnednn ? "oneDNN's matmul" : "OpenBLAS sgemm", how, core ? core : "?");
   if (OpenblasNarrowerThanCpu()) {
-    const char* env = std::getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE says" : "";
-    line += active == Fp32Kernel::kOpenblas
-                ? fmt::format(
-                      " (256-bit kernels on this AVX-512 CPU{}: unset it for OpenBLAS's "
-                      "AVX-512 kernels, or train.fp32_kernel: onednn; both measured "
-                      "~1.8x faster per core, docs/bf16.md)",
-                      env)
-                : fmt::format(
-                      " (256-bit kernels on this AVX-512 CPU{}: oneDNN runs the products, "
-                      "~1.8x faster per core, docs/bf16.md)",
-                      env);
+    line += fmt::format(
+        " (256-bit kernels on this AVX-512 CPU{}: {} ~1.8x faster per core, docs/bf16.md)",
+        std::getenv("OPENBLAS_CORETYPE") ? ", as OPENBLAS_CORETYPE says" : "",
+        active == Fp32Kernel::kOpenblas
+            ? "unset it for OpenBLAS's AVX-512 kernels, or train.fp32_kernel: onednn; both measured"
+            : "oneDNN runs the products,");
   }
   return line;
 }
