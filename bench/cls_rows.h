@@ -34,7 +34,8 @@ class RandomClassifyRows final : public train::RowSource {
   int Positions(std::size_t j) const override;
   std::vector<train::ShardRecord> Identity() const override;
   std::string Describe() const override;
-  // The real tokens of row f (of windows * B).
+  // The rows (windows * B) and the real tokens of row f.
+  std::size_t rows() const { return lengths_.size(); }
   int length(std::size_t f) const { return lengths_[f]; }
   // The mean share of T a micro-batch is padded to.
   double PaddedShare() const;

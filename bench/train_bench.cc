@@ -478,7 +478,11 @@ void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const L
         "  rows: %s; tokens/s counts B x T (the preset's T) per step for both sides, seq/s the "
         "sequences%s\n",
         rows.c_str(),
-        span ? "" : "; GFLOP/s and MFU count the work of the padded lengths (on both sides)");
+        span ? ""
+        : m.shape.encoder()
+            ? "; GFLOP/s and MFU count the work each side runs: PyTorch's on the padded lengths, "
+              "ours on the real tokens alone (our encoder classifier skips the padding)"
+            : "; GFLOP/s and MFU count the work of the padded lengths (on both sides)");
   }
   // measure -> rows (a failure keeps the records of the rows measured before it)
   ModelRows rows;

@@ -359,7 +359,7 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
   ReadSteps(res, warmup_run_, &row);
   row.sequences_per_s = static_cast<double>(m.B) * cfg.train.grad_accum_steps / (row.step_ms / 1e3);
   row.tokens_per_s = row.sequences_per_s * m.T;
-  const double fpt = WorkFlopsPerToken(m, lora);
+  const double fpt = WorkFlopsPerToken(m, lora, true);
   row.gflops = fpt * row.tokens_per_s / 1e9;
   row.bf16 = cfg.train.bf16;
   row.kernel = res.value("bf16_kernel", "");
@@ -395,14 +395,19 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
   return row;
 }
 
-double TrainSuite::WorkFlopsPerToken(const ModelPreset& m, const LoraRun* lora) const {
-  int T = m.T;
-  double share = 1;
-  if (m.shape.head == model::Head::kClassify) {
-    share = RandomClassifyRows(m.shape, m.B, m.T, qa_seed_).PaddedShare();
-    T = std::max(1, static_cast<int>(std::lround(share * m.T)));
+double TrainSuite::WorkFlopsPerToken(const ModelPreset& m, const LoraRun* lora, bool ours) const {
+  const auto per_token = [&](int T) {
+    return lora ? lora->FlopsPerToken(T) : model::TrainFlopsPerToken(m.shape, T);
+  };
+  if (m.shape.head != model::Head::kClassify) return per_token(m.T);
+  const RandomClassifyRows rows(m.shape, m.B, m.T, qa_seed_);
+  if (ours && m.shape.encoder()) {  // each row's real positions alone (Activations::Unpad)
+    double sum = 0;
+    for (std::size_t f = 0; f < rows.rows(); ++f) sum += rows.length(f) * per_token(rows.length(f));
+    return sum / (static_cast<double>(rows.rows()) * m.T);
   }
-  return share * (lora ? lora->FlopsPerToken(T) : model::TrainFlopsPerToken(m.shape, T));
+  const double share = rows.PaddedShare();
+  return share * per_token(std::max(1, static_cast<int>(std::lround(share * m.T))));
 }
 
 void TrainSuite::RowProcess(const BenchContext& ctx) const {

@@ -278,7 +278,7 @@ void TrainSuite::ReadPeerResult(const ModelPreset& m, const LoraRun* lora, const
                                 const nlohmann::json& out, Row* row) const {
   const int N = real_cores_;
   const int procs = s.mode == "ddp" ? N : 1;
-  const double fpt = WorkFlopsPerToken(m, lora);
+  const double fpt = WorkFlopsPerToken(m, lora, false);
   const nlohmann::json warm_ms = out.value("warmup_ms", nlohmann::json::array());
   double warm_s = 0;
   for (const nlohmann::json& w : warm_ms) warm_s += w.get<double>() / 1e3;

@@ -186,8 +186,10 @@ class TrainSuite : public Suite {
   std::vector<PeerSetup> PytorchSetups(const ModelPreset& m, const LoraRun* lora) const;
   // The FLOPs a row's step does per token of its tokens/s (B x T): a classifier's batches are
   // padded to their longest row (bench/cls_rows.h), so its work is that of the average padded
-  // length, times that length's share of T; the others' model::TrainFlopsPerToken (or LoRA's).
-  double WorkFlopsPerToken(const ModelPreset& m, const LoraRun* lora) const;
+  // length, times that length's share of T; but our encoder classifier (ours) runs each row's
+  // real positions alone (model::Activations::Unpad): the sum over rows of their lengths' work.
+  // The others' model::TrainFlopsPerToken (or LoRA's).
+  double WorkFlopsPerToken(const ModelPreset& m, const LoraRun* lora, bool ours) const;
   static void AddAutocastSetups(const LoraRun* lora, std::vector<PeerSetup>* setups);
   // The script's arguments that say which model it trains, on what, for how many steps.
   std::vector<std::string> PytorchModelArgs(const ModelPreset& m, const LoraRun* lora) const;

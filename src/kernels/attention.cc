@@ -92,14 +92,43 @@ int KvHeads(int NH, int NKV) {
 // Where the heads are. qkv (B,T,R), R = (NH + 2*NKV)*hs: query head h of batch row b starts at
 // b*T*R + h*hs, key head g at b*T*R + (NH + g)*hs, value head g at b*T*R + (NH + NKV + g)*hs;
 // head h of a (B,T,C) buffer (out, dout) at b*T*C + h*hs. Every head's rows are R (or C) apart.
+// Unpadded rows (AttentionOptions::row_start): row b's positions start at row_start[b] instead
+// of b*T, it has kv_len[b] of them, and its att blocks are (kv_len[b], kv_len[b]).
 struct Heads {
-  int T, C, NH, NKV, hs, R;
-  Heads(int T_, int C_, int NH_, int NKV_)
-      : T(T_), C(C_), NH(NH_), NKV(KvHeads(NH_, NKV_)), hs(C_ / NH_), R((NH + 2 * NKV) * hs) {}
+  int B, T, C, NH, NKV, hs, R;
+  const int* start;  // null: padded
+  const int* len;
+  Heads(int B_, int T_, int C_, int NH_, int NKV_, const AttentionOptions& opt)
+      : B(B_),
+        T(T_),
+        C(C_),
+        NH(NH_),
+        NKV(KvHeads(NH_, NKV_)),
+        hs(C_ / NH_),
+        R((NH + 2 * NKV) * hs),
+        start(opt.row_start),
+        len(opt.kv_len) {
+    CPUTRAIN_CHECK(start == nullptr || (len != nullptr && start[0] == 0),
+                   "attention: unpadded rows (row_start) need kv_len, from 0");
+    for (int b = 0; start != nullptr && b < B; ++b)
+      CPUTRAIN_CHECK(start[b + 1] - start[b] == len[b], "attention: row_start must step by kv_len");
+  }
   int Group() const { return NH / NKV; }  // query heads per key/value head
-  std::size_t Row(std::size_t b) const { return b * T * R; }
+  // Row b's first position, its number of query positions (its att blocks' row stride too), and
+  // every row's positions.
+  std::size_t Pos(std::size_t b) const { return start ? start[b] : b * T; }
+  int Rows(std::size_t b) const { return start ? len[b] : T; }
+  std::size_t Positions() const { return Pos(B); }
+  std::size_t Row(std::size_t b) const { return Pos(b) * R; }
   std::size_t Out(std::size_t b, int h) const {
-    return b * T * C + static_cast<std::size_t>(h) * hs;
+    return Pos(b) * C + static_cast<std::size_t>(h) * hs;
+  }
+  // Where (b, h)'s att block starts.
+  std::size_t Att(std::size_t b, int h) const {
+    if (!start) return (b * NH + h) * T * T;
+    std::size_t before = 0;
+    for (std::size_t i = 0; i < b; ++i) before += static_cast<std::size_t>(len[i]) * len[i];
+    return before * NH + static_cast<std::size_t>(h) * len[b] * len[b];
   }
 };
 template <class E>
@@ -238,7 +267,7 @@ void TransposedProduct(const Mask& mask, std::size_t b, int T, int hs, bool firs
 
 void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv, int B, int T,
                       int C, int NH, int NKV, const AttentionOptions& opt) {
-  const Heads H(T, C, NH, NKV);
+  const Heads H(B, T, C, NH, NKV, opt);
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
@@ -246,26 +275,26 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int) {
     for (std::size_t task = t0; task < t1; ++task) {  // task == b*NH + h
       const std::size_t b = task / NH;
-      const int h = static_cast<int>(task % NH);
+      const int h = static_cast<int>(task % NH), Tb = H.Rows(b);
       const auto [q, k, v] = QkvOf(qkv, H, b, h);
-      float* A = att + task * T * T;
+      float* A = att + H.Att(b, h);
       float* y = out + H.Out(b, h);
-      for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-        const int r1 = std::min(T, r0 + kRowBlock), n = mask.Keys(b, r1);
+      for (int r0 = 0; r0 < Tb; r0 += kRowBlock) {
+        const int r1 = std::min(Tb, r0 + kRowBlock), n = mask.Keys(b, r1);
         // A[r0:r1, 0:n] = scale * q[r0:r1] @ k[0:n]^T
         internal::Sgemm(false, true, r1 - r0, n, hs, scale, q + static_cast<std::size_t>(r0) * R, R,
-                        k, R, 0.f, A + static_cast<std::size_t>(r0) * T, T);
+                        k, R, 0.f, A + static_cast<std::size_t>(r0) * Tb, Tb);
         for (int t = r0; t < r1; ++t)
-          SoftmaxRow(A + static_cast<std::size_t>(t) * T, mask.First(b, t), mask.Last(b, t), T,
+          SoftmaxRow(A + static_cast<std::size_t>(t) * Tb, mask.First(b, t), mask.Last(b, t), Tb,
                      1.f);
         // y[r0:r1] = drop(A[r0:r1, 0:n]) @ v[0:n]
         if (drop.on) {
-          DroppedProduct(drop, b, h, r0, r1 - r0, n, A + static_cast<std::size_t>(r0) * T, T, v, R,
-                         hs, y + static_cast<std::size_t>(r0) * C, C);
+          DroppedProduct(drop, b, h, r0, r1 - r0, n, A + static_cast<std::size_t>(r0) * Tb, Tb, v,
+                         R, hs, y + static_cast<std::size_t>(r0) * C, C);
           continue;
         }
-        internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, A + static_cast<std::size_t>(r0) * T, T,
-                        v, R, 0.f, y + static_cast<std::size_t>(r0) * C, C);
+        internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, A + static_cast<std::size_t>(r0) * Tb,
+                        Tb, v, R, 0.f, y + static_cast<std::size_t>(r0) * C, C);
       }
     }
   });
@@ -274,7 +303,7 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
 void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const float* dout,
                        const float* qkv, const float* att, int B, int T, int C, int NH, int NKV,
                        const AttentionOptions& opt) {
-  const Heads H(T, C, NH, NKV);
+  const Heads H(B, T, C, NH, NKV, opt);
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
@@ -284,42 +313,43 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
     float* dS = scratch + static_cast<std::size_t>(tid) * T * T;
     for (std::size_t task = t0; task < t1; ++task) {
       ForGroupHeads(H, task, [&](std::size_t b, int h, bool first) {
+        const int Tb = H.Rows(b);  // dS's row stride too
         const auto [q, k, v] = QkvOf(qkv, H, b, h);
         const auto [dq, dk, dv] = QkvOf(dqkv, H, b, h);
-        const float* P = att + (b * NH + h) * T * T;
+        const float* P = att + H.Att(b, h);
         const float* dy = dout + H.Out(b, h);
         // dv (+)= Pd^T @ dy, Pd = P dropped (zeros past the mask, as P has), or P itself.
         const float* Pd = P;
         if (drop.on) {
-          for (int t = 0; t < T; ++t) {
-            float* d = dS + static_cast<std::size_t>(t) * T;
+          for (int t = 0; t < Tb; ++t) {
+            float* d = dS + static_cast<std::size_t>(t) * Tb;
             const int n = mask.Last(b, t) + 1;
-            drop.Apply(d, P + static_cast<std::size_t>(t) * T, n, drop.Row(b, h, t));
-            std::fill(d + n, d + T, 0.f);
+            drop.Apply(d, P + static_cast<std::size_t>(t) * Tb, n, drop.Row(b, h, t));
+            std::fill(d + n, d + Tb, 0.f);
           }
           Pd = dS;
         }
-        TransposedProduct(mask, b, T, hs, first, Pd, dy, C, dv, R, kRowBlock);
-        for (int r0 = 0; r0 < T; r0 += kRowBlock) {
-          const int r1 = std::min(T, r0 + kRowBlock), n = mask.Keys(b, r1);
+        TransposedProduct(mask, b, Tb, hs, first, Pd, dy, C, dv, R, kRowBlock);
+        for (int r0 = 0; r0 < Tb; r0 += kRowBlock) {
+          const int r1 = std::min(Tb, r0 + kRowBlock), n = mask.Keys(b, r1);
           // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T, kept in dS
           internal::Sgemm(false, true, r1 - r0, n, hs, 1.f, dy + static_cast<std::size_t>(r0) * C,
-                          C, v, R, 0.f, dS + static_cast<std::size_t>(r0) * T, T);
-          // dS on [0, T): exact zeros past the mask because the column-block products below read
+                          C, v, R, 0.f, dS + static_cast<std::size_t>(r0) * Tb, Tb);
+          // dS on [0, Tb): exact zeros past the mask because the column-block products below read
           // the upper triangle of diagonal blocks. With dropout, dP is the gradient of the
           // dropped P: the mask and 1/(1-p) carry it back to P first.
           for (int t = r0; t < r1; ++t) {
-            float* d = dS + static_cast<std::size_t>(t) * T;
+            float* d = dS + static_cast<std::size_t>(t) * Tb;
             if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, drop.Row(b, h, t));
-            SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * T, mask.First(b, t),
-                               mask.Last(b, t), T, scale);
+            SoftmaxBackwardRow(d, P + static_cast<std::size_t>(t) * Tb, mask.First(b, t),
+                               mask.Last(b, t), Tb, scale);
           }
           // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
-          internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, dS + static_cast<std::size_t>(r0) * T,
-                          T, k, R, 0.f, dq + static_cast<std::size_t>(r0) * R, R);
+          internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, dS + static_cast<std::size_t>(r0) * Tb,
+                          Tb, k, R, 0.f, dq + static_cast<std::size_t>(r0) * R, R);
         }
         // dk (+)= dS^T @ q
-        TransposedProduct(mask, b, T, hs, first, dS, q, R, dk, R, kRowBlock);
+        TransposedProduct(mask, b, Tb, hs, first, dS, q, R, dk, R, kRowBlock);
       });
     }
   });
@@ -358,33 +388,33 @@ void ProbabilitiesToBf16(uint16_t* dst, const float* p, int n, const AttentionDr
 void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float* qkv,
                           uint16_t* qkv_bf16, uint16_t* scratch_bf16, int B, int T, int C, int NH,
                           int NKV, const AttentionOptions& opt) {
-  const Heads H(T, C, NH, NKV);
+  const Heads H(B, T, C, NH, NKV, opt);
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = ScoreScale(opt, hs);
   const int block = Bf16RowBlock();
-  ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
+  ConvertToBf16(pool, qkv_bf16, qkv, H.Positions() * R);
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int tid) {
     uint16_t* Pb = scratch_bf16 + static_cast<std::size_t>(tid) * AttentionScratchBf16(1, T);
     for (std::size_t task = t0; task < t1; ++task) {  // task == b*NH + h
       const std::size_t b = task / NH;
-      const int h = static_cast<int>(task % NH);
+      const int h = static_cast<int>(task % NH), Tb = H.Rows(b);
       const auto [q, k, v] = QkvOf<const uint16_t>(qkv_bf16, H, b, h);
-      float* A = att + task * T * T;
+      float* A = att + H.Att(b, h);
       float* y = out + H.Out(b, h);
-      for (int r0 = 0; r0 < T; r0 += block) {
-        const int r1 = std::min(T, r0 + block), n = mask.Keys(b, r1);
+      for (int r0 = 0; r0 < Tb; r0 += block) {
+        const int r1 = std::min(Tb, r0 + block), n = mask.Keys(b, r1);
         const std::size_t o = static_cast<std::size_t>(r0);
         // A[r0:r1, 0:n] = q[r0:r1] @ k[0:n]^T (scaled inside the softmax)
-        Bf16Gemm(r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * T, T);
+        Bf16Gemm(r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * Tb, Tb);
         for (int t = r0; t < r1; ++t) {
-          float* p = A + static_cast<std::size_t>(t) * T;
-          SoftmaxRow(p, mask.First(b, t), mask.Last(b, t), T, scale);
-          ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, drop.Row(b, h, t));
+          float* p = A + static_cast<std::size_t>(t) * Tb;
+          SoftmaxRow(p, mask.First(b, t), mask.Last(b, t), Tb, scale);
+          ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * Tb, p, n, drop, drop.Row(b, h, t));
         }
         // y[r0:r1] = drop(P[r0:r1, 0:n]) @ v[0:n]
-        Bf16Gemm(r1 - r0, hs, n, Pb + o * T, false, T, v, false, R, y + o * C, C);
+        Bf16Gemm(r1 - r0, hs, n, Pb + o * Tb, false, Tb, v, false, R, y + o * C, C);
       }
     }
   });
@@ -394,14 +424,14 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
                            uint16_t* qkv_bf16, uint16_t* dout_bf16, const float* dout,
                            const float* qkv, const float* att, int B, int T, int C, int NH, int NKV,
                            const AttentionOptions& opt) {
-  const Heads H(T, C, NH, NKV);
+  const Heads H(B, T, C, NH, NKV, opt);
   const Mask mask(opt, B, T);
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = ScoreScale(opt, hs);
   const int block = Bf16RowBlock();
-  ConvertToBf16(pool, qkv_bf16, qkv, H.Row(B));
-  ConvertToBf16(pool, dout_bf16, dout, static_cast<std::size_t>(B) * T * C);
+  ConvertToBf16(pool, qkv_bf16, qkv, H.Positions() * R);
+  ConvertToBf16(pool, dout_bf16, dout, H.Positions() * C);
   const std::size_t tasks = static_cast<std::size_t>(B) * H.NKV;
   pool.ParallelFor(tasks, [&](std::size_t t0, std::size_t t1, int tid) {
     float* dP = scratch + static_cast<std::size_t>(tid) * T * T;
@@ -409,33 +439,34 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
     uint16_t* Pb = dSb + static_cast<std::size_t>(T) * T;
     for (std::size_t task = t0; task < t1; ++task) {
       ForGroupHeads(H, task, [&](std::size_t b, int h, bool first) {
+        const int Tb = H.Rows(b);  // the row stride of dP, dSb and Pb too
         const auto [q, k, v] = QkvOf<const uint16_t>(qkv_bf16, H, b, h);
         const auto [dq, dk, dv] = QkvOf(dqkv, H, b, h);
-        const float* P = att + (b * NH + h) * T * T;
+        const float* P = att + H.Att(b, h);
         const uint16_t* dy = dout_bf16 + H.Out(b, h);
         // Row t of dSb and Pb is written on columns [0, n), n the keys of t's block, which is
         // every column the products below read of it (zeros past the mask).
-        for (int r0 = 0; r0 < T; r0 += block) {
-          const int r1 = std::min(T, r0 + block), n = mask.Keys(b, r1);
+        for (int r0 = 0; r0 < Tb; r0 += block) {
+          const int r1 = std::min(Tb, r0 + block), n = mask.Keys(b, r1);
           const std::size_t o = static_cast<std::size_t>(r0);
           // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T
-          Bf16Gemm(r1 - r0, n, hs, dy + o * C, false, C, v, true, R, dP + o * T, T);
+          Bf16Gemm(r1 - r0, n, hs, dy + o * C, false, C, v, true, R, dP + o * Tb, Tb);
           for (int t = r0; t < r1; ++t) {
-            const float* p = P + static_cast<std::size_t>(t) * T;
-            float* d = dP + static_cast<std::size_t>(t) * T;
+            const float* p = P + static_cast<std::size_t>(t) * Tb;
+            float* d = dP + static_cast<std::size_t>(t) * Tb;
             const uint64_t row = drop.Row(b, h, t);
             // the gradient of the dropped P carried back to P (see AttentionBackward)
             if (drop.on) drop.Apply(d, d, mask.Last(b, t) + 1, row);
             SoftmaxBackwardRow(d, p, mask.First(b, t), mask.Last(b, t), n, scale);
-            ConvertRowToBf16(dSb + static_cast<std::size_t>(t) * T, d, n);
-            ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * T, p, n, drop, row);
+            ConvertRowToBf16(dSb + static_cast<std::size_t>(t) * Tb, d, n);
+            ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * Tb, p, n, drop, row);
           }
           // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
-          Bf16Gemm(r1 - r0, hs, n, dSb + o * T, false, T, k, false, R, dq + o * R, R);
+          Bf16Gemm(r1 - r0, hs, n, dSb + o * Tb, false, Tb, k, false, R, dq + o * R, R);
         }
         // dk (+)= dS^T @ q;  dv (+)= drop(P)^T @ dy
-        TransposedProduct(mask, b, T, hs, first, dSb, q, R, dk, R, block);
-        TransposedProduct(mask, b, T, hs, first, Pb, dy, C, dv, R, block);
+        TransposedProduct(mask, b, Tb, hs, first, dSb, q, R, dk, R, block);
+        TransposedProduct(mask, b, Tb, hs, first, Pb, dy, C, dv, R, block);
       });
     }
   });

@@ -18,7 +18,21 @@ void Drop(WorkerPool& pool, float* dst, const float* src, std::size_t n, float p
   }
   const DropoutMask mask(seed, p);
   pool.ParallelFor(n, [&](std::size_t b, std::size_t e, int) {
-    for (std::size_t i = b; i < e; ++i) dst[i] = mask.Keep(offset + i) ? src[i] * mask.scale : 0.f;
+    mask.Apply(dst + b, src + b, e - b, offset + b);
+  });
+}
+
+// The same over packed rows: row r's elements from index offset + RowElement(row_index, r, w).
+void DropRows(WorkerPool& pool, float* dst, const float* src, std::size_t rows, std::size_t w,
+              float p, uint64_t seed, uint64_t offset, const uint32_t* row_index) {
+  if (row_index == nullptr || p == 0.f) {
+    Drop(pool, dst, src, rows * w, p, seed, offset);
+    return;
+  }
+  const DropoutMask mask(seed, p);
+  pool.ParallelFor(rows, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t r = b; r < e; ++r)
+      mask.Apply(dst + r * w, src + r * w, w, offset + RowElement(row_index, r, w));
   });
 }
 
@@ -33,6 +47,18 @@ void DropoutForward(WorkerPool& pool, float* out, const float* inp, std::size_t 
 void DropoutBackward(WorkerPool& pool, float* dinp, const float* dout, std::size_t n, float p,
                      uint64_t seed, uint64_t offset) {
   Drop(pool, dinp, dout, n, p, seed, offset);
+}
+
+void DropoutRowsForward(WorkerPool& pool, float* out, const float* inp, std::size_t rows,
+                        std::size_t width, float p, uint64_t seed, uint64_t offset,
+                        const uint32_t* row_index) {
+  DropRows(pool, out, inp, rows, width, p, seed, offset, row_index);
+}
+
+void DropoutRowsBackward(WorkerPool& pool, float* dinp, const float* dout, std::size_t rows,
+                         std::size_t width, float p, uint64_t seed, uint64_t offset,
+                         const uint32_t* row_index) {
+  DropRows(pool, dinp, dout, rows, width, p, seed, offset, row_index);
 }
 
 }  // namespace cputrain::kernels

@@ -65,18 +65,26 @@ std::string Fp32KernelLine(Fp32Kernel active, Fp32Kernel requested);
 // types (B,T) and wtt (NTT,C) (BERT's token types, segment A/B): out = (wte[inp] + wtt[types]) +
 // wpe[t], in Hugging Face's BertEmbeddings order; types == nullptr: no token types (the same bits
 // as before they existed).
+// packed (unpadded rows, as DropoutRowsForward's): out holds packed.N rows, row r the padded
+// position i = packed.row_index[r] (= b*T + t) of inp and types, at position t = i % T; the
+// default is the plain (B,T) layout.
+struct PackedRows {
+  std::size_t N = 0;
+  const uint32_t* row_index = nullptr;  // null: not packed
+};
 void EncoderForward(WorkerPool& pool, float* out, const int* inp, const float* wte,
                     const float* wpe, int B, int T, int C, const int* types = nullptr,
-                    const float* wtt = nullptr);
+                    const float* wtt = nullptr, const PackedRows& packed = {});
 // dwte rows of the tokens in inp += dout rows (adds; null: skipped, a frozen embedding); dwpe
 // rows [0,T) = sum over b of dout (writes; adds with accumulate). dwpe == nullptr (no positions,
 // or frozen): only dwte. With types and dwtt
 // (NTT,C): dwtt rows [0,NTT) = sum of the dout rows of the positions of each type (writes, rows
 // no position uses included; adds with accumulate), NTT = BERT's type_vocab_size unless given.
-// Every sum runs over positions in order whatever the pool size.
+// Every sum runs over positions in order whatever the pool size. packed: dout holds packed rows
+// (EncoderForward's); each sum runs over the same positions in the same order, padding left out.
 void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* dout, const int* inp,
                      int B, int T, int C, bool accumulate = false, const int* types = nullptr,
-                     float* dwtt = nullptr, int NTT = 2);
+                     float* dwtt = nullptr, int NTT = 2, const PackedRows& packed = {});
 
 // out (N,C) = (inp - mean) * rstd * weight + bias, rstd = 1/sqrt(var + eps) (GPT-2: 1e-5, BERT:
 // 1e-12); mean, rstd (N) saved for backward.
@@ -148,6 +156,10 @@ struct DropoutMask {
   bool Keep(uint64_t index) const {
     return Mix64(key + (index + 1) * 0x9E3779B97F4A7C15ull) >> 32 >= threshold;
   }
+  // dst[0, n) = src[0, n) kept (scaled) or zeroed, element i by index index0 + i (dst may be src).
+  void Apply(float* dst, const float* src, std::size_t n, uint64_t index0) const {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = Keep(index0 + i) ? src[i] * scale : 0.f;
+  }
   uint64_t key, threshold;
   float scale;  // 1/(1-p), as nn.Dropout scales what it keeps; 0 for p = 1
 };
@@ -163,12 +175,32 @@ void DropoutForward(WorkerPool& pool, float* out, const float* inp, std::size_t 
 void DropoutBackward(WorkerPool& pool, float* dinp, const float* dout, std::size_t n, float p,
                      uint64_t seed, uint64_t offset);
 
+// Unpadded rows (an encoder classifier's passes skip the padding: model/encoder.cc): row r of a
+// packed (rows, width) buffer stands for row row_index[r] of the padded (B*T, width) layout, whose
+// element indices the masks count in, so a mask is the same bits packed or padded. The global
+// index of element 0 of packed row r; row_index null: the plain layout, row r itself.
+inline uint64_t RowElement(const uint32_t* row_index, std::size_t r, std::size_t width) {
+  return static_cast<uint64_t>(row_index ? row_index[r] : r) * width;
+}
+// DropoutForward over `rows` packed rows of `width`: element c of row r is decided by index
+// offset + RowElement(row_index, r, width) + c. row_index null: DropoutForward itself.
+void DropoutRowsForward(WorkerPool& pool, float* out, const float* inp, std::size_t rows,
+                        std::size_t width, float p, uint64_t seed, uint64_t offset,
+                        const uint32_t* row_index);
+// Its backward: the same mask (dinp may be dout).
+void DropoutRowsBackward(WorkerPool& pool, float* dinp, const float* dout, std::size_t rows,
+                         std::size_t width, float p, uint64_t seed, uint64_t offset,
+                         const uint32_t* row_index);
+
 // LoRA (model/lora.h) on one adapted linear layer, a "site": x (N,IC) the layer's input, A (r,IC)
 // and B (rows,r) its adapters, scale = alpha / r; xd = dropout(x) as `drop` says (element i of x
 // kept iff DropoutKeep(drop.seed, drop.offset + i, drop.p); p = 0: xd is x itself, no copy).
+// row_index: unpadded rows, as DropoutRowsForward's (element c of x's row n at offset +
+// RowElement(row_index, n, IC) + c); null: offset + n*IC + c.
 struct LoraDropout {
   float p = 0.f;
   uint64_t seed = 0, offset = 0;
+  const uint32_t* row_index = nullptr;
 };
 // out[:, 0:rows] += scale * h B^T with h (N,r) = xd A^T, saved for backward; out's row stride ldo
 // (the caller offsets out to the site's first output column: Llama's q rows of the fused qkv).
@@ -205,6 +237,13 @@ struct AttentionOptions {
   // each document attends within itself; 0 <= doc_start[b*T + t] <= t). Null: every row is one
   // document.
   const int* doc_start = nullptr;
+  // Bidirectional only: unpadded rows (an encoder classifier's pass). qkv, out (and dqkv, dout)
+  // hold row b's kv_len[b] real positions alone, from row row_start[b] (B+1 entries, row_start[0]
+  // = 0, row_start[b+1] = row_start[b] + kv_len[b]); att holds, for each (b, h) in order, a
+  // (kv_len[b], kv_len[b]) block. The padded query rows are not computed (nothing reads them in
+  // a classifier); the real ones get the padded pass's values, dropout masks included (indexed as
+  // there). Null: the padded (B,T) layout.
+  const int* row_start = nullptr;
   int window = 0;
   float scale = 0.f;
   float dropout = 0.f;

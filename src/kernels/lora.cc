@@ -21,12 +21,12 @@ namespace {
 
 int I(std::size_t v) { return static_cast<int>(v); }
 
-// dst rows [b,e) of an (N,IC) matrix = src's, dropped by `mask` over the global index offset +
-// n*IC + c: the same elements whatever the split.
-void DropRows(float* dst, const float* src, std::size_t b, std::size_t e, int IC,
-              const DropoutMask& mask, uint64_t offset) {
-  for (std::size_t i = b * IC; i < e * IC; ++i)
-    dst[i] = mask.Keep(offset + i) ? src[i] * mask.scale : 0.f;
+// dst rows [b,e) of an (N,IC) matrix = src's, dropped by `mask` over the global index
+// drop.offset + RowElement(drop.row_index, n, IC) + c: the same elements whatever the split.
+void DropRows(float* dst, const float* src, std::size_t b, std::size_t e, std::size_t IC,
+              const DropoutMask& mask, const LoraDropout& drop) {
+  for (std::size_t n = b; n < e; ++n)
+    mask.Apply(dst + n * IC, src + n * IC, IC, drop.offset + RowElement(drop.row_index, n, IC));
 }
 
 }  // namespace
@@ -41,7 +41,7 @@ void LoraForward(WorkerPool& pool, float* out, float* h, float* xd, const float*
     std::size_t b, e;
     MatmulSlice(N, pool.size(), tid, &b, &e);
     if (b >= e) return;
-    if (dropped) DropRows(xd, x, b, e, IC, mask, drop.offset);
+    if (dropped) DropRows(xd, x, b, e, IC, mask, drop);
     // h[b:e] (N,r) = xd[b:e] (N,IC) @ A (r,IC)^T
     internal::Sgemm(false, true, I(e - b), r, IC, 1.f, in + b * IC, IC, A, IC, 0.f, h + b * r, r);
     // out[b:e, 0:rows] += scale * h[b:e] (N,r) @ B (rows,r)^T
@@ -74,7 +74,7 @@ void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh
       internal::Sgemm(false, false, I(e - b), r, rows, scale, dout + b * ldd, ldd, B, r, 0.f,
                       dh + b * r, r);
       if (dropped) {
-        DropRows(xd, x, b, e, IC, mask, drop.offset);
+        DropRows(xd, x, b, e, IC, mask, drop);
       } else if (dinp) {
         // dinp[b:e] (N,IC) += dh[b:e] (N,r) @ A (r,IC)
         internal::Sgemm(false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC, 1.f,
@@ -91,8 +91,11 @@ void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh
     // 3. dinp[b:e] += dropout'(dh[b:e] @ A), the product staged in xd's rows.
     if (b >= e) return;
     internal::Sgemm(false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC, 0.f, xd + b * IC, IC);
-    for (std::size_t i = b * IC; i < e * IC; ++i)
-      if (mask.Keep(drop.offset + i)) dinp[i] += xd[i] * mask.scale;
+    for (std::size_t n = b; n < e; ++n) {
+      const uint64_t index0 = drop.offset + RowElement(drop.row_index, n, IC);
+      for (std::size_t c = 0; c < static_cast<std::size_t>(IC); ++c)
+        if (mask.Keep(index0 + c)) dinp[n * IC + c] += xd[n * IC + c] * mask.scale;
+    }
   });
 }
 

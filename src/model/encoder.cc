@@ -27,11 +27,20 @@ uint64_t SiteSeed(uint64_t seed, int layer, Site site) {
   return z ^ (z >> 31);
 }
 
+// A classifier's passes run on the rows' real positions alone (Activations::Unpad); the span
+// head reads every position's logits, padded ones included (their softmax over T): padded.
+const Activations::Packed* Packing(const ParamLayout& layout, Activations& a, int B, int T) {
+  return layout.shape().head == Head::kClassify ? a.Unpad(B, T) : nullptr;
+}
+
 // What both passes need: the net, the activations and the dropout of this batch.
 struct Pass {
   Pass(const ParamLayout& layout, const float* params, float* grads, const LoraPass* lora,
        Activations& a, int B, int T)
-      : n(layout, B, T, params, grads, lora, a.dropout), a(a), B(B), T(T) {}
+      : n(layout, B, T, params, grads, lora, a.dropout, Packing(layout, a, B, T)),
+        a(a),
+        B(B),
+        T(T) {}
   Net n;
   Activations& a;
   const int B, T;
@@ -43,6 +52,7 @@ struct Pass {
   kernels::AttentionOptions Attn(int layer) const {
     kernels::AttentionOptions o;
     o.kv_len = a.lengths;
+    o.row_start = n.row_start;
     o.dropout = P(n.s.attn_dropout);
     o.dropout_seed = Seed(layer, kAttnProbs);
     o.dropout_offset = a.dropout.row0 * static_cast<uint64_t>(n.NH) * T * T;
@@ -50,8 +60,13 @@ struct Pass {
   }
   // x (N,C) dropped in place at a hidden site (nothing when p is 0).
   void Drop(WorkerPool& pool, float* x, float p, int layer, Site site) const {
-    if (p > 0) kernels::DropoutForward(pool, x, x, n.N * n.C, p, Seed(layer, site), HiddenOffset());
+    if (p > 0) {
+      kernels::DropoutRowsForward(pool, x, x, n.N, n.C, p, Seed(layer, site), HiddenOffset(),
+                                  n.row_index);
+    }
   }
+  // The embedding kernels' view of the rows.
+  kernels::PackedRows Rows() const { return {n.N, n.row_index}; }
   // A classifier's dropout of its pooled (B,C) vectors (model/head.h): the head's site, indexed
   // by the rows' global element index.
   HeadDropout ClassifierDropout() const {
@@ -62,7 +77,8 @@ struct Pass {
   const float* DropBack(WorkerPool& pool, float* out, const float* dout, float p, int layer,
                         Site site) const {
     if (!(p > 0)) return dout;
-    kernels::DropoutBackward(pool, out, dout, n.N * n.C, p, Seed(layer, site), HiddenOffset());
+    kernels::DropoutRowsBackward(pool, out, dout, n.N, n.C, p, Seed(layer, site), HiddenOffset(),
+                                 n.row_index);
     return out;
   }
 };
@@ -91,7 +107,7 @@ double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const flo
   a.PoisonRedZones();
   // x = drop(normE(wte[token] + wpe[t] + wtt[type]))
   k::EncoderForward(pool, a.emb, a.inputs, P(kWte), P(kWpe), B, T, C,
-                    layout.has(kWtt) ? a.types : nullptr, P(kWtt));
+                    layout.has(kWtt) ? a.types : nullptr, P(kWtt), pass.Rows());
   norm(a.encoded, a.emb_mean, a.emb_rstd, a.emb, kLnEw, kLnEb, 0);
   pass.Drop(pool, a.encoded, hidden_p, -1, kEmbOrHead);
   const float* x = a.encoded;
@@ -214,7 +230,7 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
   if (dwte && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
   if (tables) {
     k::EncoderBackward(pool, dwte, dwpe, a.dln, a.inputs, B, T, C, acc,
-                       layout.has(kWtt) ? a.types : nullptr, dwtt, s.types);
+                       layout.has(kWtt) ? a.types : nullptr, dwtt, s.types, pass.Rows());
   }
   // Positions past this batch's T (a task's dynamic padding pads each batch to its longest row):
   // no gradient, not a stale one from a longer batch.

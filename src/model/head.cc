@@ -152,7 +152,7 @@ double ClassifyForward(WorkerPool& pool, const Net& n, Activations& a, const flo
   // x0 (B,C): each row's pooled position, kept in a.ends for backward.
   for (int b = 0; b < B; ++b) {
     a.ends[b] = PooledPosition(s, a.inputs + static_cast<std::size_t>(b) * T, T);
-    const float* row = x + (static_cast<std::size_t>(b) * T + a.ends[b]) * C;
+    const float* row = x + n.Pos(b, a.ends[b]) * C;
     std::copy(row, row + C, a.cls_in + static_cast<std::size_t>(b) * C);
   }
   const Net h = HeadNet(n);
@@ -183,7 +183,7 @@ void ClassifyBackward(WorkerPool& pool, const Net& n, Activations& a, float* dx,
                       const Bf16Operands* bf16, float dloss, bool accumulate,
                       const HeadDropout& drop) {
   const Shape& s = n.s;
-  const int B = n.B, T = n.T, C = n.C, K = s.labels;
+  const int B = n.B, C = n.C, K = s.labels;
   const std::size_t BC = static_cast<std::size_t>(B) * C;
   for (int b = 0; b < B; ++b) {  // dlogits in place
     float* l = a.logits + static_cast<std::size_t>(b) * K;
@@ -209,10 +209,10 @@ void ClassifyBackward(WorkerPool& pool, const Net& n, Activations& a, float* dx,
   } else {
     h.LinearBack(pool, bf16, a.cls_din, kHeadw, bias, 0, a.logits, a.cls_in, C, K, K, accumulate);
   }
-  ZeroFill(pool, dx, static_cast<std::size_t>(B) * T * C);
+  ZeroFill(pool, dx, n.N * C);
   for (int b = 0; b < B; ++b) {
     const float* d = a.cls_din + static_cast<std::size_t>(b) * C;
-    std::copy(d, d + C, dx + (static_cast<std::size_t>(b) * T + a.ends[b]) * C);
+    std::copy(d, d + C, dx + n.Pos(b, a.ends[b]) * C);
   }
 }
 

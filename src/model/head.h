@@ -57,12 +57,13 @@ struct HeadDropout {
   uint64_t seed = 0, offset = 0;
 };
 
-// The classifier's forward over the body's output x (B,T,C) of n's B rows of T (a decoder's
-// after its final norm): logits (B,K) into a.logits; with_loss: the sum of the rows' losses.
+// The classifier's forward over the body's output x (n.N rows of C: B rows of T, or an encoder's
+// unpadded rows; a decoder's after its final norm): logits (B,K) into a.logits; with_loss: the
+// sum of the rows' losses.
 double ClassifyForward(WorkerPool& pool, const Net& n, Activations& a, const float* x,
                        const Bf16Operands* bf16, bool with_loss, const HeadDropout& drop);
 // Its backward after ClassifyForward(with_loss): the head's gradients (written, or added with
-// accumulate), and dx (B,T,C) written: zero but at each row's pooled position. dloss: d(loss)/d
+// accumulate), and dx (n.N,C) written: zero but at each row's pooled position. dloss: d(loss)/d
 // (each row's loss).
 void ClassifyBackward(WorkerPool& pool, const Net& n, Activations& a, float* dx,
                       const Bf16Operands* bf16, float dloss, bool accumulate,

@@ -24,7 +24,8 @@ uint64_t LoraSeed(uint64_t seed, int layer, int kind) {
 }  // namespace
 
 Net::Net(const ParamLayout& layout, int B, int T, const float* params, float* grads,
-         const LoraPass* lora, const Activations::Dropout& dropout)
+         const LoraPass* lora, const Activations::Dropout& dropout,
+         const Activations::Packed* packed)
     : layout(layout),
       s(layout.shape()),
       kind(FamilyOf(s.arch).kind),
@@ -42,7 +43,9 @@ Net::Net(const ParamLayout& layout, int B, int T, const float* params, float* gr
                      : 0.f),
       B(B),
       T(T),
-      N(static_cast<std::size_t>(B) * T),
+      N(packed ? static_cast<std::size_t>(packed->row_start[B]) : static_cast<std::size_t>(B) * T),
+      row_start(packed ? packed->row_start.data() : nullptr),
+      row_index(packed ? packed->row_index.data() : nullptr),
       params_(params),
       grads_(grads),
       lora_(lora),
@@ -89,6 +92,7 @@ kernels::LoraDropout Net::LoraDrop(int l, const LoraSite& site) const {
   d.p = p;
   d.seed = LoraSeed(dropout_.seed, l, site.kind);
   d.offset = dropout_.row0 * static_cast<uint64_t>(T) * site.in;  // x's global element index
+  d.row_index = row_index;
   return d;
 }
 

@@ -21,8 +21,11 @@ namespace cputrain::model {
 // gradient is not computed), and Linear / LinearBack add the sites' adapters to the base product.
 class Net {
  public:
+  // packed: the pass runs on unpadded rows (Activations::Unpad: an encoder classifier's); null:
+  // the (B,T) layout.
   Net(const ParamLayout& layout, int B, int T, const float* params, float* grads,
-      const LoraPass* lora, const Activations::Dropout& dropout);
+      const LoraPass* lora, const Activations::Dropout& dropout,
+      const Activations::Packed* packed = nullptr);
   // Tensor t's copy for layer l that the pass reads (the base's, or under LoRA a saved module's
   // in the trainable buffer), or null if the family has no such tensor (a bias; kNumTensors).
   const float* P(Tensor t, int l = 0) const;
@@ -63,7 +66,16 @@ class Net {
   const float norm_offset;  // RMSNorm's weight offset: 1 for (1 + w) norms (Gemma), else 0
   const float attn_scale;   // attention's score scale (0: 1/sqrt(hs); Gemma's own)
   const int B, T;
-  const std::size_t N;
+  const std::size_t N;  // rows of the pass's activations: B*T, or the packed positions
+  // Unpadded rows: row b starts at row_start[b] (null: b*T); row r stands for padded position
+  // row_index[r] (null: r), where the dropout masks count.
+  const int* row_start = nullptr;
+  const uint32_t* row_index = nullptr;
+  // The activation row of position t of batch row b.
+  std::size_t Pos(int b, int t) const {
+    return (row_start ? static_cast<std::size_t>(row_start[b]) : static_cast<std::size_t>(b) * T) +
+           t;
+  }
 
  private:
   // LoRA's views into lora_->acts (Lora::ActFloats): site i's h of layer l, dh, the dropped input.

@@ -49,6 +49,27 @@ Activations::Activations(const Shape& shape, int B, int T, int threads)
                      "lower data.batch_size or data.seq_len");
   }
   Bind(nullptr, nullptr);  // computes total_ with a null base
+  if (shape.encoder() && shape.head == Head::kClassify) {
+    CPUTRAIN_CHECK(static_cast<uint64_t>(B) * static_cast<uint64_t>(T) < (uint64_t{1} << 32),
+                   "an encoder classifier's B*T must fit 32 bits (row_index)");
+    packed_.row_start.assign(static_cast<std::size_t>(B) + 1, 0);
+    packed_.row_index.assign(static_cast<std::size_t>(B) * T, 0);
+  }
+}
+
+const Activations::Packed* Activations::Unpad(int B, int T) {
+  if (!unpad || lengths == nullptr || packed_.row_start.empty() || B > B_ || T > T_ || T < 1) {
+    return nullptr;
+  }
+  uint32_t n = 0;
+  for (int b = 0; b < B; ++b) {
+    packed_.row_start[b] = static_cast<int>(n);
+    CPUTRAIN_CHECK(lengths[b] >= 1 && lengths[b] <= T, "a row's length must be in [1, T]");
+    for (int t = 0; t < lengths[b]; ++t)
+      packed_.row_index[n++] = static_cast<uint32_t>(b) * static_cast<uint32_t>(T) + t;
+  }
+  packed_.row_start[B] = static_cast<int>(n);
+  return &packed_;
 }
 
 std::size_t Activations::TokenInts(const Shape& s, int B, int T) {

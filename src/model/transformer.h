@@ -135,9 +135,27 @@ class Activations {
   const int* packed_positions() const { return positions.empty() ? nullptr : positions.data(); }
   const int* packed_doc_start() const { return doc_start.empty() ? nullptr : doc_start.data(); }
 
+  // Unpadded rows: an encoder classifier's passes (model/encoder.cc) skip the padding. Only the
+  // first position's state reaches the classifier, and attention masks the padded keys, so no
+  // real position and no gradient depends on a padded one: the passes run on the real positions
+  // alone, row b's kv `lengths[b]` of them packed from activation row row_start[b] (B+1 entries),
+  // and row_index[r] is packed row r's padded position b*T + t (dropout masks count there: the
+  // same bits as the padded pass). The products, norms and activations shrink by the padding's
+  // share (about 40% on SST-2-like rows padded per batch), attention by more.
+  struct Packed {
+    std::vector<int> row_start;
+    std::vector<uint32_t> row_index;
+  };
+  // Fills `packed` for B rows of T from lengths and returns it; null where the passes stay padded:
+  // no lengths, unpad off, or B rows of T above what the activations were made for.
+  const Packed* Unpad(int B, int T);
+  // Tests turn it off to check the packed passes against the padded ones.
+  bool unpad = true;
+
  private:
   Shape shape_;
   int B_, T_, threads_;
+  Packed packed_;
   std::size_t total_ = 0;
   float* base_ = nullptr;
   // [begin, end) float offsets after each view: its padding, and the red zone under ASan.
