@@ -69,7 +69,7 @@ struct PassResult {
 // Forward and Backward over the batch, packed (unpad) or padded, fp32 or bf16, with or without
 // the LoRA (its trainable buffer's gradients then).
 PassResult Pass(WorkerPool& pool, const m::ParamLayout& layout, const std::vector<float>& params,
-         const m::Lora* lora, const std::vector<float>* lora_params, bool unpad, bool bf16) {
+                const m::Lora* lora, const std::vector<float>* lora_params, bool unpad, bool bf16) {
   const m::Shape& s = layout.shape();
   m::Activations acts(s, kB, kT, pool.size());
   std::vector<float> mem(acts.floats(), 0.f);
@@ -100,8 +100,8 @@ PassResult Pass(WorkerPool& pool, const m::ParamLayout& layout, const std::vecto
       pool, layout, params.data(), r.grads.data(), acts, kB, kT, 1.f / kB, [](std::size_t) {},
       false, bf16 ? &ops : nullptr, lpp);
   const m::Activations::Packed* packed = acts.Unpad(kB, kT);
-  r.rows = packed ? static_cast<std::size_t>(packed->row_start[kB])
-                  : static_cast<std::size_t>(kB) * kT;
+  r.rows =
+      packed ? static_cast<std::size_t>(packed->row_start[kB]) : static_cast<std::size_t>(kB) * kT;
   return r;
 }
 
@@ -128,7 +128,8 @@ class UnpaddedTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(UnpaddedTest, ClassifierPassEqualsThePaddedPass) {
   const Case& c = GetParam();
-  if (c.bf16 && !kernels::DetectBf16().avx512_bf16) GTEST_SKIP() << kernels::DetectBf16().Describe();
+  if (c.bf16 && !kernels::DetectBf16().avx512_bf16)
+    GTEST_SKIP() << kernels::DetectBf16().Describe();
   const m::Shape s = Classifier(c.arch);
   ASSERT_EQ(s.Problem(), "");
   const m::ParamLayout layout(s);
@@ -164,15 +165,15 @@ TEST_P(UnpaddedTest, ClassifierPassEqualsThePaddedPass) {
   EXPECT_GT(RelDiff(std::vector<float>(padded.grads.size(), 0.f), padded.grads), 0.5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Encoders, UnpaddedTest,
-                         ::testing::Values(Case{"Bert", m::Arch::kBert, false, false},
-                                           Case{"DistilBert", m::Arch::kDistilBert, false, false},
-                                           Case{"BertBf16", m::Arch::kBert, true, false},
-                                           Case{"DistilBertBf16", m::Arch::kDistilBert, true, false},
-                                           Case{"BertLora", m::Arch::kBert, false, true},
-                                           Case{"DistilBertLoraBf16", m::Arch::kDistilBert, true,
-                                                true}),
-                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Encoders, UnpaddedTest,
+    ::testing::Values(Case{"Bert", m::Arch::kBert, false, false},
+                      Case{"DistilBert", m::Arch::kDistilBert, false, false},
+                      Case{"BertBf16", m::Arch::kBert, true, false},
+                      Case{"DistilBertBf16", m::Arch::kDistilBert, true, false},
+                      Case{"BertLora", m::Arch::kBert, false, true},
+                      Case{"DistilBertLoraBf16", m::Arch::kDistilBert, true, true}),
+    [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
 
 }  // namespace
 }  // namespace cputrain
