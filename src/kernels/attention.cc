@@ -15,6 +15,10 @@
 // probabilities in dS's scratch for dv = Pd^T dy, then scales dP by the mask before the softmax's
 // backward, which runs on the undropped P.
 //
+// Unpadded rows (AttentionOptions::row_start, an encoder classifier's): row b's kv_len[b] real
+// positions alone, packed after row b-1's, with (kv_len[b], kv_len[b]) probability blocks; the
+// dropout indices stay the padded layout's, so the real positions get the padded pass's values.
+//
 // Forward: one (batch row, query head) pair per task. Backward: one (batch row, key/value head)
 // pair per task, which runs the NH/NKV query heads sharing that key/value head in order: the
 // first writes dk and dv, the others add, so no two tasks write the same element and the sums'
