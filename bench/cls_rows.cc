@@ -58,6 +58,10 @@ std::vector<train::ShardRecord> RandomClassifyRows::Identity() const {
   return {{fmt::format("bench:random-classify-rows/seed={}/T={}", seed_, T_), lengths_.size()}};
 }
 
+int RandomClassifyRows::LongestRow() const {
+  return *std::max_element(longest_.begin(), longest_.end());
+}
+
 double RandomClassifyRows::PaddedShare() const {
   double sum = 0;
   for (int l : longest_) sum += l;

@@ -32,6 +32,7 @@ class RandomClassifyRows final : public train::RowSource {
   void Plan(uint64_t p, int /*k*/) override { planned_ = p; }
   void LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const override;
   int Positions(std::size_t j) const override;
+  int LongestRow() const override;
   std::vector<train::ShardRecord> Identity() const override;
   std::string Describe() const override;
   // The rows (windows * B) and the real tokens of row f.

@@ -33,6 +33,7 @@
 #include "kernels/bf16.h"
 #include "task/classify/metrics.h"
 #include "task/classify/table.h"
+#include "task/task_rows.h"
 #include "task_test_util.h"
 #include "test_util.h"
 
@@ -125,6 +126,42 @@ TEST(ClassifyTable, BadFilesAreRefusedNamingTheLine) {
 }
 
 // ---------------------------------------------------------------------------- the metrics
+
+// Rows of the given lengths, padded per batch or not.
+class LengthSplit final : public task::Split {
+ public:
+  LengthSplit(std::vector<int> lengths, bool dynamic)
+      : lengths_(std::move(lengths)), dynamic_(dynamic) {}
+  std::size_t rows() const override { return lengths_.size(); }
+  std::size_t examples() const override { return lengths_.size(); }
+  int length(std::size_t i) const override { return lengths_[i]; }
+  void Load(std::size_t, int, int, model::Activations&) const override {}
+  bool dynamic_padding() const override { return dynamic_; }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::vector<int> lengths_;
+  bool dynamic_;
+  std::string path_ = "lengths";
+};
+
+// The activations are made for LongestRow() positions: every planned micro-batch must fit them,
+// and they are the longest row's (at most T), not T, under dynamic padding.
+TEST(TaskRows, LongestRowBoundsEveryMicroBatchAndIsTheDatasLongest) {
+  const LengthSplit split({5, 17, 9, 3, 11, 8, 2}, true);
+  task::TaskRows rows(split, 2, 32, /*shuffle=*/true, 7);
+  EXPECT_EQ(rows.LongestRow(), 17);
+  int seen = 0;
+  for (uint64_t p = 0; p < 40; ++p) {
+    rows.Plan(p, 1);
+    EXPECT_LE(rows.Positions(0), rows.LongestRow());
+    seen = std::max(seen, rows.Positions(0));
+  }
+  EXPECT_EQ(seen, 17);
+  EXPECT_EQ(task::TaskRows(split, 2, 12, false, 0).LongestRow(), 12);  // capped at T
+  const LengthSplit fixed({5, 17}, false);
+  EXPECT_EQ(task::TaskRows(fixed, 2, 32, false, 0).LongestRow(), 0);  // every row T: T
+}
 
 TEST(ClassifyMetrics, ClosedFormValues) {
   const std::vector<int> r = {1, 1, 1, 0, 0, 0}, p = {1, 1, 0, 0, 0, 1};

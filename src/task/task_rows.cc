@@ -7,7 +7,10 @@
 namespace cputrain::task {
 
 TaskRows::TaskRows(const Split& split, int B, int T, bool shuffle, uint64_t seed)
-    : split_(split), B_(B), T_(T), shuffle_(shuffle), seed_(seed) {}
+    : split_(split), B_(B), T_(T), shuffle_(shuffle), seed_(seed) {
+  for (std::size_t i = 0; split_.dynamic_padding() && i < split_.rows(); ++i)
+    longest_ = std::max(longest_, std::min(split_.length(i), T_));
+}
 
 std::size_t TaskRows::windows() const { return (split_.rows() + B_ - 1) / B_; }
 

@@ -39,6 +39,7 @@ class TaskRows final : public train::RowSource {
   void Plan(uint64_t p, int k) override;
   void LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const override;
   int Positions(std::size_t j) const override;
+  int LongestRow() const override { return longest_; }
   double LossCount() const override;
   std::vector<train::ShardRecord> Identity() const override;
   std::string Describe() const override;
@@ -55,6 +56,7 @@ class TaskRows final : public train::RowSource {
   uint64_t seed_;
   std::vector<std::size_t> planned_;  // k*B row indices
   std::vector<int> positions_;        // k: each planned micro-batch's padded length
+  int longest_ = 0;                   // dynamic padding: the longest row (at most T); else 0
   uint64_t cached_epoch_[2] = {UINT64_MAX, UINT64_MAX};
   std::vector<std::size_t> cached_[2];
 };

@@ -52,6 +52,10 @@ class RowSource {
     (void)j;
     return 0;
   }
+  // The most positions any micro-batch of the source can be padded to, when it pads each to its
+  // longest row (its longest row, at most T): what the activations are made for, so that a
+  // classifier on sentences of 8..64 tokens does not hold buffers for T = 128. 0: T.
+  virtual int LongestRow() const { return 0; }
   // What the planned step's loss is the mean over, when the source says (0: every position of
   // every row, B*T per micro-batch): the kept labels of the whole global step (all its
   // micro-batches, every group and process alike), as transformers' Trainer divides the summed

@@ -258,6 +258,9 @@ struct Run {
   const Config& cfg;
   comm::Distributed* dist;
   int R, rank, B, T, k;  // k micro-batches per step
+  // The positions the activations are made for: the rows' longest under dynamic padding
+  // (RowSource::LongestRow), else 0: T.
+  int act_T = 0;
   std::chrono::steady_clock::time_point start;
   topo::Topology topology;
   topo::Plan plan;
@@ -400,7 +403,8 @@ void BuildGroups(Run& run) {
   alloc::Configure(alloc::OptionsFor(run.topology));
   const std::optional<model::LoraConfig> lora = LoraOf(cfg);
   run.groups =
-      std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape, run.B / (run.R * G), run.T,
+      std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape, run.B / (run.R * G),
+                                      run.act_T > 0 ? std::min(run.act_T, run.T) : run.T,
                                       G > 1 || run.dist, cfg.train.bf16, lora ? &*lora : nullptr);
   InitState(run);
   run.stepper = std::make_unique<Stepper>(
@@ -429,6 +433,7 @@ void SetUp(Run& run, const TrainOptions& options) {
   const int G = static_cast<int>(run.plan.groups.size());
   if (options.train_rows) {
     run.train = options.train_rows(run.shape, run.B, run.T);
+    run.act_T = run.train->LongestRow();
   } else {
     run.train = std::make_unique<LmRows>(
         TokenWindows::Open(cfg.data.train, "data.train", run.shape.V, run.B, run.T),
@@ -666,6 +671,7 @@ void Infer(const Config& cfg, RowSource& rows,
   }
   Run run(cfg, nullptr);
   run.k = 1;
+  run.act_T = rows.LongestRow();
   PlanAndShape(run);
   BuildGroups(run);
   if (cfg.train.bf16) run.groups->RefreshBf16Weights();
