@@ -290,8 +290,9 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   namespace k = kernels;
   CPUTRAIN_CHECK(cache == nullptr || lora == nullptr,
                  "generation runs the merged model (LoraMerge), not the adapters");
-  CPUTRAIN_CHECK(B <= a.B() && T <= a.T(), "a pass over more rows or positions than its "
-                                            "activations were made for");
+  CPUTRAIN_CHECK(B <= a.B() && T <= a.T(),
+                 "a pass over more rows or positions than its "
+                 "activations were made for");
   if (layout.shape().encoder()) {
     CPUTRAIN_CHECK(cache == nullptr, "an encoder has no KV cache");
     return EncoderForwardPass(pool, layout, params, a, B, T, with_loss, bf16, lora);
@@ -378,8 +379,9 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
               Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
               bool accumulate, const Bf16Operands* bf16, const LoraPass* lora) {
   namespace k = kernels;
-  CPUTRAIN_CHECK(B <= a.B() && T <= a.T(), "a pass over more rows or positions than its "
-                                            "activations were made for");
+  CPUTRAIN_CHECK(B <= a.B() && T <= a.T(),
+                 "a pass over more rows or positions than its "
+                 "activations were made for");
   if (layout.shape().encoder()) {
     EncoderBackwardPass(pool, layout, params, grads, a, B, T, dloss, on_ready, accumulate, bf16,
                         lora);
