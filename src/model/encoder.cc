@@ -2,7 +2,9 @@
 // says what an encoder block is): post-norm blocks with bidirectional attention over each row's
 // real positions, dropout where Hugging Face's modeling code has it, and a task head with its
 // loss. Kept beside transformer.cc's decoder rather than inside it: the post-norm order moves
-// every norm and residual add, and the two read more plainly apart.
+// every norm and residual add, and the two read more plainly apart. A classifier's passes run on
+// each row's real positions alone, packed (Activations::Unpad: nothing real depends on padding);
+// the span head's stay on the padded (B,T) rows.
 #include <algorithm>
 #include <cstdint>
 

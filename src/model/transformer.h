@@ -138,7 +138,7 @@ class Activations {
   // Unpadded rows: an encoder classifier's passes (model/encoder.cc) skip the padding. Only the
   // first position's state reaches the classifier, and attention masks the padded keys, so no
   // real position and no gradient depends on a padded one: the passes run on the real positions
-  // alone, row b's kv `lengths[b]` of them packed from activation row row_start[b] (B+1 entries),
+  // alone, row b's `lengths[b]` of them packed from activation row row_start[b] (B+1 entries),
   // and row_index[r] is packed row r's padded position b*T + t (dropout masks count there: the
   // same bits as the padded pass). The products, norms and activations shrink by the padding's
   // share (about 40% on SST-2-like rows padded per batch), attention by more.
@@ -146,8 +146,9 @@ class Activations {
     std::vector<int> row_start;
     std::vector<uint32_t> row_index;
   };
-  // Fills `packed` for B rows of T from lengths and returns it; null where the passes stay padded:
-  // no lengths, unpad off, or B rows of T above what the activations were made for.
+  // The packing of B rows of T, filled from lengths; null where the passes stay padded: not an
+  // encoder classifier's activations, no lengths, unpad off, or B rows of T above what the
+  // activations were made for.
   const Packed* Unpad(int B, int T);
   // Tests turn it off to check the packed passes against the padded ones.
   bool unpad = true;
