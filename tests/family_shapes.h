@@ -1,6 +1,7 @@
 // Small shapes of the decoder families Qwen2, Qwen3, Mistral, Gemma 3 and Phi-3 with their quirks
 // switched on (tests/families_test.cc, tests/lora_test.cc): sliding windows shorter than the tests'
 // T, local and global layers, q/k norms, biases, a head size apart from C/NH, pad tokens. maxT 16.
+// And a small BERT or DistilBERT body (tests/lora_test.cc, tests/unpadded_test.cc).
 #pragma once
 
 #include "model/shape.h"
@@ -69,6 +70,21 @@ inline model::Shape SmallPhi3() {
   model::Shape s = FamilyBase(model::Arch::kPhi3);
   s.window = 3;
   s.pad_token = 59;
+  return s;
+}
+
+// 2 layers, C=16, 2 heads, F=24, V=40 (padded 128), untied, pad token 0, BERT's 2 token types
+// (DistilBERT none), hidden and attention dropout 0.1; the head is the caller's (span, no dropout).
+inline model::Shape SmallEncoder(model::Arch arch) {
+  model::Shape s(16, 40, model::Shape::PadVocab(40), 2, 2, 16);
+  s.arch = arch;
+  s.F = 24;
+  s.norm_eps = 1e-12f;
+  s.tied = false;
+  s.head = model::Head::kSpan;
+  s.types = arch == model::Arch::kBert ? 2 : 0;
+  s.pad_token = 0;
+  s.hidden_dropout = s.attn_dropout = 0.1f;
   return s;
 }
 

@@ -367,15 +367,7 @@ m::Shape Llama() {
 }
 
 m::Shape Encoder(m::Arch arch) {
-  m::Shape s(16, 40, m::Shape::PadVocab(40), 2, 2, 16);
-  s.arch = arch;
-  s.F = 24;
-  s.norm_eps = 1e-12f;
-  s.tied = false;
-  s.head = m::Head::kSpan;
-  s.types = arch == m::Arch::kBert ? 2 : 0;
-  s.pad_token = 0;
-  s.hidden_dropout = s.attn_dropout = 0.1f;
+  m::Shape s = test::SmallEncoder(arch);
   s.head_dropout = arch == m::Arch::kDistilBert ? 0.1f : 0.f;
   return s;
 }

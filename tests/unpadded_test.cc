@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "family_shapes.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 #include "model/lora.h"
@@ -31,16 +32,10 @@ constexpr int kB = 4, kT = 12;
 constexpr int kLengths[kB] = {kT, 5, 1, 9};  // row 0 unpadded; row 2 its [CLS] alone
 
 m::Shape Classifier(m::Arch arch) {
-  m::Shape s(16, 40, m::Shape::PadVocab(40), 2, 2, 16);
-  s.arch = arch;
-  s.F = 24;
-  s.norm_eps = 1e-12f;
-  s.tied = false;
+  m::Shape s = test::SmallEncoder(arch);
   s.head = m::Head::kClassify;
   s.labels = 3;
-  s.types = arch == m::Arch::kBert ? 2 : 0;
-  s.pad_token = 0;
-  s.hidden_dropout = s.attn_dropout = s.head_dropout = 0.1f;
+  s.head_dropout = 0.1f;
   return s;
 }
 

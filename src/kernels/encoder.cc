@@ -49,16 +49,9 @@ void EncoderBackward(WorkerPool& pool, float* dwte, float* dwpe, const float* do
     for (int t = 0; dwpe != nullptr && !accumulate && t < T; ++t)
       std::fill(dwpe + static_cast<std::size_t>(t) * C + c0,
                 dwpe + static_cast<std::size_t>(t) * C + c1, 0.f);
-    // Each position's sum runs over b in order: padded, t outer; packed, rows in (b, t) order.
-    for (int t = 0; dwpe != nullptr && !packed.row_index && t < T; ++t) {
-      float* p = dwpe + static_cast<std::size_t>(t) * C;
-      for (int b = 0; b < B; ++b) {
-        const float* d = dout + (static_cast<std::size_t>(b) * T + t) * C;
-        for (std::size_t c = c0; c < c1; ++c) p[c] += d[c];
-      }
-    }
-    for (std::size_t r = 0; dwpe != nullptr && packed.row_index && r < N; ++r) {
-      float* p = dwpe + (packed.row_index[r] % T) * C;
+    // Rows in (b, t) order: each position's sum runs over b in order, padded or packed.
+    for (std::size_t r = 0; dwpe != nullptr && r < N; ++r) {
+      float* p = dwpe + (PaddedOf(packed, r) % T) * C;
       const float* d = dout + r * C;
       for (std::size_t c = c0; c < c1; ++c) p[c] += d[c];
     }

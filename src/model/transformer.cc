@@ -58,9 +58,8 @@ Activations::Activations(const Shape& shape, int B, int T, int threads)
 }
 
 const Activations::Packed* Activations::Unpad(int B, int T) {
-  if (!unpad || lengths == nullptr || packed_.row_start.empty() || B > B_ || T > T_ || T < 1) {
-    return nullptr;
-  }
+  if (!unpad || lengths == nullptr || packed_.row_start.empty()) return nullptr;
+  CPUTRAIN_CHECK(B <= B_ && T <= T_, "unpadding more rows or positions than the activations hold");
   uint32_t n = 0;
   for (int b = 0; b < B; ++b) {
     packed_.row_start[b] = static_cast<int>(n);
@@ -248,6 +247,12 @@ void MlpActivation(WorkerPool& pool, const Net& n, Activations::Layer& A, std::s
   }
 }
 
+// A pass of B rows of T must fit the activations it runs in (their views are laid out for them).
+void CheckFits(const Activations& a, int B, int T) {
+  CPUTRAIN_CHECK(B <= a.B() && T <= a.T(),
+                 "a pass over more rows or positions than its activations were made for");
+}
+
 // Generation (B == 1): appends the T new positions' keys and values to layer l's cache, then each
 // attends to the cache up to itself (a windowed layer: to its window's positions only).
 void DecodeAttention(WorkerPool& pool, const Net& n, int l, Activations::Layer& A, KvCache& cache,
@@ -290,9 +295,7 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   namespace k = kernels;
   CPUTRAIN_CHECK(cache == nullptr || lora == nullptr,
                  "generation runs the merged model (LoraMerge), not the adapters");
-  CPUTRAIN_CHECK(B <= a.B() && T <= a.T(),
-                 "a pass over more rows or positions than its "
-                 "activations were made for");
+  CheckFits(a, B, T);
   if (layout.shape().encoder()) {
     CPUTRAIN_CHECK(cache == nullptr, "an encoder has no KV cache");
     return EncoderForwardPass(pool, layout, params, a, B, T, with_loss, bf16, lora);
@@ -379,9 +382,7 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
               Activations& a, int B, int T, float dloss, FunctionRef<void(std::size_t)> on_ready,
               bool accumulate, const Bf16Operands* bf16, const LoraPass* lora) {
   namespace k = kernels;
-  CPUTRAIN_CHECK(B <= a.B() && T <= a.T(),
-                 "a pass over more rows or positions than its "
-                 "activations were made for");
+  CheckFits(a, B, T);
   if (layout.shape().encoder()) {
     EncoderBackwardPass(pool, layout, params, grads, a, B, T, dloss, on_ready, accumulate, bf16,
                         lora);

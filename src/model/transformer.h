@@ -146,9 +146,8 @@ class Activations {
     std::vector<int> row_start;
     std::vector<uint32_t> row_index;
   };
-  // The packing of B rows of T, filled from lengths; null where the passes stay padded: not an
-  // encoder classifier's activations, no lengths, unpad off, or B rows of T above what the
-  // activations were made for.
+  // The packing of B rows of T (at most the activations'), filled from lengths; null where the
+  // passes stay padded: not an encoder classifier's activations, no lengths, or unpad off.
   const Packed* Unpad(int B, int T);
   // Tests turn it off to check the packed passes against the padded ones.
   bool unpad = true;
