@@ -131,9 +131,11 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   const auto t0 = std::chrono::steady_clock::now();
   const std::string previous = checkpoints_->Wait();
   if (!previous.empty()) progress_.Message(previous);
+  // trainer_state.json before the checkpoint starts: a background save filling the disk must not
+  // race this small write, so on a full disk the error names the checkpoint's file.
+  if (reports_) reports_->SaveState();
   const auto t1 = std::chrono::steady_clock::now();
   const std::string dir = background ? checkpoints_->SaveInBackground(c) : checkpoints_->Save(c);
-  if (reports_) reports_->SaveState();
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   const auto t2 = std::chrono::steady_clock::now();
   const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
