@@ -169,6 +169,13 @@ rc=0 started=$(seconds)
 timings+=("timeout case: $(($(seconds) - started)) ms")
 check "exit code 124 on timeout" "$rc" 124
 
+echo "== a boot that never reaches COMMAND (a deadline of 0 s) is tried twice, then exit 124"
+rc=0
+err=$(CPUTRAIN_NUMA_VM_BOOT_DEADLINE=0 "$here/run.sh" --nodes 1 --sockets 1 --cores-per-socket 1 \
+  --mem-per-node 256M --timeout 60 --dir "$work" -- true 2>&1 > /dev/null) || rc=$?
+check "exit code 124 after two stuck boots" "$rc" 124
+check "both boots reported" "$(grep -c 'had not started COMMAND' <<<"$err")" 2
+
 echo "== timings: ${timings[*]/%/;}"
 if ((failures)); then
   echo "selftest: FAILED ($failures check(s) on the host)"
