@@ -38,6 +38,11 @@ RandomClassifyRows::RandomClassifyRows(const model::Shape& shape, int B, int T, 
     int& longest = longest_[f / static_cast<std::size_t>(B)];
     longest = std::max(longest, lengths_[f]);
   }
+  // Each micro-batch's rows in the order `classify train` puts them (task/task_rows.h).
+  order_.resize(n);
+  for (std::size_t f = 0; f < n; f += static_cast<std::size_t>(B)) {
+    train::BalancedOrder(static_cast<std::size_t>(B), lengths_.data() + f, order_.data() + f);
+  }
 }
 
 int RandomClassifyRows::Positions(std::size_t j) const { return longest_[Window(j)]; }
@@ -46,7 +51,8 @@ void RandomClassifyRows::LoadRows(std::size_t j, int row0, int rows, model::Acti
   const std::size_t w = Window(j), T = static_cast<std::size_t>(longest_[w]);
   const std::size_t Ts = static_cast<std::size_t>(T_);
   for (int r = 0; r < rows; ++r) {
-    const std::size_t f = w * static_cast<std::size_t>(B_) + static_cast<std::size_t>(row0 + r);
+    const std::size_t w0 = w * static_cast<std::size_t>(B_);
+    const std::size_t f = w0 + order_[w0 + static_cast<std::size_t>(row0 + r)];
     std::copy_n(ids_.data() + f * Ts, T, a.inputs + static_cast<std::size_t>(r) * T);
     if (a.types) std::fill_n(a.types + static_cast<std::size_t>(r) * T, T, 0);
     a.lengths[r] = lengths_[f];

@@ -5,7 +5,8 @@
 // Each row, like a GLUE sentence (SST-2's are 2 to 66 WordPiece tokens, 13 words on average):
 // `length` real tokens drawn uniformly from [8, T/2], random ids in [0, V) on them and the
 // padding token (Shape::pad_token, else 0) after; token types 0 (one sentence); a random label.
-// Each micro-batch is padded to its longest row (Positions: dynamic padding, as run_glue.py's
+// The rows of a micro-batch stand in train::BalancedOrder, as TaskRows puts them. Each
+// micro-batch is padded to its longest row (Positions: dynamic padding, as run_glue.py's
 // DataCollatorWithPadding pads a batch), so the work is what `classify train` does on sentences
 // of those lengths; the PyTorch side gets the same lengths (--cls-lengths) and pads the same way.
 //
@@ -51,6 +52,7 @@ class RandomClassifyRows final : public train::RowSource {
   std::vector<int> ids_;               // (windows*B, T)
   std::vector<int> lengths_, labels_;  // (windows*B)
   std::vector<int> longest_;           // (windows): each micro-batch's padded length
+  std::vector<std::size_t> order_;     // (windows*B): each micro-batch's train::BalancedOrder
 };
 
 }  // namespace cputrain::bench

@@ -40,11 +40,24 @@ void TaskRows::Plan(uint64_t p, int k) {
       planned_[i] = Perm(s / n)[static_cast<std::size_t>(s % n)];
     }
   }
+  if (shuffle_) Balance();
   positions_.assign(static_cast<std::size_t>(k), 0);
   if (!split_.dynamic_padding()) return;
   for (std::size_t i = 0; i < planned_.size(); ++i) {
     int& longest = positions_[i / static_cast<std::size_t>(B_)];
     longest = std::max(longest, std::min(split_.length(planned_[i]), T_));
+  }
+}
+
+void TaskRows::Balance() {
+  const std::size_t B = static_cast<std::size_t>(B_);
+  std::vector<std::size_t> rows(B), order(B);
+  std::vector<int> lengths(B);
+  for (std::size_t j0 = 0; j0 < planned_.size(); j0 += B) {
+    std::copy_n(planned_.begin() + static_cast<std::ptrdiff_t>(j0), B, rows.begin());
+    for (std::size_t i = 0; i < B; ++i) lengths[i] = std::min(split_.length(rows[i]), T_);
+    train::BalancedOrder(B, lengths.data(), order.data());
+    for (std::size_t i = 0; i < B; ++i) planned_[j0 + i] = rows[order[i]];
   }
 }
 

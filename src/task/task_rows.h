@@ -6,7 +6,8 @@
 // (train::EpochPermutation's SplitMix64 Fisher-Yates from (seed, e): the same on every process
 // and placement); micro-batch p is the stream's rows [p*B, (p+1)*B), so a batch that runs past an
 // epoch's end takes the next epoch's first rows (Hugging Face's sampler ends each epoch with a
-// short batch instead). An epoch is ceil(rows / B) micro-batches.
+// short batch instead). An epoch is ceil(rows / B) micro-batches. Within a micro-batch the rows
+// stand in train::BalancedOrder (by their lengths), so the groups that split it get equal work.
 //
 // Prediction order: micro-batch p is rows [p*B, (p+1)*B); places past the last row repeat it
 // (their logits are ignored: RowAt says whose they are).
@@ -50,6 +51,9 @@ class TaskRows final : public train::RowSource {
  private:
   // The permutation of epoch e (cached: a step touches at most two epochs when B <= rows).
   const std::vector<std::size_t>& Perm(uint64_t e);
+  // Training: each planned micro-batch's rows in train::BalancedOrder, so that the groups
+  // sharing it get equal real tokens (an unpadded encoder classifier's work).
+  void Balance();
   const Split& split_;
   int B_, T_;
   bool shuffle_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <utility>
 
@@ -135,6 +136,23 @@ void EpochPermutation(std::size_t n, uint64_t seed, uint64_t e, std::size_t* out
   uint64_t mix = seed;
   uint64_t state = SplitMix64(mix) ^ (e * 0xd1342543de82ef95ULL + 0x632be59bd9b4e019ULL);
   for (std::size_t i = n; i > 1; --i) std::swap(out[i - 1], out[Below(state, i)]);
+}
+
+void BalancedOrder(std::size_t n, const int* lengths, std::size_t* order) {
+  std::vector<std::size_t> sorted(n);
+  std::iota(sorted.begin(), sorted.end(), std::size_t{0});
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [lengths](std::size_t x, std::size_t y) { return lengths[x] > lengths[y]; });
+  int a = 0;  // n = 2^a * m, m odd
+  while (n > 0 && (n >> a) % 2 == 0) ++a;
+  const std::size_t m = n >> a;
+  for (std::size_t r = 0; r < n; ++r) {
+    std::size_t share = 0;  // its bits, top first: the half, the quarter in it, ...
+    for (int j = 0; j < a; ++j) {
+      share |= static_cast<std::size_t>(std::popcount(r >> j) & 1) << (a - 1 - j);
+    }
+    order[share * m + (r >> a)] = sorted[r];
+  }
 }
 
 std::size_t WindowOrder::At(uint64_t p) {

@@ -31,6 +31,20 @@ ShardRecord RecordOf(const std::string& path, uint64_t size);
 // (batches.h, WindowOrder: a new order of the data each epoch e, the same on every process).
 void EpochPermutation(std::size_t n, uint64_t seed, uint64_t e, std::size_t* out);
 
+// The places of one micro-batch's n rows (lengths[i]: row i's real tokens) that balance the
+// groups splitting it: order[place] = the row at that place. The rows sorted longest first (ties
+// keep their order); n = 2^a * m, m odd; rank r goes to share s (of 2^a, m rows each) at place
+// s * m + r / 2^a, where bit a-1-j of s (the half, then the quarter in it, ...) is the parity of
+// the ones in r >> j: Thue-Morse's split, in which ranks 4i..4i+3 go A B B A to the halves, and
+// the same again within each half. Each of 2^k equal contiguous shares (the replica groups of
+// every process, rank-major: trainer.cc's MicroRows) then gets the same count of rows, token
+// counts apart by second differences of the sorted lengths (nothing for evenly spread lengths),
+// at most by the longest row minus the shortest. The order
+// depends on the rows alone, not on how many groups split them: every placement puts each row
+// at the same global place (its dropout masks are the same), and an unpadded encoder
+// classifier, whose work is its real tokens, gives each group the same work.
+void BalancedOrder(std::size_t n, const int* lengths, std::size_t* order);
+
 class RowSource {
  public:
   virtual ~RowSource() = default;
