@@ -49,9 +49,8 @@ int RandomClassifyRows::Positions(std::size_t j) const { return longest_[Window(
 
 void RandomClassifyRows::LoadRows(std::size_t j, int row0, int rows, model::Activations& a) const {
   const std::size_t w = Window(j), T = static_cast<std::size_t>(longest_[w]);
-  const std::size_t Ts = static_cast<std::size_t>(T_);
+  const std::size_t Ts = static_cast<std::size_t>(T_), w0 = w * static_cast<std::size_t>(B_);
   for (int r = 0; r < rows; ++r) {
-    const std::size_t w0 = w * static_cast<std::size_t>(B_);
     const std::size_t f = w0 + order_[w0 + static_cast<std::size_t>(row0 + r)];
     std::copy_n(ids_.data() + f * Ts, T, a.inputs + static_cast<std::size_t>(r) * T);
     if (a.types) std::fill_n(a.types + static_cast<std::size_t>(r) * T, T, 0);

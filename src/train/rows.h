@@ -39,10 +39,10 @@ void EpochPermutation(std::size_t n, uint64_t seed, uint64_t e, std::size_t* out
 // the same again within each half. Each of 2^k equal contiguous shares (the replica groups of
 // every process, rank-major: trainer.cc's MicroRows) then gets the same count of rows, token
 // counts apart by second differences of the sorted lengths (nothing for evenly spread lengths),
-// at most by the longest row minus the shortest. The order
-// depends on the rows alone, not on how many groups split them: every placement puts each row
-// at the same global place (its dropout masks are the same), and an unpadded encoder
-// classifier, whose work is its real tokens, gives each group the same work.
+// at most by the longest row minus the shortest. The order depends on the rows alone, not on how
+// many groups split them: every placement puts each row at the same global place (its dropout
+// masks are the same), and an unpadded encoder classifier, whose work is its real tokens, gives
+// each group the same work.
 void BalancedOrder(std::size_t n, const int* lengths, std::size_t* order);
 
 class RowSource {
