@@ -10,7 +10,7 @@
 //                (openblas_set_num_threads(T), then back to 1), called from a thread bound to the
 //                group's CPUs. OpenBLAS's own threads are created by OpenBLAS (at load time, from
 //                the unpinned main thread) and are not pinned by us.
-//   own-avx2     our own packed 6x16 AVX2/FMA kernel (bench/own_sgemm.h), single-threaded per
+//   own-avx2     our own packed 6x16 AVX2/FMA kernel (kernels/own_sgemm.h), single-threaded per
 //                worker on the same slices as `ours`
 //   onednn-fp32  (builds with oneDNN) oneDNN's fp32 matmul (kernels/onednn.h), one
 //                single-threaded call per worker on the same slices
@@ -58,7 +58,6 @@
 #include "bench/attention_gemm.h"
 #include "bench/bench.h"
 #include "bench/models.h"
-#include "bench/own_sgemm.h"
 #include "bench/peak.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -374,8 +373,8 @@ void GemmSuite::Call(Impl impl, Product product, WorkerPool& pool, Operands& o, 
   const uint16_t *inp16 = o.inp16.bf16(), *w16 = o.w16.bf16(), *dout16 = o.dout16.bf16();
   auto own = [](int M, int Nn, int K, const float* A, bool ta, int lda, const float* B, bool tb,
                 int ldb, float* Cm, int ldc) {
-    OwnSgemm(M, Nn, K, ta ? MatView{A, 1, lda} : MatView{A, lda, 1},
-             tb ? MatView{B, 1, ldb} : MatView{B, ldb, 1}, Cm, ldc, false);
+    kernels::SgemmOn(kernels::Fp32Kernel::kOwn, ta, tb, M, Nn, K, 1.f, A, lda, B, ldb, 0.f, Cm,
+                     ldc);
   };
   auto onednn_f32 = [&](int M, int Nn, int K, const float* A, bool ta, int lda, const float* B,
                         bool tb, int ldb, float* Cm,

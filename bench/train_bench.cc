@@ -225,6 +225,14 @@ void TrainSuite::AddOptions(CLI::App* cmd) {
                   "LoRA instead of full fine-tunes, both sides: r=R[,alpha=A (default 2R)]"
                   "[,targets=NAME+NAME (default PEFT's for the family)][,base=bf16 (our bf16 "
                   "rows' frozen base)]; PyTorch runs transformers + peft");
+  cmd->add_flag("--kernels", kernels_,
+                "also run every placement with each kernel that runs here forced for every class "
+                "(train.fp32_kernel, and train.bf16_kernel for the bf16 rows), beside auto's "
+                "choice by measurement");
+  cmd->add_option("--check-auto", check_auto_,
+                  "with --kernels implied: fail (exit 1) where an auto row ran slower than the "
+                  "best forced-kernel row / R (CI's check on a foreign CPU: R = 1.2)")
+      ->check(CLI::Range(1.0, 10.0));
   cmd->add_flag("--pytorch", pytorch_, "also train the same model with PyTorch");
   cmd->add_option("--python", python_,
                   "Python with torch (default: the peers' venv, `bash scripts/peers-env.sh`; "
@@ -303,6 +311,42 @@ std::vector<std::unique_ptr<LoraRun>> TrainSuite::ResolveLoras(
   return loras;
 }
 
+namespace {
+
+// Twins of every row of `precision` (bf16 rows are labelled "... bf16") that ran on auto: one per
+// kernel that runs here, forced for every class, right after it.
+void AddKernelRows(RowPlan* plan, const std::string& precision) {
+  std::vector<std::string> names;
+  if (precision == "fp32") {
+    for (kernels::Fp32Kernel k : kernels::Fp32Kernels())
+      names.push_back(kernels::Fp32KernelName(k));
+  } else {
+    for (kernels::Bf16Kernel k : kernels::Bf16Kernels())
+      names.push_back(kernels::Bf16KernelName(k));
+  }
+  if (names.size() < 2) return;  // one kernel: auto has nothing to choose
+  std::vector<PlacementSpec> with;
+  for (const PlacementSpec& sp : plan->specs) {
+    with.push_back(sp);
+    const bool bf16 =
+        std::find(sp.sets.begin(), sp.sets.end(), "train.precision=bf16") != sp.sets.end();
+    if (bf16 != (precision == "bf16")) continue;
+    std::vector<std::string> labels;
+    for (const std::string& k : names) {
+      PlacementSpec f = sp;
+      f.label += " " + k;
+      f.note += fmt::format("; train.{}_kernel: {} for every class", precision, k);
+      f.sets.push_back(fmt::format("train.{}_kernel={}", precision, k));
+      labels.push_back(f.label);
+      with.push_back(f);
+    }
+    plan->kernel_rows.emplace_back(sp.label, labels);
+  }
+  plan->specs = std::move(with);
+}
+
+}  // namespace
+
 RowPlan TrainSuite::PlanRows(const BenchContext& ctx, const topo::Topology& topo,
                              SuiteRecords* report) {
   RowPlan plan;
@@ -323,7 +367,12 @@ RowPlan TrainSuite::PlanRows(const BenchContext& ctx, const topo::Topology& topo
   const kernels::Fp32Kernel fp32 =
       kernels::ParseFp32Kernel(ctx.config.train.fp32_kernel).value_or(kernels::Fp32Kernel::kAuto);
   fp32_kernel_ = kernels::Fp32KernelLine(kernels::UseFp32Kernel(fp32), fp32);
-  if (precision_ != "bf16") return plan;
+  if (check_auto_ > 0) kernels_ = true;
+  const bool fp32_twins = kernels_ && fp32 == kernels::Fp32Kernel::kAuto;
+  if (precision_ != "bf16") {
+    if (fp32_twins) AddKernelRows(&plan, "fp32");
+    return plan;
+  }
   // bf16 twins: every placement again in train.precision: bf16, right after its fp32 row.
   if (!kernels::DetectBf16().trains()) {
     log::Warn("bench train: --precision bf16 needs AVX512_BF16 ({}); the bf16 rows are skipped",
@@ -346,6 +395,8 @@ RowPlan TrainSuite::PlanRows(const BenchContext& ctx, const topo::Topology& topo
     with.push_back(b);
   }
   specs = std::move(with);
+  if (fp32_twins) AddKernelRows(&plan, "fp32");
+  if (kernels_ && requested == kernels::Bf16Kernel::kAuto) AddKernelRows(&plan, "bf16");
   return plan;
 }
 
@@ -437,6 +488,12 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
     RunModel(ctx, models[mi], loras[mi].get(), plan, scratch.path(), report);
   }
   std::fflush(stdout);
+  if (!auto_failures_.empty()) {
+    throw RuntimeError(fmt::format("bench train --check-auto {:g}: {}", check_auto_,
+                                   fmt::join(auto_failures_, "; ")),
+                       "auto ran a kernel slower than the best it could have: see the kernels' "
+                       "table above (kernels/calibrate.h chooses them)");
+  }
 }
 
 void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const LoraRun* lora,
@@ -499,6 +556,7 @@ void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const L
   // print(rows), records(rows), then the summaries (each with its own record)
   PrintTable(m, rows);
   AddRecords(rows, report);
+  PrintKernels(m, rows, plan, report);
   PrintSummaries(m, rows, plan, lora, report);
 }
 

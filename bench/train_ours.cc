@@ -274,6 +274,26 @@ std::vector<std::string> DefaultSpecs(const topo::Topology& topo) {
   return v;
 }
 
+namespace {
+
+// The kernels a row's products ran on (its Train's choice per class: train/kernel_setup.h), and
+// whether the row forced one (a --kernels twin).
+void ReadKernels(const nlohmann::json& res, const PlacementSpec& spec, Row* row) {
+  row->kernel = res.value("bf16_kernel", "");
+  if (res.contains("kernels")) row->kernels = res["kernels"];
+  for (const std::string& set : spec.sets) {
+    if (set.rfind("train.fp32_kernel=", 0) == 0 || set.rfind("train.bf16_kernel=", 0) == 0)
+      row->forced = true;
+  }
+  row->record["kernels"] = row->kernels;
+  if (!row->kernel.empty()) {
+    row->note += " on " + row->kernel;
+    row->record["bf16_kernel"] = row->kernel;
+  }
+}
+
+}  // namespace
+
 Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const PlacementSpec& spec,
                         const std::string& tokens, const std::string& out_dir,
                         const LoraRun* lora) const {
@@ -362,11 +382,7 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
   const double fpt = WorkFlopsPerToken(m, lora, true);
   row.gflops = fpt * row.tokens_per_s / 1e9;
   row.bf16 = cfg.train.bf16;
-  row.kernel = res.value("bf16_kernel", "");
-  if (!row.kernel.empty()) {
-    row.note += " on " + row.kernel;
-    row.record["bf16_kernel"] = row.kernel;
-  }
+  ReadKernels(res, spec, &row);
   if (lora) {
     row.trainable = static_cast<double>(lora->trainable());
     row.sync_bytes = row.record["grad_sync_bytes"].get<double>();
@@ -448,9 +464,12 @@ void TrainSuite::RowProcess(const BenchContext& ctx) const {
       {"steps", steps},
       {"peak_rss_bytes", ProcKb("/proc/self/status", "VmHWM")},
       {"state_bytes", res.checkpoint.empty() || ec ? -1.0 : static_cast<double>(state)}};
-  // The kernel the bf16 products ran on (Train resolved train.bf16_kernel).
+  // The kernel the bf16 products ran on (Train resolved train.bf16_kernel; the block's forward
+  // class names it), and every class's choice with its measured rates (train/kernel_setup.h).
   if (ctx.config.train.bf16)
-    out["bf16_kernel"] = kernels::Bf16KernelName(kernels::ActiveBf16Kernel());
+    out["bf16_kernel"] =
+        kernels::Bf16KernelName(kernels::ActiveBf16Kernel(kernels::GemmClass::kFwd));
+  out["kernels"] = res.kernels;
   WriteFileAtomic(row_result_, out.dump());
 }
 

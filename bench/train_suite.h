@@ -60,6 +60,10 @@ struct Row {
   // --lora: the parameters that train, and the bytes a step's gradient sync moves between the
   // row's groups or processes (GroupSyncBytes, DdpSyncBytes), and would move in a full fine-tune.
   double trainable = 0, sync_bytes = 0, sync_bytes_full = 0;
+  // Ours: the kernels each class of products ran on, as the row's Train chose them
+  // (train/kernel_setup.h KernelSetup::ToJson), with their measured rates.
+  nlohmann::json kernels;
+  bool forced = false;  // --kernels' twin: one kernel forced for every class (not auto's row)
   bool ran() const { return skipped.empty(); }
 };
 
@@ -89,6 +93,8 @@ struct RowPlan {
   std::vector<PlacementSpec> specs;
   std::vector<std::pair<std::string, std::string>> accum_pairs;  // (k=1 label, k=K label)
   std::vector<std::pair<std::string, std::string>> bf16_pairs;   // (fp32 label, bf16 label)
+  // --kernels: each auto row's label and its twins' with one kernel forced for every class.
+  std::vector<std::pair<std::string, std::vector<std::string>>> kernel_rows;
 };
 
 // ---- helpers shared by the pieces (train_bench.cc)
@@ -216,6 +222,11 @@ class TrainSuite : public Suite {
   static void PrintBf16Ratios(const ModelPreset& m, const ModelRows& rows,
                               const std::vector<std::pair<std::string, std::string>>& pairs,
                               bool targets, SuiteRecords* report);
+  // The kernels auto chose per class (the first auto row of each precision), and with --kernels
+  // each auto row against its best forced twin (target: within 5%); --check-auto R records a
+  // failure where auto ran below the best forced row / R (Run then fails).
+  void PrintKernels(const ModelPreset& m, const ModelRows& rows, const RowPlan& plan,
+                    SuiteRecords* report) const;
 
   // Each row's record, in measuring order (skipped rows with their reason).
   static void AddRecords(const ModelRows& rows, SuiteRecords* report);
@@ -239,6 +250,9 @@ class TrainSuite : public Suite {
   std::optional<std::string> lora_text_;   // --lora, as given (even "")
   LoraSpec lora_;                          // parsed (lora_.on(): every row is a LoRA fine-tune)
   int batch_ = 0, seq_len_ = 0;            // 0 = the preset's
+  bool kernels_ = false;                   // --kernels: forced-kernel twins of every row
+  double check_auto_ = 0;                  // --check-auto R (0: off)
+  mutable std::vector<std::string> auto_failures_;  // --check-auto's misses
   uint64_t qa_seed_ = 0;    // a task head's random rows (RandomQaRows, RandomClassifyRows)
   std::string row_result_;  // --row-process
   // Run state.

@@ -5,11 +5,58 @@
 #include <string>
 
 #include "bench/train_suite.h"
+#include "kernels/calibrate.h"
 
 namespace cputrain::bench::train_suite {
 
 void TrainSuite::AddRecords(const ModelRows& rows, SuiteRecords* report) {
   for (const Row& r : rows.all) report->Add(r.record);
+}
+
+void TrainSuite::PrintKernels(const ModelPreset& m, const ModelRows& rows, const RowPlan& plan,
+                              SuiteRecords* report) const {
+  // What auto chose, per precision: the first auto row that says.
+  for (const char* precision : {"fp32", "bf16"}) {
+    for (const Row* r : rows.Ours()) {
+      if (r->forced || !r->kernels.is_object() || !r->kernels.contains(precision)) continue;
+      const auto c = kernels::ChoiceFromJson(r->kernels[precision].dump());
+      if (!c) continue;
+      std::printf("  %s (row %s):\n", r->label.c_str(), precision);
+      std::string text = kernels::DescribeChoice(*c);
+      for (std::size_t at = 0; (at = text.find('\n', at)) != std::string::npos; at += 3)
+        text.replace(at, 1, "\n  ");
+      std::printf("  %s\n", text.c_str());
+      break;
+    }
+  }
+  // --kernels: auto against the best forced kernel of the same placement.
+  for (const auto& [auto_label, forced] : plan.kernel_rows) {
+    const Row* a = rows.FindOurs(auto_label);
+    const Row* best = nullptr;
+    for (const std::string& f : forced) {
+      const Row* r = rows.FindOurs(f);
+      if (r && (!best || r->tokens_per_s > best->tokens_per_s)) best = r;
+    }
+    if (!a || !best) continue;
+    const double ratio = a->tokens_per_s / best->tokens_per_s;
+    std::printf(
+        "  auto on %s: %.1f tokens/s vs the best forced kernel (%s) %.1f -> %.3fx "
+        "(target >= 0.95: %s)\n",
+        auto_label.c_str(), a->tokens_per_s, best->label.c_str(), best->tokens_per_s, ratio,
+        Verdict(ratio, 0.95).c_str());
+    report->Add({{"kind", "auto_vs_forced_kernel"},
+                 {"model", m.name},
+                 {"placement", auto_label},
+                 {"best_forced", best->label},
+                 {"tokens_per_s", a->tokens_per_s},
+                 {"forced_tokens_per_s", best->tokens_per_s},
+                 {"ratio", ratio}});
+    if (check_auto_ > 0 && ratio * check_auto_ < 1) {
+      auto_failures_.push_back(fmt::format("{} on {}: auto {:.1f} tokens/s, {} {:.1f}", m.name,
+                                           auto_label, a->tokens_per_s, best->label,
+                                           best->tokens_per_s));
+    }
+  }
 }
 
 void TrainSuite::PrintTable(const ModelPreset& m, const ModelRows& model_rows) const {
@@ -142,7 +189,7 @@ void TrainSuite::PrintSummaries(const ModelPreset& m, const ModelRows& rows, con
   auto best_of = [&](const std::vector<const Row*>& v) -> const Row* {
     const Row* best = nullptr;
     for (const Row* r : v) {
-      if (r->bf16) continue;
+      if (r->bf16 || r->forced) continue;  // auto's rows: what a user runs
       if (!best || r->tokens_per_s > best->tokens_per_s) best = r;
     }
     return best;

@@ -316,12 +316,12 @@ TEST(Bf16Selection, AutoPicksAmxElseVdpbf16psAndSaysWhyAmxIsNotUsed) {
   }
   if (best != kernels::Bf16Kernel::kAuto) {
     EXPECT_EQ(kernels::UseBf16Kernel(kernels::Bf16Kernel::kAuto), best);
-    EXPECT_EQ(kernels::ActiveBf16Kernel(), best);
+    EXPECT_EQ(kernels::ActiveBf16Kernel(kernels::GemmClass::kFwd), best);
   }
   // The tile model runs everywhere; a forced AMX where it is refused is an InputError naming why.
   EXPECT_EQ(kernels::UseBf16Kernel(kernels::Bf16Kernel::kTileModel),
             kernels::Bf16Kernel::kTileModel);
-  EXPECT_EQ(kernels::Bf16RowBlock(), 64);
+  EXPECT_EQ(kernels::Bf16RowBlock(kernels::GemmClass::kAttnFwd), 64);
   if (!amx::Granted()) {
     try {
       kernels::UseBf16Kernel(kernels::Bf16Kernel::kAmx);

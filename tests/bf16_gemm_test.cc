@@ -50,7 +50,8 @@ void Check(int M, int N, int K, bool ta, bool tb, bool add) {
   const float before = add ? 0.25f : 0.f;  // with add, C starts at 0.25 inside the M x N block
   if (add)
     for (int i = 0; i < M; ++i) std::fill(&C[i * ldc], &C[i * ldc] + N, before);
-  kernels::Bf16Gemm(M, N, K, A.data(), ta, lda, B.data(), tb, ldb, C.data(), ldc, add);
+  kernels::Bf16Gemm(kernels::GemmClass::kFwd, M, N, K, A.data(), ta, lda, B.data(), tb, ldb,
+                    C.data(), ldc, add);
   for (int i = 0; i < M; ++i) {
     for (int j = 0; j < N; ++j) {
       double ref = before;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cli/commands.h"
+#include "train/kernel_setup.h"
 
 namespace cputrain::cli {
 namespace {
@@ -48,6 +49,13 @@ void CommonOptions::AddTo(CLI::App* cmd) {
   cmd->add_option("--topology", topology,
                   "machine to plan on: this | synthetic:<hwloc description> | xml:<file> "
                   "(overrides the config's topology)");
+  // The calibration's cache is per machine and run shape (kernels/calibrate.h): a flag, not a
+  // config key, because it changes no result's meaning; the environment carries it to the
+  // processes a command starts (bench's rows).
+  cmd->add_flag_callback(
+      "--recalibrate", [] { ::setenv(train::kRecalibrateEnv, "1", 1); },
+      "measure again which kernel runs each class of products, whatever the calibration cache "
+      "holds (CPUTRAIN_RECALIBRATE=1)");
 }
 
 Config CommonOptions::Load() const {

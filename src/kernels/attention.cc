@@ -228,7 +228,7 @@ void DroppedProduct(const AttentionDropout& drop, std::size_t b, int h, int t0, 
       for (int i = i0; i < i1; ++i)
         drop.Apply(buf + static_cast<std::size_t>(i - i0) * w,
                    A + static_cast<std::size_t>(i) * T + c0, w, drop.Row(b, h, t0 + i) + c0);
-      internal::Sgemm(false, false, i1 - i0, hs, w, 1.f, buf, w,
+      internal::Sgemm(GemmClass::kAttnFwd, false, false, i1 - i0, hs, w, 1.f, buf, w,
                       v + static_cast<std::size_t>(c0) * R, R, c0 == 0 ? 0.f : 1.f,
                       y + static_cast<std::size_t>(i0) * C, C);
     }
@@ -240,14 +240,14 @@ void DroppedProduct(const AttentionDropout& drop, std::size_t b, int h, int t0, 
 void TransposedGemm(int j0, int j1, int i0, int T, int hs, const float* M, const float* x, int ldx,
                     float* dst, int R, bool add) {
   const std::size_t o = static_cast<std::size_t>(j0), i = static_cast<std::size_t>(i0);
-  internal::Sgemm(true, false, j1 - j0, hs, T - i0, 1.f, M + i * T + o, T, x + i * ldx, ldx,
-                  add ? 1.f : 0.f, dst + o * R, R);
+  internal::Sgemm(GemmClass::kAttnBwd, true, false, j1 - j0, hs, T - i0, 1.f, M + i * T + o, T,
+                  x + i * ldx, ldx, add ? 1.f : 0.f, dst + o * R, R);
 }
 void TransposedGemm(int j0, int j1, int i0, int T, int hs, const uint16_t* M, const uint16_t* x,
                     int ldx, float* dst, int R, bool add) {
   const std::size_t o = static_cast<std::size_t>(j0), i = static_cast<std::size_t>(i0);
-  Bf16Gemm(j1 - j0, hs, T - i0, M + i * T + o, true, T, x + i * ldx, false, ldx, dst + o * R, R,
-           add);
+  Bf16Gemm(GemmClass::kAttnBwd, j1 - j0, hs, T - i0, M + i * T + o, true, T, x + i * ldx, false,
+           ldx, dst + o * R, R, add);
 }
 
 // dst[0:T] (+)= M[0:T, 0:T]^T @ x[0:T] (dk from dS and q, dv from P and dy; dst rows R apart, x
@@ -286,8 +286,9 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
       for (int r0 = 0; r0 < Tb; r0 += kRowBlock) {
         const int r1 = std::min(Tb, r0 + kRowBlock), n = mask.Keys(b, r1);
         // A[r0:r1, 0:n] = scale * q[r0:r1] @ k[0:n]^T
-        internal::Sgemm(false, true, r1 - r0, n, hs, scale, q + static_cast<std::size_t>(r0) * R, R,
-                        k, R, 0.f, A + static_cast<std::size_t>(r0) * Tb, Tb);
+        internal::Sgemm(GemmClass::kAttnFwd, false, true, r1 - r0, n, hs, scale,
+                        q + static_cast<std::size_t>(r0) * R, R, k, R, 0.f,
+                        A + static_cast<std::size_t>(r0) * Tb, Tb);
         for (int t = r0; t < r1; ++t)
           SoftmaxRow(A + static_cast<std::size_t>(t) * Tb, mask.First(b, t), mask.Last(b, t), Tb,
                      1.f);
@@ -297,8 +298,9 @@ void AttentionForward(WorkerPool& pool, float* out, float* att, const float* qkv
                          R, hs, y + static_cast<std::size_t>(r0) * C, C);
           continue;
         }
-        internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, A + static_cast<std::size_t>(r0) * Tb,
-                        Tb, v, R, 0.f, y + static_cast<std::size_t>(r0) * C, C);
+        internal::Sgemm(GemmClass::kAttnFwd, false, false, r1 - r0, hs, n, 1.f,
+                        A + static_cast<std::size_t>(r0) * Tb, Tb, v, R, 0.f,
+                        y + static_cast<std::size_t>(r0) * C, C);
       }
     }
   });
@@ -337,8 +339,9 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
         for (int r0 = 0; r0 < Tb; r0 += kRowBlock) {
           const int r1 = std::min(Tb, r0 + kRowBlock), n = mask.Keys(b, r1);
           // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T, kept in dS
-          internal::Sgemm(false, true, r1 - r0, n, hs, 1.f, dy + static_cast<std::size_t>(r0) * C,
-                          C, v, R, 0.f, dS + static_cast<std::size_t>(r0) * Tb, Tb);
+          internal::Sgemm(GemmClass::kAttnBwd, false, true, r1 - r0, n, hs, 1.f,
+                          dy + static_cast<std::size_t>(r0) * C, C, v, R, 0.f,
+                          dS + static_cast<std::size_t>(r0) * Tb, Tb);
           // dS on [0, Tb): exact zeros past the mask because the column-block products below read
           // the upper triangle of diagonal blocks. With dropout, dP is the gradient of the
           // dropped P: the mask and 1/(1-p) carry it back to P first.
@@ -349,8 +352,9 @@ void AttentionBackward(WorkerPool& pool, float* dqkv, float* scratch, const floa
                                mask.Last(b, t), Tb, scale);
           }
           // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
-          internal::Sgemm(false, false, r1 - r0, hs, n, 1.f, dS + static_cast<std::size_t>(r0) * Tb,
-                          Tb, k, R, 0.f, dq + static_cast<std::size_t>(r0) * R, R);
+          internal::Sgemm(GemmClass::kAttnBwd, false, false, r1 - r0, hs, n, 1.f,
+                          dS + static_cast<std::size_t>(r0) * Tb, Tb, k, R, 0.f,
+                          dq + static_cast<std::size_t>(r0) * R, R);
         }
         // dk (+)= dS^T @ q
         TransposedProduct(mask, b, Tb, hs, first, dS, q, R, dk, R, kRowBlock);
@@ -397,7 +401,7 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = ScoreScale(opt, hs);
-  const int block = Bf16RowBlock();
+  const int block = Bf16RowBlock(GemmClass::kAttnFwd);
   ConvertToBf16(pool, qkv_bf16, qkv, H.Positions() * R);
   pool.ParallelFor(static_cast<std::size_t>(B) * NH, [&](std::size_t t0, std::size_t t1, int tid) {
     uint16_t* Pb = scratch_bf16 + static_cast<std::size_t>(tid) * AttentionScratchBf16(1, T);
@@ -411,14 +415,16 @@ void AttentionForwardBf16(WorkerPool& pool, float* out, float* att, const float*
         const int r1 = std::min(Tb, r0 + block), n = mask.Keys(b, r1);
         const std::size_t o = static_cast<std::size_t>(r0);
         // A[r0:r1, 0:n] = q[r0:r1] @ k[0:n]^T (scaled inside the softmax)
-        Bf16Gemm(r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * Tb, Tb);
+        Bf16Gemm(GemmClass::kAttnFwd, r1 - r0, n, hs, q + o * R, false, R, k, true, R, A + o * Tb,
+                 Tb);
         for (int t = r0; t < r1; ++t) {
           float* p = A + static_cast<std::size_t>(t) * Tb;
           SoftmaxRow(p, mask.First(b, t), mask.Last(b, t), Tb, scale);
           ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * Tb, p, n, drop, drop.Row(b, h, t));
         }
         // y[r0:r1] = drop(P[r0:r1, 0:n]) @ v[0:n]
-        Bf16Gemm(r1 - r0, hs, n, Pb + o * Tb, false, Tb, v, false, R, y + o * C, C);
+        Bf16Gemm(GemmClass::kAttnFwd, r1 - r0, hs, n, Pb + o * Tb, false, Tb, v, false, R,
+                 y + o * C, C);
       }
     }
   });
@@ -433,7 +439,7 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
   const AttentionDropout drop(opt, NH, T);
   const int hs = H.hs, R = H.R;
   const float scale = ScoreScale(opt, hs);
-  const int block = Bf16RowBlock();
+  const int block = Bf16RowBlock(GemmClass::kAttnBwd);
   ConvertToBf16(pool, qkv_bf16, qkv, H.Positions() * R);
   ConvertToBf16(pool, dout_bf16, dout, H.Positions() * C);
   const std::size_t tasks = static_cast<std::size_t>(B) * H.NKV;
@@ -454,7 +460,8 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
           const int r1 = std::min(Tb, r0 + block), n = mask.Keys(b, r1);
           const std::size_t o = static_cast<std::size_t>(r0);
           // dP[r0:r1, 0:n] = dy[r0:r1] @ v[0:n]^T
-          Bf16Gemm(r1 - r0, n, hs, dy + o * C, false, C, v, true, R, dP + o * Tb, Tb);
+          Bf16Gemm(GemmClass::kAttnBwd, r1 - r0, n, hs, dy + o * C, false, C, v, true, R,
+                   dP + o * Tb, Tb);
           for (int t = r0; t < r1; ++t) {
             const float* p = P + static_cast<std::size_t>(t) * Tb;
             float* d = dP + static_cast<std::size_t>(t) * Tb;
@@ -466,7 +473,8 @@ void AttentionBackwardBf16(WorkerPool& pool, float* dqkv, float* scratch, uint16
             ProbabilitiesToBf16(Pb + static_cast<std::size_t>(t) * Tb, p, n, drop, row);
           }
           // dq[r0:r1] = dS[r0:r1, 0:n] @ k[0:n]
-          Bf16Gemm(r1 - r0, hs, n, dSb + o * Tb, false, Tb, k, false, R, dq + o * R, R);
+          Bf16Gemm(GemmClass::kAttnBwd, r1 - r0, hs, n, dSb + o * Tb, false, Tb, k, false, R,
+                   dq + o * R, R);
         }
         // dk (+)= dS^T @ q;  dv (+)= drop(P)^T @ dy
         TransposedProduct(mask, b, Tb, hs, first, dSb, q, R, dk, R, block);

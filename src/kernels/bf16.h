@@ -11,10 +11,11 @@
 //   tile-model  the AMX kernel on a portable model of the tile instructions (amx_tiles.h): any
 //               CPU, slowly; a correctness backend for tests, never chosen by itself
 //   onednn      oneDNN's matmul (kernels/onednn.h; builds with oneDNN only)
-// auto picks our kernel on the best instruction here: AMX where the CPU has it and Linux grants
-// it, else VDPBF16PS where AVX512_BF16 is, else nothing (train.precision: bf16 is refused); a
-// refused AMX (old kernel, test hook) falls back with one message, never a SIGILL. oneDNN is
-// chosen by name only (BestBf16Kernel says why, with the measurements).
+// auto: the calibration's choice per class of products (kernels/calibrate.h: every kernel that
+// runs here but the tile model, timed on the run's own shapes); before one ran, the prior: our
+// kernel on the best instruction here, AMX where the CPU has it and Linux grants it, else
+// VDPBF16PS where AVX512_BF16 is, else nothing (train.precision: bf16 is refused). A refused AMX
+// (old kernel, test hook) falls back with one message, never a SIGILL.
 //
 // Run-time detection only: the build's baseline stays x86-64-v3, code that needs AVX512-BF16 is
 // compiled with function target attributes, the AMX instructions live in one file built for them
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "runtime/worker_pool.h"
@@ -65,27 +67,36 @@ std::string Bf16KernelNames();
 std::string DescribeBf16Kernel(Bf16Kernel k);
 // "" when `k` can run in this process, else why not, in words (kAuto: whether auto finds one).
 std::string Bf16KernelMissing(Bf16Kernel k);
-// What auto picks here: amx where amx_granted, else vdpbf16ps where AVX512_BF16 (and not
-// disabled), else kAuto (none). The table and its measurements: bf16_kernel.cc, docs/bf16.md.
+// The prior (what runs before a calibration, and its tie-break): amx where amx_granted, else
+// vdpbf16ps where AVX512_BF16 (and not disabled), else kAuto (none). bf16_kernel.cc says why.
 Bf16Kernel BestBf16Kernel();
+// Every kernel a calibration may choose here (the tile model left out: a test backend), the
+// prior first; empty where bf16 does not run.
+std::vector<Bf16Kernel> Bf16Kernels();
 // Environment override of auto, for tests and benches: CPUTRAIN_BF16_KERNEL=<name>.
 inline constexpr const char* kBf16KernelEnv = "CPUTRAIN_BF16_KERNEL";
 // Resolves `requested` (kAuto: $CPUTRAIN_BF16_KERNEL when set, else BestBf16Kernel()) and makes it
-// the kernel Bf16Gemm runs in this process from now on. Throws InputError naming `what` (the key
-// or variable that asked) when the kernel cannot run here, or when auto finds none; returns the
-// kernel chosen. A CPU with AMX that Linux refuses gets vdpbf16ps from auto and one warning
-// naming the refusal (log::Warn, once per process).
+// the kernel of every class of bf16 products in this process from now on. Throws InputError
+// naming `what` (the key or variable that asked) when the kernel cannot run here, or when auto
+// finds none; returns the kernel chosen. A CPU with AMX that Linux refuses gets vdpbf16ps from
+// auto and one warning naming the refusal (log::Warn, once per process). A kernel named (by `what`
+// or the environment) is forced: a calibration never replaces it.
 Bf16Kernel UseBf16Kernel(Bf16Kernel requested, const std::string& what = "train.bf16_kernel");
-// The kernel Bf16Gemm runs now: the last UseBf16Kernel's, else (first use) auto's, resolved then
-// as UseBf16Kernel(kAuto) does, or the tile model where auto finds none (never a SIGILL).
-Bf16Kernel ActiveBf16Kernel();
+bool Bf16KernelForced();
+// One class's kernel (the calibration's choice); `k` must run here.
+void SetBf16Kernel(GemmClass c, Bf16Kernel k);
+// The kernel class `c`'s bf16 products run on now: the last UseBf16Kernel's or SetBf16Kernel's,
+// else (first use) auto's, resolved then as UseBf16Kernel(kAuto) does, or the tile model where
+// auto finds none (never a SIGILL).
+Bf16Kernel ActiveBf16Kernel(GemmClass c);
 // "bf16 products: vdpbf16ps (AVX512_BF16 (VDPBF16PS), our kernel), chosen by auto; also runs here:
-// tile-model, onednn": the line topo, train and bench print; `requested` says who chose (auto,
-// CPUTRAIN_BF16_KERNEL, or train.bf16_kernel), and a refused AMX is named with its reason.
+// tile-model, onednn": what runs before a calibration (or what was forced); `requested` says who
+// chose (auto, CPUTRAIN_BF16_KERNEL, or train.bf16_kernel), and a refused AMX is named with its
+// reason.
 std::string Bf16KernelLine(Bf16Kernel active, Bf16Kernel requested);
-// The row block of attention's bf16 products on the active kernel: a multiple of its
+// The row block of attention's bf16 products of class `c` on its kernel: a multiple of its
 // micro-kernel's rows (72 = 6 x VDPBF16PS's 12; 64 = 2 x AMX's 32).
-int Bf16RowBlock();
+int Bf16RowBlock(GemmClass c);
 
 // The bf16 nearest to x, ties to even (as PyTorch's c10::BFloat16 and torch.autocast round);
 // NaN becomes the one quiet NaN 0x7fc0 (as PyTorch's round_to_nearest_even), infinities and zeros
@@ -111,15 +122,15 @@ void ConvertToBf16(WorkerPool& pool, uint16_t* dst, const float* src, std::size_
 // The same on the calling thread alone.
 void ConvertRowToBf16(uint16_t* dst, const float* src, std::size_t n);
 
-// C (M,N) fp32 (+)= A (M,K) bf16 @ B (K,N) bf16, products accumulated in fp32, on the active
-// kernel (ActiveBf16Kernel). A is stored (M,K) with row stride lda, or (K,M) if ta; B is stored
-// (K,N) with row stride ldb, or (N,K) if tb; C has row stride ldc and is overwritten, or added to
-// with `add`. On our kernels the summation order depends on K alone (k in order, in equal blocks
-// of at most 512), so results are bit-identical for any split of M and N between threads.
+// C (M,N) fp32 (+)= A (M,K) bf16 @ B (K,N) bf16, products accumulated in fp32, on the kernel of
+// class `cls` (ActiveBf16Kernel(cls)). A is stored (M,K) with row stride lda, or (K,M) if ta; B is
+// stored (K,N) with row stride ldb, or (N,K) if tb; C has row stride ldc and is overwritten, or
+// added to with `add`. On our kernels the summation order depends on K alone (k in order, in equal
+// blocks of at most 512), so results are bit-identical for any split of M and N between threads.
 // Thread safety: reentrant; our kernels use thread_local packing buffers (allocated on a thread's
 // first call, reused after).
-void Bf16Gemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B, bool tb,
-              int ldb, float* C, int ldc, bool add = false);
+void Bf16Gemm(GemmClass cls, int M, int N, int K, const uint16_t* A, bool ta, int lda,
+              const uint16_t* B, bool tb, int ldb, float* C, int ldc, bool add = false);
 // The same on kernel `k` (not kAuto), whichever is active: bench gemm's rows and the tests. `k`
 // must be able to run here (Bf16KernelMissing(k) empty).
 void Bf16GemmOn(Bf16Kernel k, int M, int N, int K, const uint16_t* A, bool ta, int lda,
@@ -133,7 +144,7 @@ void Bf16GemmOn(Bf16Kernel k, int M, int N, int K, const uint16_t* A, bool ta, i
 // weight; inp is converted into scratch (N*C bf16) first.
 void MatmulForwardBf16(WorkerPool& pool, float* out, const float* inp, uint16_t* inp_bf16,
                        const uint16_t* weight, const float* bias, std::size_t N, int C, int OC,
-                       int ldo);
+                       int ldo, GemmSite site = GemmSite::kBlock);
 // dinp (N,C) = bf16(dout) @ weight (null: skipped); dweight (OC,C) = bf16(dout)^T @ bf16(inp)
 // (added with accumulate; null: skipped, and inp is not converted); dbias = column sums of the
 // fp32 dout (null: skipped). dout (row stride ldd) is
@@ -141,7 +152,7 @@ void MatmulForwardBf16(WorkerPool& pool, float* out, const float* inp, uint16_t*
 void MatmulBackwardBf16(WorkerPool& pool, float* dinp, float* dweight, float* dbias,
                         const float* dout, uint16_t* dout_bf16, const float* inp,
                         uint16_t* inp_bf16, const uint16_t* weight, std::size_t N, int C, int OC,
-                        int ldd, bool accumulate = false);
+                        int ldd, bool accumulate = false, GemmSite site = GemmSite::kBlock);
 
 // Attention with bf16 products (what torch.autocast runs in bf16: q k^T and P v, and in
 // backward dP = dy v^T, dq = dS k, dk = dS^T q, dv = P^T dy), fp32 accumulation; the softmax, its

@@ -22,14 +22,8 @@ namespace {
 constexpr Bf16Kernel kNamed[] = {Bf16Kernel::kAmx, Bf16Kernel::kVdpbf16ps, Bf16Kernel::kTileModel,
                                  Bf16Kernel::kOnednn};
 
-// The active kernel, as an int; -1 until the first use resolves auto. Written by UseBf16Kernel
-// (before a run starts its workers, or between runs) and read by every worker's Bf16Gemm: the
-// release store and acquire loads make a kernel set after the workers started (a second
-// train::Train in one process, a test) visible to the next product they run; the workers' pool
-// handoff already orders the usual case.
-std::atomic<int> g_active{-1};
-void StoreActive(Bf16Kernel k) { g_active.store(static_cast<int>(k), std::memory_order_release); }
-int LoadActive() { return g_active.load(std::memory_order_acquire); }
+// Each class's kernel (UseBf16Kernel, SetBf16Kernel; read by every worker's Bf16Gemm).
+internal::ClassTable<Bf16Kernel> g_active;
 
 // The AMX refusal is worth saying once per process, not once per run.
 std::once_flag g_refusal_said;
@@ -91,7 +85,7 @@ std::string Bf16KernelNames() {
 std::string DescribeBf16Kernel(Bf16Kernel k) {
   switch (k) {
     case Bf16Kernel::kAuto:
-      return "auto: by CPU class";
+      return "auto: measured per class of products";
     case Bf16Kernel::kAmx:
       return "AMX tiles (TDPBF16PS), our kernel";
     case Bf16Kernel::kVdpbf16ps:
@@ -126,21 +120,32 @@ std::string Bf16KernelMissing(Bf16Kernel k) {
   return "unknown kernel";
 }
 
-// auto's table, by CPU class (docs/bf16.md, "Which kernel runs where", has the measurements):
+// The prior, by CPU class (docs/bf16.md, "Which kernel runs where", has the measurements); auto
+// measures (kernels/calibrate.h) and this only breaks near-ties and runs before a calibration:
 //   AMX granted   our AMX kernel (TDPBF16PS, 16 x 16 x 32 per instruction)
 //   AVX512_BF16   our VDPBF16PS kernel: on Zen 5 it matched oneDNN's matmul on the training shapes
 //                 of gpt2-124M (per core, thread CPU time: 0.169 s against 0.166 s for the step's
 //                 products), and it allocates nothing per call, where oneDNN's execute allocates
 //                 its argument maps (~6000 allocations a gpt2 step; the engine's steps allocate
 //                 nothing: tests/alloc_free_step_test.cc)
-// oneDNN stays a kernel one can choose (train.bf16_kernel: onednn), and bench gemm's rows. On AMX
-// ours against oneDNN is unmeasured (no AMX machine here; docs/bf16.md says how to measure it).
+// oneDNN is timed beside them by the calibration (and is bench gemm's rows).
 Bf16Kernel BestBf16Kernel() {
   const Bf16Support s = DetectBf16();
   if (s.disabled) return Bf16Kernel::kAuto;
   if (s.amx_granted) return Bf16Kernel::kAmx;
   if (s.avx512_bf16) return Bf16Kernel::kVdpbf16ps;
   return Bf16Kernel::kAuto;
+}
+
+std::vector<Bf16Kernel> Bf16Kernels() {
+  std::vector<Bf16Kernel> out;
+  const Bf16Kernel prior = BestBf16Kernel();
+  if (prior == Bf16Kernel::kAuto) return out;
+  out.push_back(prior);
+  for (Bf16Kernel k : {Bf16Kernel::kAmx, Bf16Kernel::kVdpbf16ps, Bf16Kernel::kOnednn}) {
+    if (k != prior && Bf16KernelMissing(k).empty()) out.push_back(k);
+  }
+  return out;
 }
 
 Bf16Kernel UseBf16Kernel(Bf16Kernel requested, const std::string& what) {
@@ -168,7 +173,7 @@ Bf16Kernel UseBf16Kernel(Bf16Kernel requested, const std::string& what) {
           "Cooper Lake, Sapphire Rapids or later; AMD Zen 4 or later); `cputrain-numa "
           "topo` prints which precisions this machine runs natively");
     }
-    StoreActive(best);
+    g_active.SetAll(best, /*forced=*/false);
     return best;
   }
   if (const std::string missing = Bf16KernelMissing(requested); !missing.empty()) {
@@ -180,22 +185,30 @@ Bf16Kernel UseBf16Kernel(Bf16Kernel requested, const std::string& what) {
                                                           : Bf16KernelName(BestBf16Kernel()),
                     Bf16KernelNames()));
   }
-  StoreActive(requested);
+  g_active.SetAll(requested, /*forced=*/true);
   return requested;
 }
 
-Bf16Kernel ActiveBf16Kernel() {
-  int k = LoadActive();
+bool Bf16KernelForced() { return g_active.Forced(); }
+
+void SetBf16Kernel(GemmClass c, Bf16Kernel k) {
+  CPUTRAIN_CHECK(k != Bf16Kernel::kAuto && Bf16KernelMissing(k).empty(),
+                 "SetBf16Kernel: a kernel that cannot run here");
+  g_active.Set(c, k);
+}
+
+Bf16Kernel ActiveBf16Kernel(GemmClass c) {
+  int k = g_active.Get(c);
   if (k < 0) {
     // First use without a choice made (a tool, a test): auto's, or the model where none runs.
     const Bf16Kernel best = BestBf16Kernel();
     const char* env = std::getenv(kBf16KernelEnv);
     if (best == Bf16Kernel::kAuto && (env == nullptr || *env == '\0')) {
-      StoreActive(Bf16Kernel::kTileModel);
+      g_active.SetAll(Bf16Kernel::kTileModel, /*forced=*/false);
     } else {
       UseBf16Kernel(Bf16Kernel::kAuto, kBf16KernelEnv);
     }
-    k = LoadActive();
+    k = g_active.Get(c);
   }
   return static_cast<Bf16Kernel>(k);
 }
@@ -218,8 +231,8 @@ std::string Bf16KernelLine(Bf16Kernel active, Bf16Kernel requested) {
   return line;
 }
 
-int Bf16RowBlock() {
-  switch (ActiveBf16Kernel()) {
+int Bf16RowBlock(GemmClass c) {
+  switch (ActiveBf16Kernel(c)) {
     case Bf16Kernel::kAmx:
     case Bf16Kernel::kTileModel:
     case Bf16Kernel::kOnednn:
@@ -253,9 +266,9 @@ void Bf16GemmOn(Bf16Kernel k, int M, int N, int K, const uint16_t* A, bool ta, i
   CPUTRAIN_CHECK(false, "Bf16GemmOn: no kernel named");
 }
 
-void Bf16Gemm(int M, int N, int K, const uint16_t* A, bool ta, int lda, const uint16_t* B, bool tb,
-              int ldb, float* C, int ldc, bool add) {
-  Bf16GemmOn(ActiveBf16Kernel(), M, N, K, A, ta, lda, B, tb, ldb, C, ldc, add);
+void Bf16Gemm(GemmClass cls, int M, int N, int K, const uint16_t* A, bool ta, int lda,
+              const uint16_t* B, bool tb, int ldb, float* C, int ldc, bool add) {
+  Bf16GemmOn(ActiveBf16Kernel(cls), M, N, K, A, ta, lda, B, tb, ldb, C, ldc, add);
 }
 
 }  // namespace cputrain::kernels

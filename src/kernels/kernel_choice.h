@@ -5,13 +5,44 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <string>
 
 #include "common/error.h"
+#include "kernels/kernels.h"
 
 namespace cputrain::kernels::internal {
+
+// Each class's kernel K (an enum), as an int; -1 until the first use resolves auto. Written (Set,
+// SetAll) by the thread that sets up a run, before its workers start or between runs; read (Get)
+// by every worker's product: the release stores and acquire loads make a kernel set after the
+// workers started (a second train::Train in one process, a test) visible to the next product
+// they run; the workers' pool handoff already orders the usual case. One word per class: a
+// product reads only its own class's. Forced(): the last SetAll named its kernel (the config or
+// the environment); only the setting-up thread reads it, so relaxed is enough.
+template <class K>
+class ClassTable {
+ public:
+  ClassTable() {
+    for (std::atomic<int>& x : k_) x.store(-1, std::memory_order_relaxed);
+  }
+  void Set(GemmClass c, K k) {
+    k_[static_cast<int>(c)].store(static_cast<int>(k), std::memory_order_release);
+  }
+  void SetAll(K k, bool forced) {
+    for (int c = 0; c < kGemmClasses; ++c) Set(static_cast<GemmClass>(c), k);
+    forced_.store(forced, std::memory_order_relaxed);
+  }
+  // -1 while unset.
+  int Get(GemmClass c) const { return k_[static_cast<int>(c)].load(std::memory_order_acquire); }
+  bool Forced() const { return forced_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int> k_[kGemmClasses];
+  std::atomic<bool> forced_{false};
+};
 
 // The kernel the environment variable `env` names (parsed by `parse`), or nullopt where it is
 // unset or empty; InputError naming the variable and the valid `names` where it names none.

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/worker_pool.h"
 
@@ -34,31 +35,80 @@ namespace cputrain::kernels {
 // concurrent callers, the serial build is not — this refuses a serial build with a RuntimeError).
 void InitBlas();
 
-// Which library runs the fp32 matrix products (every sgemm of the kernels below): OpenBLAS, or
-// oneDNN's matmul (kernels/onednn.h; builds with oneDNN). auto is OpenBLAS where its kernels are
-// as wide as the CPU's (with its AVX-512 kernels it matched oneDNN on Zen 5, docs/bf16.md, and it
-// allocates nothing per call), and oneDNN where OpenBLAS runs 256-bit kernels on an AVX-512 CPU
-// (OPENBLAS_CORETYPE=Haswell, as the project's Zen machines set it): there oneDNN is ~1.8x faster
-// per core. The "fp32 products" line says which ran and why. The environment's
-// CPUTRAIN_FP32_KERNEL overrides auto (train.fp32_kernel sets it in a config).
-enum class Fp32Kernel { kAuto, kOpenblas, kOnednn };
+// ---- which kernel runs a class of products
+//
+// The matrix products of a pass fall into classes (GemmClass), and each class runs on its own
+// kernel: the fastest of those that run here, measured on the run's own shapes by
+// kernels/calibrate.h (the calibration). A class's kernel is set before a run's workers start;
+// every product of the class runs on it until it is set again.
+enum class GemmClass : int {
+  kFwd,          // a block's linear, forward: out (N,OC) = inp (N,C) @ W^T
+  kDinp,         // its input gradient: dinp (N,C) = dout (N,OC) @ W
+  kDweight,      // its weight gradient: dW (OC,C) = dout^T @ inp
+  kHeadFwd,      // the same three for the head (the LM head C -> V; a task head)
+  kHeadDinp,     //
+  kHeadDweight,  //
+  kAttnFwd,      // attention's per-head Q K^T and P V
+  kAttnBwd,      // their gradients
+  kLora,         // LoRA's rank-r products (forward and backward)
+};
+inline constexpr int kGemmClasses = 9;
+// "fwd", "dinp", "dweight", "head.fwd", "head.dinp", "head.dweight", "attn.fwd", "attn.bwd",
+// "lora".
+const char* GemmClassName(GemmClass c);
+std::optional<GemmClass> ParseGemmClass(const std::string& name);
+// Which linear a Matmul* call computes: a block's (qkv, attention output, MLP) or the head's
+// (kernels choose by class: kFwd or kHeadFwd, ...).
+enum class GemmSite { kBlock, kHead };
+
+// Which library runs the fp32 matrix products (every sgemm of the kernels below): OpenBLAS,
+// oneDNN's matmul (kernels/onednn.h; builds with oneDNN) or our own AVX2 kernel
+// (kernels/own_sgemm.h). auto: the calibration's choice per class (kernels/calibrate.h); before
+// one ran (or where none runs: a tool, a test), the prior below. The environment's
+// CPUTRAIN_FP32_KERNEL overrides auto (train.fp32_kernel sets it in a config) for every class.
+enum class Fp32Kernel { kAuto, kOpenblas, kOnednn, kOwn };
 inline constexpr const char* kFp32KernelEnv = "CPUTRAIN_FP32_KERNEL";
-const char* Fp32KernelName(Fp32Kernel k);  // "auto", "openblas", "onednn"
+const char* Fp32KernelName(Fp32Kernel k);  // "auto", "openblas", "onednn", "own"
 std::optional<Fp32Kernel> ParseFp32Kernel(const std::string& name);
-// "" when `k` can run in this build, else why not.
+// "" when `k` can run in this build on this CPU, else why not.
 std::string Fp32KernelMissing(Fp32Kernel k);
-// What auto picks here (OpenBLAS, or oneDNN where OpenblasNarrowerThanCpu() and it is built).
+// Every kernel that runs here (auto left out), OpenBLAS first.
+std::vector<Fp32Kernel> Fp32Kernels();
+// The prior: what runs before a calibration, and the tie-break between kernels it measured
+// within a few percent of each other. OpenBLAS (allocation-free per call), or oneDNN where
+// OpenBLAS runs a core narrower than the CPU's vectors (OpenblasCore) and oneDNN is built.
 Fp32Kernel BestFp32Kernel();
-// OpenBLAS runs its 256-bit (Haswell or Zen) kernels on a CPU with AVX-512F.
+// The core OpenBLAS runs (openblas_get_corename: "Haswell", "SkylakeX", "Prescott", ...), the
+// width of its vectors in bits (128 for the SSE cores, 256 for AVX/AVX2 ones, 512 for AVX-512),
+// the CPU's widest (512 with AVX-512F, else 256), and the OPENBLAS_CORETYPE that would match the
+// CPU where the core is narrower ("" where it is not).
+struct OpenblasCore {
+  std::string name;
+  int bits = 0, cpu_bits = 0;
+  std::string better;
+  bool narrower() const { return bits > 0 && bits < cpu_bits; }
+};
+OpenblasCore OpenblasCoreInfo();
+// OpenBLAS runs a core narrower than the CPU's vectors.
 bool OpenblasNarrowerThanCpu();
-// Resolves `requested` (kAuto: $CPUTRAIN_FP32_KERNEL when set, else BestFp32Kernel()) and makes it
-// the one the kernels run from now on; InputError naming `what` when it cannot run here.
+// Resolves `requested` (kAuto: $CPUTRAIN_FP32_KERNEL when set, else the prior) and makes it the
+// kernel of every class; InputError naming `what` when it cannot run here. Returns the kernel. A
+// forced kernel (named by `what` or the environment) is never replaced by a calibration.
 Fp32Kernel UseFp32Kernel(Fp32Kernel requested, const std::string& what = "train.fp32_kernel");
-// The active one (first use without a choice: auto's).
-Fp32Kernel ActiveFp32Kernel();
-// "fp32 products: onednn (oneDNN's matmul), chosen by auto; OpenBLAS core Haswell": for train's
-// log and bench's header.
+// Whether the last UseFp32Kernel was forced (a kernel named by the config or the environment).
+bool Fp32KernelForced();
+// "fp32 products: onednn (oneDNN's matmul) for every class; chosen by train.fp32_kernel;
+// OpenBLAS core Haswell": what runs before a calibration, or what was forced (`requested` says
+// who chose: auto's prior, CPUTRAIN_FP32_KERNEL or train.fp32_kernel).
 std::string Fp32KernelLine(Fp32Kernel active, Fp32Kernel requested);
+// One class's kernel (the calibration's choice); `k` must run here.
+void SetFp32Kernel(GemmClass c, Fp32Kernel k);
+// The kernel class `c` runs now (first use without a choice: the prior's).
+Fp32Kernel ActiveFp32Kernel(GemmClass c);
+// C (M,N) = alpha op(A) op(B) + beta C (cblas_sgemm's row-major contract) on kernel `k` (not
+// kAuto), whatever is active: bench gemm's rows and the tests. `k` must run here.
+void SgemmOn(Fp32Kernel k, bool ta, bool tb, int M, int N, int K, float alpha, const float* A,
+             int lda, const float* B, int ldb, float beta, float* C, int ldc);
 
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]. inp (B,T), wte (Vp,C), wpe (maxT,C). wpe == nullptr: a
 // model without learned positions (Llama: RoPE inside attention instead), out = wte rows alone.
@@ -128,15 +178,17 @@ void QkNormBackward(WorkerPool& pool, float* dqkv, float* dwq, float* dwk, const
 void MatmulSlice(std::size_t n, int parts, int tid, std::size_t* b, std::size_t* e);
 
 // out (N,OC) = inp (N,C) @ weight(OC,C)^T + bias(OC); bias may be null; out's row stride ldo.
+// site: whose product it is (the kernel of class kFwd or kHeadFwd runs it).
 void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* weight,
-                   const float* bias, std::size_t N, int C, int OC, int ldo);
+                   const float* bias, std::size_t N, int C, int OC, int ldo,
+                   GemmSite site = GemmSite::kBlock);
 // dinp (N,C) = dout @ weight (null: skipped); dweight (OC,C) = dout^T @ inp (null: skipped, a
 // frozen weight); dbias (OC) = column sums of dout (null: skipped). All written; with accumulate
 // dweight and dbias are added to (sgemm beta = 1; dbias's column sums continue from its value),
 // dinp is still written. dout's row stride ldd.
 void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias, const float* dout,
                     const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
-                    bool accumulate = false);
+                    bool accumulate = false, GemmSite site = GemmSite::kBlock);
 
 // Dropout's keep decision, counter based: the same on every thread, pool size and placement; the
 // caller derives `seed` per (run seed, step, micro-batch, layer, site) and `index` from the

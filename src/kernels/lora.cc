@@ -43,10 +43,11 @@ void LoraForward(WorkerPool& pool, float* out, float* h, float* xd, const float*
     if (b >= e) return;
     if (dropped) DropRows(xd, x, b, e, IC, mask, drop);
     // h[b:e] (N,r) = xd[b:e] (N,IC) @ A (r,IC)^T
-    internal::Sgemm(false, true, I(e - b), r, IC, 1.f, in + b * IC, IC, A, IC, 0.f, h + b * r, r);
+    internal::Sgemm(GemmClass::kLora, false, true, I(e - b), r, IC, 1.f, in + b * IC, IC, A, IC,
+                    0.f, h + b * r, r);
     // out[b:e, 0:rows] += scale * h[b:e] (N,r) @ B (rows,r)^T
-    internal::Sgemm(false, true, I(e - b), rows, r, scale, h + b * r, r, B, r, 1.f, out + b * ldo,
-                    ldo);
+    internal::Sgemm(GemmClass::kLora, false, true, I(e - b), rows, r, scale, h + b * r, r, B, r,
+                    1.f, out + b * ldo, ldo);
   });
 }
 
@@ -66,31 +67,33 @@ void LoraBackward(WorkerPool& pool, float* dinp, float* dA, float* dB, float* dh
     MatmulSlice(static_cast<std::size_t>(IC), nt, tid, &c0, &c1);
     // 1. dB[o0:o1] (rows,r) (+)= scale * dout[:, o0:o1]^T (N,rows) @ h (N,r)
     if (o0 < o1) {
-      internal::Sgemm(true, false, I(o1 - o0), r, I(N), scale, dout + o0, ldd, h, r, beta,
-                      dB + o0 * r, r);
+      internal::Sgemm(GemmClass::kLora, true, false, I(o1 - o0), r, I(N), scale, dout + o0, ldd, h,
+                      r, beta, dB + o0 * r, r);
     }
     if (b < e) {
       // dh[b:e] (N,r) = scale * dout[b:e] (N,rows) @ B (rows,r)
-      internal::Sgemm(false, false, I(e - b), r, rows, scale, dout + b * ldd, ldd, B, r, 0.f,
-                      dh + b * r, r);
+      internal::Sgemm(GemmClass::kLora, false, false, I(e - b), r, rows, scale, dout + b * ldd, ldd,
+                      B, r, 0.f, dh + b * r, r);
       if (dropped) {
         DropRows(xd, x, b, e, IC, mask, drop);
       } else if (dinp) {
         // dinp[b:e] (N,IC) += dh[b:e] (N,r) @ A (r,IC)
-        internal::Sgemm(false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC, 1.f,
-                        dinp + b * IC, IC);
+        internal::Sgemm(GemmClass::kLora, false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC,
+                        1.f, dinp + b * IC, IC);
       }
     }
     pool.Barrier();
     // 2. dA[:, c0:c1] (r,IC) (+)= dh^T (r,N) @ xd[:, c0:c1] (N,IC)
     if (c0 < c1) {
-      internal::Sgemm(true, false, r, I(c1 - c0), I(N), 1.f, dh, r, in + c0, IC, beta, dA + c0, IC);
+      internal::Sgemm(GemmClass::kLora, true, false, r, I(c1 - c0), I(N), 1.f, dh, r, in + c0, IC,
+                      beta, dA + c0, IC);
     }
     if (!dropped || dinp == nullptr) return;
     pool.Barrier();
     // 3. dinp[b:e] += dropout'(dh[b:e] @ A), the product staged in xd's rows.
     if (b >= e) return;
-    internal::Sgemm(false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC, 0.f, xd + b * IC, IC);
+    internal::Sgemm(GemmClass::kLora, false, false, I(e - b), IC, r, 1.f, dh + b * r, r, A, IC, 0.f,
+                    xd + b * IC, IC);
     for (std::size_t n = b; n < e; ++n) {
       const uint64_t index0 = drop.offset + RowElement(drop.row_index, n, IC);
       for (std::size_t c = 0; c < static_cast<std::size_t>(IC); ++c)

@@ -1,5 +1,6 @@
-// Matrix products through the fp32 sgemm (kernels/sgemm.h: OpenBLAS, or oneDNN where it measured
-// faster; kernels.h, Fp32Kernel), one single-threaded call per pool worker on its own slice of
+// Matrix products through the fp32 sgemm (kernels/sgemm.h: the kernel the calibration measured
+// fastest for the product's class; kernels.h, Fp32Kernel), one single-threaded call per pool
+// worker on its own slice of
 // the output (see InitBlas). The slice is the output's larger dimension, rounded to 16
 // (a 64-byte line of floats): for the LM head (N = B*T = 512, OC = 50257) splitting OC keeps each
 // worker reading only its rows of the 154 MB weight once.
@@ -52,34 +53,38 @@ void InitBlas() {
 }
 
 void MatmulForward(WorkerPool& pool, float* out, const float* inp, const float* weight,
-                   const float* bias, std::size_t N, int C, int OC, int ldo) {
+                   const float* bias, std::size_t N, int C, int OC, int ldo, GemmSite site) {
+  const GemmClass cls = site == GemmSite::kHead ? GemmClass::kHeadFwd : GemmClass::kFwd;
   internal::ForwardBlocks(
       pool, out, bias, N, OC, ldo,
       [&](std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, bool add) {
         // out[r0:r1, c0:c1] (+)= inp[r0:r1, :] @ weight[c0:c1, :]^T
-        internal::Sgemm(false, true, I(r1 - r0), I(c1 - c0), C, 1.f, inp + r0 * C, C,
+        internal::Sgemm(cls, false, true, I(r1 - r0), I(c1 - c0), C, 1.f, inp + r0 * C, C,
                         weight + c0 * C, C, add ? 1.f : 0.f, out + r0 * ldo + c0, ldo);
       });
 }
 
 void MatmulBackward(WorkerPool& pool, float* dinp, float* dweight, float* dbias, const float* dout,
                     const float* inp, const float* weight, std::size_t N, int C, int OC, int ldd,
-                    bool accumulate) {
+                    bool accumulate, GemmSite site) {
+  const bool head = site == GemmSite::kHead;
+  const GemmClass dinp_cls = head ? GemmClass::kHeadDinp : GemmClass::kDinp;
+  const GemmClass dw_cls = head ? GemmClass::kHeadDweight : GemmClass::kDweight;
   internal::BackwardBlocks(
       pool, dinp != nullptr, dweight != nullptr, dbias, dout, N, C, OC, ldd, accumulate,
       [&](bool split_rows, std::size_t b, std::size_t e) {
         // dinp[N,C] = dout[N,OC] @ weight[OC,C], rows or columns [b,e)
         if (split_rows) {
-          internal::Sgemm(false, false, I(e - b), C, OC, 1.f, dout + b * ldd, ldd, weight, C, 0.f,
-                          dinp + b * C, C);
+          internal::Sgemm(dinp_cls, false, false, I(e - b), C, OC, 1.f, dout + b * ldd, ldd, weight,
+                          C, 0.f, dinp + b * C, C);
         } else {
-          internal::Sgemm(false, false, I(N), I(e - b), OC, 1.f, dout, ldd, weight + b, C, 0.f,
-                          dinp + b, C);
+          internal::Sgemm(dinp_cls, false, false, I(N), I(e - b), OC, 1.f, dout, ldd, weight + b, C,
+                          0.f, dinp + b, C);
         }
       },
       [&](std::size_t o0, std::size_t o1) {
         // dweight[o0:o1, :] (+)= dout[:, o0:o1]^T @ inp
-        internal::Sgemm(true, false, I(o1 - o0), C, I(N), 1.f, dout + o0, ldd, inp, C,
+        internal::Sgemm(dw_cls, true, false, I(o1 - o0), C, I(N), 1.f, dout + o0, ldd, inp, C,
                         accumulate ? 1.f : 0.f, dweight + o0 * C, C);
       });
 }

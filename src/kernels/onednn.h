@@ -48,6 +48,8 @@ class OnednnGemm {
   // The instruction set oneDNN's kernels run on here ("avx512_core_amx", "avx512_core_bf16", ...;
   // "none" without oneDNN).
   static std::string Isa();
+  // "2.6.3" ("none" without oneDNN).
+  static std::string Version();
   // This thread's OpenMP thread count for the calls it makes.
   static void SetCallerThreads(int n);
   // Whether this build has oneDNN; without it Run* throw and SetCallerThreads does nothing.

@@ -56,6 +56,11 @@ std::string OnednnGemm::Isa() {
   }
 }
 
+std::string OnednnGemm::Version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
 std::string OnednnGemm::impl() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->impl;

@@ -15,6 +15,7 @@ OnednnGemm::~OnednnGemm() = default;
 void OnednnGemm::SetCallerThreads(int) {}
 bool OnednnGemm::Available() { return false; }
 std::string OnednnGemm::Isa() { return "none"; }
+std::string OnednnGemm::Version() { return "none"; }
 std::string OnednnGemm::impl() const { return "none"; }
 
 void OnednnGemm::RunBf16(int, int, int, const uint16_t*, bool, int, const uint16_t*, bool, int,

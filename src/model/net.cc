@@ -96,14 +96,19 @@ kernels::LoraDropout Net::LoraDrop(int l, const LoraSite& site) const {
   return d;
 }
 
+kernels::GemmSite Net::Site(Tensor w) {
+  const bool head = w == kWte || w == kLmHead || w == kPoolw || w == kHeadw;
+  return head ? kernels::GemmSite::kHead : kernels::GemmSite::kBlock;
+}
+
 void Net::Linear(WorkerPool& pool, const Bf16Operands* bf16, float* out, const float* inp, Tensor w,
                  Tensor b, int l, int IC, int OC, int ldo) const {
   const bool saved = lora_ && lora_->lora->Saves(w);
   if (bf16 && !saved) {
     kernels::MatmulForwardBf16(pool, out, inp, bf16->in, bf16->weights + layout.offset(w, l),
-                               P(b, l), N, IC, OC, ldo);
+                               P(b, l), N, IC, OC, ldo, Site(w));
   } else {
-    kernels::MatmulForward(pool, out, inp, P(w, l), P(b, l), N, IC, OC, ldo);
+    kernels::MatmulForward(pool, out, inp, P(w, l), P(b, l), N, IC, OC, ldo, Site(w));
   }
   if (!lora_) return;
   const ParamLayout& LL = trained_;
@@ -122,10 +127,11 @@ void Net::LinearBack(WorkerPool& pool, const Bf16Operands* bf16, float* dinp, Te
   const bool saved = lora_ && lora_->lora->Saves(w);
   if (bf16 && !saved) {
     kernels::MatmulBackwardBf16(pool, dinp, G(w, l), G(b, l), dout, bf16->dout, inp, bf16->in,
-                                bf16->weights + layout.offset(w, l), N, IC, OC, ldd, accumulate);
+                                bf16->weights + layout.offset(w, l), N, IC, OC, ldd, accumulate,
+                                Site(w));
   } else {
     kernels::MatmulBackward(pool, dinp, G(w, l), G(b, l), dout, inp, P(w, l), N, IC, OC, ldd,
-                            accumulate);
+                            accumulate, Site(w));
   }
   if (!lora_) return;
   const ParamLayout& LL = trained_;

@@ -51,6 +51,9 @@ class Net {
   void LinearBack(WorkerPool& pool, const Bf16Operands* bf16, float* dinp, Tensor w, Tensor b,
                   int l, const float* dout, const float* inp, int IC, int OC, int ldd,
                   bool accumulate) const;
+  // Whose products w's are, for the kernel choice (kernels.h GemmSite): the LM head, the pooler
+  // and the task head are the head's; the rest a block's.
+  static kernels::GemmSite Site(Tensor w);
   // Whether LinearBack reads `inp` for w of layer l: w's gradient is computed (G non-null), or a
   // LoRA site adapts w (its dA). A frozen, unadapted product needs only dout.
   bool ReadsInput(Tensor w, int l) const {

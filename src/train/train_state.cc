@@ -25,24 +25,27 @@ nlohmann::json ToJson(const TrainState& s) {
   const model::Shape& sh = s.shape;
   nlohmann::json shards = nlohmann::json::array();
   for (const ShardRecord& r : s.shards) shards.push_back({{"path", r.path}, {"tokens", r.tokens}});
-  return {{"step", s.step},
-          {"skipped_steps", s.skipped_steps},
-          {"next_window", s.next_window},
-          {"epoch", s.epoch},
-          {"shuffle", s.shuffle},
-          {"data_seed", s.data_seed},
-          {"tokens", s.tokens},
-          {"seed", s.seed},
-          {"config_hash", fmt::format("{:016x}", s.config_hash)},
-          {"lr", s.lr},
-          {"shape",
-           {{"max_seq_len", sh.maxT},
-            {"vocab_size", sh.V},
-            {"padded_vocab_size", sh.Vp},
-            {"layers", sh.L},
-            {"heads", sh.NH},
-            {"channels", sh.C}}},
-          {"data", {{"train", shards}, {"batch_size", s.batch_size}, {"seq_len", s.seq_len}}}};
+  nlohmann::json j = {
+      {"step", s.step},
+      {"skipped_steps", s.skipped_steps},
+      {"next_window", s.next_window},
+      {"epoch", s.epoch},
+      {"shuffle", s.shuffle},
+      {"data_seed", s.data_seed},
+      {"tokens", s.tokens},
+      {"seed", s.seed},
+      {"config_hash", fmt::format("{:016x}", s.config_hash)},
+      {"lr", s.lr},
+      {"shape",
+       {{"max_seq_len", sh.maxT},
+        {"vocab_size", sh.V},
+        {"padded_vocab_size", sh.Vp},
+        {"layers", sh.L},
+        {"heads", sh.NH},
+        {"channels", sh.C}}},
+      {"data", {{"train", shards}, {"batch_size", s.batch_size}, {"seq_len", s.seq_len}}}};
+  if (!s.kernels.is_null()) j["kernels"] = s.kernels;
+  return j;
 }
 
 // Version 1 named one train file and its bytes, and had no shuffle: a v1 state reads as one shard
@@ -79,6 +82,7 @@ TrainState FromJson(const nlohmann::json& j, uint32_t version) {
   s.batch_size = d.at("batch_size").get<int>();
   s.seq_len = d.at("seq_len").get<int>();
   if (version == 1) s.tokens = static_cast<uint64_t>(s.step) * s.batch_size * s.seq_len;
+  if (j.contains("kernels") && j["kernels"].is_object()) s.kernels = j["kernels"];
   return s;
 }
 

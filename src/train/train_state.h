@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,6 +46,9 @@ struct TrainState {
   model::Shape shape;
   std::vector<ShardRecord> shards;  // data.train, expanded, in order
   int batch_size = 0, seq_len = 0;
+  // The kernels the run's products ran on (train/kernel_setup.h; null in files written before it
+  // was recorded): a resume on the same machine runs the same ones.
+  nlohmann::json kernels;
 };
 
 // Writes state.bin atomically (common/files.h); m and v are each the concatenation of their

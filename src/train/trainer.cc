@@ -24,9 +24,11 @@
 #include "model/presets.h"
 #include "model/transformer.h"
 #include "optim/optim.h"
+#include "topology/binding.h"
 #include "topology/placement.h"
 #include "topology/topology.h"
 #include "train/batches.h"
+#include "train/kernel_setup.h"
 #include "train/placement_check.h"
 #include "train/replica_group.h"
 #include "train/resume.h"
@@ -273,8 +275,9 @@ struct Run {
   std::unique_ptr<ReplicaGroups> groups;
   std::unique_ptr<Stepper> stepper;
   std::optional<ResumePoint> resume;
-  int skipped = 0;     // steps skipped so far (train.on_nonfinite: skip_step)
-  int first_step = 0;  // the checkpoint's step when resuming: the Stepper counts from there
+  KernelSetup kernels;  // what the products run on (SetUpKernels)
+  int skipped = 0;      // steps skipped so far (train.on_nonfinite: skip_step)
+  int first_step = 0;   // the checkpoint's step when resuming: the Stepper counts from there
 
   // Group g of this process reads `rows` rows of window w from row rank*(B/R) + g*rows;
   // evaluation: no dropout.
@@ -361,17 +364,16 @@ void InitState(Run& run) {
 
 // The kernels of the products (kernels/kernels.h: train.fp32_kernel; kernels/bf16.h:
 // train.bf16_kernel with train.precision: bf16), resolved up front: one that cannot run here is
-// refused before any memory is touched. The kernels that run are said, and where bf16's
-// instruction measured slower than this core's fp32 FMAs, a warning says so with both rates.
+// refused before any memory is touched. A kernel named by the config or the environment is said
+// here; auto's choice per class is measured once the groups are built (ChooseKernels). Where
+// bf16's instruction measured slower than this core's fp32 FMAs, a warning says so with both
+// rates.
 void CheckPrecision(const Config& cfg) {
   const kernels::Fp32Kernel fp32 =
       kernels::ParseFp32Kernel(cfg.train.fp32_kernel).value_or(kernels::Fp32Kernel::kAuto);
   const kernels::Fp32Kernel active = kernels::UseFp32Kernel(fp32);
   const std::string fp32_line = kernels::Fp32KernelLine(active, fp32);
-  // Said where it is news: a bf16 run (beside the bf16 line), a kernel the config chose, or auto's
-  // oneDNN over a narrow OpenBLAS; `topo` always says it.
-  if (cfg.train.bf16 || fp32 != kernels::Fp32Kernel::kAuto ||
-      active == kernels::Fp32Kernel::kOnednn) {
+  if (kernels::Fp32KernelForced()) {
     log::Info("{}", fp32_line);
   } else {
     log::Debug("{}", fp32_line);
@@ -380,8 +382,31 @@ void CheckPrecision(const Config& cfg) {
   const kernels::Bf16Kernel requested =
       kernels::ParseBf16Kernel(cfg.train.bf16_kernel).value_or(kernels::Bf16Kernel::kAuto);
   const kernels::Bf16Kernel k = kernels::UseBf16Kernel(requested);
-  log::Info("{}", kernels::Bf16KernelLine(k, requested));
+  if (kernels::Bf16KernelForced()) log::Info("{}", kernels::Bf16KernelLine(k, requested));
   if (const std::string note = kernels::Bf16RateNote(k); !note.empty()) log::Warn("{}", note);
+}
+
+// The run's products by class, as its passes run them on one group (model/products.h).
+model::ProductRun ProductsOf(const Run& run, bool train) {
+  model::ProductRun p;
+  p.shape = run.shape;
+  p.T = run.act_T > 0 ? std::min(run.act_T, run.T) : run.T;
+  p.rows = (*run.groups)[0].rows * p.T;
+  p.train = train;
+  p.bf16 = run.cfg.train.bf16;
+  const std::optional<model::LoraConfig> lora = LoraOf(run.cfg);
+  p.lora_r = lora ? lora->r : 0;
+  return p;
+}
+
+// Sets the kernel of each class of the run's products (train/kernel_setup.h) for `steps` more
+// steps (0: one pass, no training).
+void ChooseKernels(Run& run, int steps) {
+  const model::ProductRun p = ProductsOf(run, steps > 0);
+  const double flops = model::TrainFlopsPerToken(run.shape, p.T) * p.rows * std::max(1, run.k) *
+                       std::max(1, steps) / (steps > 0 ? 1.0 : 3.0);
+  const nlohmann::json resumed = run.resume ? run.resume->state.kernels : nlohmann::json(nullptr);
+  run.kernels = SetUpKernels(*(*run.groups)[0].pool, p, flops, resumed);
 }
 
 // Plans the groups and reads the model's shape; checks the batch splits over them.
@@ -445,6 +470,7 @@ void SetUp(Run& run, const TrainOptions& options) {
   if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train, options.names);
   if (run.resume) CheckLoraResumable(*run.resume, cfg, run.shape, options.names);
   BuildGroups(run);
+  ChooseKernels(run, cfg.train.steps - (run.resume ? run.resume->state.step : 0));
   if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
   if (run.dist) {  // every process must train the same thing from the same start
@@ -538,6 +564,7 @@ std::string Save(Run& run, int step, double lr, bool background) {
   c.lora = run.groups->lora();
   if (c.lora) c.base_model = BaseModelName(run.cfg);
   c.state = StateAt(run.cfg, run.shape, step, run.skipped, *run.train, run.pos, lr);
+  c.state.kernels = run.kernels.ToJson();
   for (const ReplicaGroup& grp : run.groups->all()) {
     c.m.emplace_back(grp.m.data(), grp.m.size());
     c.v.emplace_back(grp.v.data(), grp.v.size());
@@ -619,6 +646,7 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   TrainResult result;
   const int first = run.first_step;
   result.resumed_from = result.last_step = first;
+  result.kernels = run.kernels.ToJson();
   out.BeginTraining(run.resume ? first : -1, options.overwrite);
   if (run.resume) {
     out.Message(
@@ -661,6 +689,26 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   return result;
 }
 
+KernelSetup KernelsFor(const Config& cfg) {
+  kernels::InitBlas();
+  CheckPrecision(cfg);
+  const topo::Topology topology = topo::LoadTopology(cfg.topology);
+  const topo::Plan plan =
+      topo::PlanPlacement(topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
+  const std::unique_ptr<topo::Binder> binder = topo::MakeBinder(topology);
+  WorkerPool pool(plan.groups.front().cpus, binder.get(), "calibrate");
+  model::ProductRun p;
+  p.shape = ModelShape(cfg);
+  p.T = cfg.data.seq_len;
+  p.rows = std::max<int>(1, cfg.data.batch_size / static_cast<int>(plan.groups.size())) * p.T;
+  p.bf16 = cfg.train.bf16;
+  const std::optional<model::LoraConfig> lora = LoraOf(cfg);
+  p.lora_r = lora ? lora->r : 0;
+  const double flops = model::TrainFlopsPerToken(p.shape, p.T) * p.rows *
+                       std::max(1, cfg.train.grad_accum_steps) * std::max(1, cfg.train.steps);
+  return SetUpKernels(pool, p, flops, nullptr);
+}
+
 void Infer(const Config& cfg, RowSource& rows,
            const std::function<void(std::size_t j, int row, const float* logits)>& sink) {
   kernels::InitBlas();
@@ -674,6 +722,7 @@ void Infer(const Config& cfg, RowSource& rows,
   run.act_T = rows.LongestRow();
   PlanAndShape(run);
   BuildGroups(run);
+  ChooseKernels(run, 0);
   if (cfg.train.bf16) run.groups->RefreshBf16Weights();
   const model::ParamLayout& layout = run.groups->model_layout();
   for (std::size_t j = 0; j < rows.windows(); ++j) {
@@ -711,6 +760,7 @@ EvalResult EvaluateCheckpoint(const Config& cfg, const std::vector<std::string>&
   run.eval_windows = static_cast<int>(std::min<std::size_t>(
       batches > 0 ? static_cast<std::size_t>(batches) : run.val->windows(), run.val->windows()));
   BuildGroups(run);
+  ChooseKernels(run, 0);
   const auto t0 = std::chrono::steady_clock::now();
   EvalResult r;
   r.loss = Evaluate(run, 0).val_loss;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "common/stop.h"
 #include "config/config.h"
 #include "model/shape.h"
+#include "train/kernel_setup.h"
 #include "train/rows.h"
 
 namespace cputrain::train {
@@ -59,6 +61,9 @@ struct TrainResult {
   int resumed_from = 0;    // the step of the checkpoint it resumed from (0: a fresh start)
   int last_step = 0;       // the step the model is at when Train returns
   std::string checkpoint;  // the step directory saved last ("" if none, or not rank 0)
+  // The kernels the products ran on (train/kernel_setup.h KernelSetup::ToJson): per precision,
+  // per class of products, the kernel chosen and every candidate's measured rate.
+  nlohmann::json kernels;
 };
 
 enum class Progress { kAuto, kBar, kLines, kQuiet };
@@ -111,6 +116,12 @@ struct TrainOptions {
 // RuntimeError when the loss or gradient norm stops being finite (under on_nonfinite: stop) —
 // the last good checkpoint then stays the newest: a diverged model is never saved.
 TrainResult Train(const Config& config, const TrainOptions& options);
+
+// The kernels a run of `cfg` would choose here (train/kernel_setup.h): read from the calibration
+// cache, or measured on the CPUs of its placement's first group, for the config's model at its
+// batch (B / groups rows of T) over train.steps steps: what `topo` prints. Throws as Train would
+// for a kernel that cannot run here.
+KernelSetup KernelsFor(const Config& cfg);
 
 // The shape a random init of `m` has (model.arch and its dimensions); the family-specific keys
 // of another family are ignored (GPT-2 has no kv_heads, ...: config validation refuses them).

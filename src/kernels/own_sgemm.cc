@@ -1,25 +1,36 @@
-#include "bench/own_sgemm.h"
+// Our AVX2 + FMA sgemm (kernels/own_sgemm.h).
+#include "kernels/own_sgemm.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <vector>
 
-namespace cputrain::bench {
+namespace cputrain::kernels::internal {
 namespace {
+
+// A read-only strided view: element (i, j) is p[i * rs + j * cs].
+struct MatView {
+  const float* p;
+  std::ptrdiff_t rs, cs;
+};
 
 constexpr int kMR = 6, kNR = 16;
 constexpr int kMC = 168, kKC = 256, kNC = 4080;  // kMC % kMR == 0, kNC % kNR == 0
 
-// Packs the mc x kc block of A at (i0, k0) into ceil(mc/6) panels of kc x 6 (k-major), zero
-// padded to a multiple of 6 rows.
-void PackA(const MatView& A, int i0, int k0, int mc, int kc, float* dst) {
+// Packs the mc x kc block of alpha A at (i0, k0) into ceil(mc/6) panels of kc x 6 (k-major),
+// zero padded to a multiple of 6 rows.
+void PackA(const MatView& A, float alpha, int i0, int k0, int mc, int kc, float* dst) {
   for (int ip = 0; ip < mc; ip += kMR) {
     const int m = std::min(kMR, mc - ip);
     for (int k = 0; k < kc; ++k) {
       const float* col = A.p + (k0 + k) * A.cs + (i0 + ip) * A.rs;
       int r = 0;
-      for (; r < m; ++r) dst[r] = col[r * A.rs];
+      if (alpha == 1.f) {
+        for (; r < m; ++r) dst[r] = col[r * A.rs];
+      } else {
+        for (; r < m; ++r) dst[r] = alpha * col[r * A.rs];
+      }
       for (; r < kMR; ++r) dst[r] = 0.f;
       dst += kMR;
     }
@@ -108,17 +119,10 @@ void Kernel6x16(int kc, const float* a, const float* b, float* c, std::ptrdiff_t
   }
 }
 
-}  // namespace
-
-void OwnSgemm(int M, int N, int K, MatView A, MatView B, float* C, std::ptrdiff_t ldc,
-              bool accumulate) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (!accumulate) {
-      for (int i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.f);
-    }
-    return;
-  }
+// C (M x N, row stride ldc) = A (M x K) @ B (K x N) scaled by alpha, or C += that with
+// accumulate.
+void Gemm(int M, int N, int K, float alpha, MatView A, MatView B, float* C, std::ptrdiff_t ldc,
+          bool accumulate) {
   // Sized once per thread for the largest blocks; reused by every later call on the thread.
   thread_local std::vector<float> apack(static_cast<std::size_t>(kMC) * kKC);
   thread_local std::vector<float> bpack(static_cast<std::size_t>(kKC) * kNC);
@@ -130,7 +134,7 @@ void OwnSgemm(int M, int N, int K, MatView A, MatView B, float* C, std::ptrdiff_
       PackB(B, k0, j0, kc, nc, bpack.data());
       for (int i0 = 0; i0 < M; i0 += kMC) {
         const int mc = std::min(kMC, M - i0);
-        PackA(A, i0, k0, mc, kc, apack.data());
+        PackA(A, alpha, i0, k0, mc, kc, apack.data());
         for (int jr = 0; jr < nc; jr += kNR) {
           const float* bp = bpack.data() + static_cast<std::size_t>(jr / kNR) * kc * kNR;
           for (int ir = 0; ir < mc; ir += kMR) {
@@ -144,4 +148,26 @@ void OwnSgemm(int M, int N, int K, MatView A, MatView B, float* C, std::ptrdiff_
   }
 }
 
-}  // namespace cputrain::bench
+}  // namespace
+
+void OwnSgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+              const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  // beta other than 0 and 1 (no caller of ours passes one): C scaled first, then added to.
+  if (beta != 0.f && beta != 1.f) {
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < N; ++j) C[static_cast<std::ptrdiff_t>(i) * ldc + j] *= beta;
+    }
+  }
+  const bool accumulate = beta != 0.f;
+  if (K <= 0 || alpha == 0.f) {
+    if (!accumulate) {
+      for (int i = 0; i < M; ++i) std::fill_n(C + static_cast<std::ptrdiff_t>(i) * ldc, N, 0.f);
+    }
+    return;
+  }
+  Gemm(M, N, K, alpha, ta ? MatView{A, 1, lda} : MatView{A, lda, 1},
+       tb ? MatView{B, 1, ldb} : MatView{B, ldb, 1}, C, ldc, accumulate);
+}
+
+}  // namespace cputrain::kernels::internal
