@@ -18,18 +18,25 @@
 //     --max_seq_length does, within 1e-5; --bf16 within 2e-4 of fp32 at step 1, 1e-2 after;
 //     LoRA trains and predicts; MNLI's mismatched file gets its _mm metrics;
 //   - ClassifyBadInput: each bad input exits 2 naming the problem and the fix, writing nothing.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,6 +44,8 @@
 #include "common/error.h"
 #include "common/subprocess.h"
 #include "kernels/bf16.h"
+#include "model/limits.h"
+#include "task/classify/labels.h"
 #include "task/classify/metrics.h"
 #include "task/classify/table.h"
 #include "task/task_rows.h"
@@ -130,6 +139,254 @@ TEST(ClassifyTable, BadFilesAreRefusedNamingTheLine) {
       EXPECT_FALSE(e.hint().empty());
     }
   }
+}
+
+// Issue 43, item 1: a row nested 50,000 deep crashed the reader (the parsed JSON is converted
+// recursively); 64 levels are read, 65 refused by name.
+TEST(ClassifyTable, RowNestedFiftyThousandDeepCrashedTheReader) {
+  const auto nested = [](int depth) {
+    return "{\"sentence\": \"a\", \"label\": 0, \"x\": " + std::string(depth - 1, '[') +
+           std::string(depth - 1, ']') + "}\n";
+  };
+  EXPECT_EQ(task::ParseTable(nested(64), "ok.jsonl", task::TableFormat::kJsonLines).rows.size(),
+            1u);
+  for (const auto& [text, path, message] : std::vector<std::array<std::string, 3>>{
+           {"{\"label\": 1}\n" + nested(65), "f.jsonl",
+            "f.jsonl, line 2: the row nests deeper "
+            "than 64 levels"},
+           {"{\"label\": 1}\n" + nested(50000), "f.jsonl", "f.jsonl, line 2: the row nests"},
+           {"[{\"label\": 1},\n" + nested(65) + "]", "l.json", "l.json, line 2: the row nests"}}) {
+    try {
+      task::ParseTable(text, path, task::TableFormat::kJsonLines);
+      ADD_FAILURE() << message << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Issue 43, item 5: each row bringing a new key grew every row (244 KB of input took 492 MB,
+// 989 KB ended in bad_alloc), a header of commas took 1.09 GB, a 200 MB cell bad_alloc: the
+// columns, the cells and a cell's bytes are capped (table.h), each refused naming the line.
+TEST(ClassifyTable, NewKeyPerRowHeaderOfCommasAndHugeCellsAreRefusedByTheirCaps) {
+  std::string keys, sparse = "{";
+  for (int i = 0; i < 2000; ++i) keys += fmt::format("{{\"sentence\": \"a\", \"k{}\": 1}}\n", i);
+  for (int i = 0; i < 1000; ++i) sparse += fmt::format("{}\"k{}\": 1", i ? ", " : "", i);
+  sparse += "}\n";
+  for (int i = 0; i < 1100; ++i) sparse += "{\"k0\": 2}\n";
+  const std::string cell(task::kMaxCellBytes + 1, 'a');
+  struct Case {
+    std::string text, path, message;
+    task::TableFormat format;
+  };
+  for (const Case& c : std::vector<Case>{
+           {keys, "k.jsonl", "k.jsonl, line 1024: the rows have more than 1024 keys",
+            task::TableFormat::kJsonLines},
+           {sparse, "s.jsonl",
+            "s.jsonl, line 1049: 1049 rows x 1000 columns are more cells than the table may hold "
+            "(1048576: one a byte of the file)",
+            task::TableFormat::kJsonLines},
+           {std::string(3000, ',') + "\n", "h.csv",
+            "h.csv, line 1: the header has 3001 columns, more than 1024", task::TableFormat::kCsv},
+           {"a,b\n1," + cell + "\n", "c.csv", "c.csv, line 2: a field is longer than 1048576 bytes",
+            task::TableFormat::kCsv},
+           {"a\tb\n1\t" + cell + "\n", "c.tsv", "c.tsv, line 2: a field is longer",
+            task::TableFormat::kTsv},
+           {"{\"a\": \"" + cell + "\"}\n", "c.jsonl", "c.jsonl, line 1: 'a' is longer than",
+            task::TableFormat::kJsonLines},
+       }) {
+    try {
+      task::ParseTable(c.text, c.path, c.format);
+      ADD_FAILURE() << c.message << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+      EXPECT_NE(e.hint().find("Size limits"), std::string::npos) << e.hint();
+    }
+  }
+  // At the caps: 1024 columns, a cell of 1 MiB.
+  const task::Table t =
+      task::ParseTable(std::string(1023, ',') + "\n" + std::string(1023, ',') + "x\n", "ok.csv",
+                       task::TableFormat::kCsv);
+  EXPECT_EQ(t.columns.size(), 1024u);
+  EXPECT_EQ(task::ParseTable("a\n" + cell.substr(1) + "\n", "ok.csv", task::TableFormat::kCsv)
+                .rows[0][0]
+                .get_ref<const std::string&>()
+                .size(),
+            task::kMaxCellBytes);
+}
+
+// Issue 43, item 11: cells were typed by strtod and a strict integer reader (0x1p1 a number, " 1"
+// text, NAN a number), the CSV header sentence,sentence,label read one column twice. Each case
+// here is what pandas 3.1.1's read_csv gave (the column's dtype and the cell's value, checked by
+// hand in the peers' environment).
+TEST(ClassifyTable, CellsAndNamesTypedAsPandasReadCsvTypesThem) {
+  const auto first = [](const std::string& cell, const char* other) {
+    return task::ParseTable("label\n\"" + cell + "\"\n" + other + "\n", "t.csv",
+                            task::TableFormat::kCsv)
+        .rows[0][0];
+  };
+  for (const auto& [cell, want] : std::vector<std::pair<std::string, long long>>{
+           {" 1", 1}, {"\t3", 3}, {"010", 10}, {"+1", 1}, {"-0", 0}}) {
+    EXPECT_TRUE(first(cell, "1").is_number_integer()) << cell;
+    EXPECT_EQ(first(cell, "1"), want) << cell;
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<std::string, double>> floats = {
+      {"1 ", 1.0},     {"inf", inf}, {"-Infinity", -inf}, {"iNf", inf},     {"1e400", inf},
+      {"1e-400", 0.0}, {"1.", 1.0},  {".5", 0.5},         {"5.e3", 5000.0}, {"1e39", 1e39}};
+  for (const auto& [cell, want] : floats) {
+    EXPECT_TRUE(first(cell, "2.5").is_number_float()) << cell;
+    EXPECT_EQ(first(cell, "2.5").get<double>(), want) << cell;
+  }
+  for (const std::string cell : {"0x1p1", "0x10", "NAN", "Nan", "+nan", "1_000", "1,5", " inf",
+                                 "1e", ".", "1 2", "TRUE", "   ", " NA", "\xC2\xA0\x33"}) {
+    EXPECT_EQ(first(cell, "1"), cell);  // text: the column's "1" too
+  }
+  for (const auto& [header, names] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"sentence,sentence,label", {"sentence", "sentence.1", "label"}},
+           {"x,x,x.1", {"x", "x.2", "x.1"}},
+           {"x,x.1,x,x", {"x", "x.1", "x.2", "x.3"}},
+           {"a,,b,", {"a", "Unnamed: 1", "b", "Unnamed: 3"}},
+           {"Unnamed: 1,,", {"Unnamed: 1", "Unnamed: 1.1", "Unnamed: 2"}}}) {
+    std::string row = "1";
+    for (std::size_t i = 1; i < names.size(); ++i) row += ",2";
+    const task::Table t =
+        task::ParseTable(header + "\n" + row + "\n", "t.csv", task::TableFormat::kCsv);
+    EXPECT_EQ(t.columns, names) << header;
+    EXPECT_EQ(t.rows[0][0], 1) << header;  // the first column's cell, not the last's
+  }
+}
+
+// Issue 43, item 11: labels 1 and "1" in JSON Lines became two classes (and label2id lost an id);
+// datasets' pyarrow reader refuses a column that changes type, and so does the reader now. A
+// column of integers and fractions is one column of numbers; an integer beyond int64 a fraction.
+TEST(ClassifyTable, JsonColumnOfOneAndStringOneBecameTwoClasses) {
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"{\"label\": 1}\n{\"label\": \"1\"}\n",
+            "m.jsonl, line 2: column 'label' holds a string where line 1 holds a number"},
+           {"{\"label\": true}\n{\"label\": null}\n{\"label\": 0}\n",
+            "line 3: column 'label' holds a number where line 1 holds a boolean"},
+           {"{\"label\": [1]}\n{\"label\": 1}\n", "line 2: column 'label' holds a number"},
+           {"{\"label\": [1]}\n{\"label\": []}\n{\"label\": [\"a\"]}\n",
+            "line 3: column 'label' lists a string where line 1 lists a number"}}) {
+    try {
+      task::ParseTable(text, "m.jsonl", task::TableFormat::kJsonLines);
+      ADD_FAILURE() << message << ": accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+  const task::Table t = task::ParseTable(
+      "{\"label\": 1}\n{\"label\": 2.5}\n{\"label\": null}\n{\"label\": 18446744073709551615}\n",
+      "n.jsonl", task::TableFormat::kJsonLines);
+  EXPECT_TRUE(t.rows[0][0].is_number_integer());
+  EXPECT_TRUE(t.rows[3][0].is_number_float());
+  EXPECT_EQ(t.rows[3][0].get<double>(), 18446744073709551615.0);
+}
+
+// ---------------------------------------------------------------------------- the labels
+
+task::Table LabelTable(const std::vector<json>& labels) {
+  task::Table t;
+  t.path = "l.jsonl";
+  t.columns = {"label"};
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    t.rows.push_back({labels[i]});
+    t.lines.push_back(i + 1);
+  }
+  return t;
+}
+
+std::string LabelsError(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    EXPECT_FALSE(e.hint().empty());
+    return e.what();
+  }
+  return "accepted";
+}
+
+// Issue 43, item 5: 5k/10k/20k/40k distinct labels took 0.4/1.3/3.4/16.3 s (each new label and
+// each row's id a linear search). The most a head may have, 65,536, read and looked up row by
+// row: seconds squared before (some 4e9 comparisons), a hash lookup each now.
+TEST(ClassifyLabels, DistinctLabelsWereQuadratic) {
+  std::vector<json> values;
+  for (int i = 0; i < model::kMaxLabels; ++i) values.emplace_back(fmt::format("label {}", i));
+  std::shuffle(values.begin(), values.end(), std::mt19937(7));
+  const task::Table t = LabelTable(values);
+  const auto start = std::chrono::steady_clock::now();
+  const task::Labels l = task::LabelsFromData({&t, 0}, {}, nullptr, std::nullopt);
+  ASSERT_EQ(l.outputs(), model::kMaxLabels);
+  for (std::size_t r = 0; r < values.size(); ++r) {
+    int id = -1;
+    task::RowTargets(l, {&t, 0}, r, &id, nullptr);
+    ASSERT_EQ(l.Name(id), values[r].get<std::string>());
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 10.0) << "a search per label again?";
+  values.emplace_back("one more");
+  const task::Table more = LabelTable(values);
+  EXPECT_NE(LabelsError([&] {
+              task::LabelsFromData({&more, 0}, {}, nullptr, std::nullopt);
+            }).find("more than 65536 distinct labels (line 65537 brings one more)"),
+            std::string::npos);
+}
+
+// Issue 43, item 11: regression labels inf, -inf and 1e39 (inf in float32) were accepted: the
+// training then "diverged", an evaluation wrote null metrics with exit 0.
+TEST(ClassifyLabels, RegressionLabelInfWasAccepted) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const task::Table t = LabelTable({1.5, inf, -inf, 1e39, -3.4e38, 3.4e38});
+  const task::Labels l =
+      task::LabelsFromData({&t, 0}, {}, nullptr, model::ProblemType::kRegression);
+  for (const auto& [row, message] : std::vector<std::pair<std::size_t, std::string>>{
+           {1, "l.jsonl, line 2: the label is inf, not a finite float32 number"},
+           {2, "line 3: the label is -inf, not a finite float32 number"},
+           {3, "line 4: the label is 1e+39, not a finite float32 number"}}) {
+    float v = 0;
+    EXPECT_NE(LabelsError([&] {
+                task::RowTargets(l, {&t, 0}, row, nullptr, &v);
+              }).find(message),
+              std::string::npos)
+        << message;
+  }
+  for (const std::size_t row : {std::size_t{0}, std::size_t{4}, std::size_t{5}}) {
+    float v = 0;
+    task::RowTargets(l, {&t, 0}, row, nullptr, &v);
+    EXPECT_EQ(v, static_cast<float>(t.rows[row][0].get<double>()));
+  }
+}
+
+// Issue 43, item 11: a multi-label file whose rows all list nothing trained a 2-output head
+// transformers could not load; and labels 1 and "1" (two files) were both '1' in label2id.
+TEST(ClassifyLabels, EmptyMultiLabelListsAndOneAndStringOneAreRefused) {
+  const task::Table empty = LabelTable({json::array(), json::array()});
+  EXPECT_NE(LabelsError([&] {
+              task::LabelsFromData({&empty, 0}, {}, nullptr, std::nullopt);
+            }).find("l.jsonl: no row lists a label"),
+            std::string::npos);
+  const task::Table ints = LabelTable({0, 1}), strings = LabelTable({"1"});
+  EXPECT_NE(LabelsError([&] {
+              task::LabelsFromData({&ints, 0}, {{&strings, 0}}, nullptr, std::nullopt);
+            }).find("the labels 1 and \"1\" are both '1' in config.json's label2id"),
+            std::string::npos);
+}
+
+// Issue 43, item 12: a model whose config.json names its labels LABEL_0, LABEL_1 (transformers'
+// defaults, or a training file of those strings) refused rows labelled LABEL_0: its names had
+// become the integers 0, 1. Both the names and the ids are its labels now.
+TEST(ClassifyLabels, DefaultNamesLabelUnderscoreRowsWereRefused) {
+  const json config = {{"id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}}}};
+  const task::Labels l = task::LabelsFromModel(config, 2, model::ProblemType::kSingleLabel);
+  EXPECT_EQ(l.Id("LABEL_1"), 1);
+  EXPECT_EQ(l.Id(1), 1);
+  EXPECT_EQ(l.Id(2), -1);
+  EXPECT_EQ(l.Name(0), "LABEL_0");
+  const task::Labels named = task::LabelsFromModel({{"id2label", {{"0", "neg"}, {"1", "pos"}}}}, 2,
+                                                   model::ProblemType::kSingleLabel);
+  EXPECT_EQ(named.Id(1), -1);  // an integer is no name's id when the names are the data's
+  EXPECT_EQ(named.Id("pos"), 1);
 }
 
 // ---------------------------------------------------------------------------- the metrics
@@ -524,6 +781,15 @@ TEST(ClassifyBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
   const std::string na = Write(tmp.path() + "/na.csv", "sentence,label\ngood,1\nNA,0\nbad,0\n");
   const std::string one = Write(tmp.path() + "/one.csv", "sentence,label\na,1\nb,1\n");
   const std::string bad_dev = Write(tmp.path() + "/dev.csv", "sentence,label\ngood,1\nbad,7\n");
+  const std::string inf_dev = Write(tmp.path() + "/inf_dev.csv",
+                                    "sentence1,sentence2,label\na day,a day,4.5\nold,new,inf\n");
+  const std::string empty_lists = Write(tmp.path() + "/empty.jsonl",
+                                        "{\"text\": \"good day\", \"label\": []}\n"
+                                        "{\"text\": \"bad day\", \"label\": []}\n");
+  const std::string one_and_string_one =
+      Write(tmp.path() + "/mixed.jsonl",
+            "{\"sentence\": \"good\", \"label\": 1}\n{\"sentence\": \"bad\", \"label\": \"1\"}\n"
+            "{\"sentence\": \"day\", \"label\": 0}\n");
   struct Case {
     std::string name;
     Flags flags;
@@ -570,12 +836,36 @@ TEST(ClassifyBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
        {{"--model_name_or_path", tmp.path() + "/none"}},
        "does not exist",
        "nothing is downloaded"},
+      // Issue 43, item 2: the BPE tokenizer's ids (320) past the BERT body's vocabulary read past
+      // its embedding (a crash, or padded rows trained).
+      {"a tokenizer larger than the model",
+       {{"--tokenizer_name", Models() + "/bpe"}},
+       "is outside the model's vocabulary: tokenizer '" + Models() + "/bpe",
+       "use the model's own tokenizer (--tokenizer_name)"},
+      // Issue 43, item 11: an inf label in the validation file gave exit 0 and null metrics.
+      {"an inf regression label in the validation file",
+       {{"--task_name", "stsb"},
+        {"--train_file", Data("stsb_train.csv")},
+        {"--do_eval", ""},
+        {"--validation_file", inf_dev}},
+       "inf_dev.csv, line 3: the label is inf, not a finite float32 number",
+       "float32's largest"},
+      {"multi-label rows that list nothing",
+       {{"--train_file", empty_lists}},
+       "empty.jsonl: no row lists a label",
+       "each row lists its labels"},
+      {"labels 1 and \"1\"",
+       {{"--train_file", one_and_string_one}},
+       "mixed.jsonl, line 2: column 'label' holds a string where line 1 holds a number",
+       "one JSON type"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const std::string out = tmp.path() + "/out";
     const test::CliResult r = Cli(TrainArgs(Models() + "/bert", out, c.flags));
     EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << "the refused run wrote " << out;
+    fs::remove_all(out);  // so that a run the old code let through does not fail the next case
     const std::size_t e = r.err.find("error: "), h = r.err.find("hint: ");
     if (e == std::string::npos || h == std::string::npos) {
       ADD_FAILURE() << "no error and hint lines:\n" << r.err;
@@ -583,8 +873,6 @@ TEST(ClassifyBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
     }
     EXPECT_NE(r.err.substr(e, h - e).find(c.message), std::string::npos) << r.err;
     EXPECT_NE(r.err.substr(h).find(c.hint), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(out)) << "the refused run wrote " << out;
-    fs::remove_all(out);
   }
   // predict / evaluate with a model that is not a trained classifier.
   const test::CliResult p =
@@ -593,6 +881,69 @@ TEST(ClassifyBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
   EXPECT_EQ(p.exit_code, 2) << p.err;
   EXPECT_NE(p.err.find("is not a trained classifier"), std::string::npos) << p.err;
   EXPECT_FALSE(fs::exists(tmp.path() + "/p"));
+}
+
+// Issue 43, item 2: sft trained on token ids at or above the model's vocabulary: GPT-2's
+// tokenizer over a 320-id Llama read past its embedding (a crash with hidden 512; NaN and
+// "training diverged" with hidden 64). Refused naming the row, both sizes and the fix.
+TEST(ClassifyBadInput, SftTokenIdsPastTheVocabularyReachedTraining) {
+  ASSERT_FALSE(Models().empty());
+  test::TempDir tmp;
+  const std::string data = Write(tmp.path() + "/text.jsonl",
+                                 "{\"text\": \"a good day\"}\n{\"text\": \"quite a story\"}\n");
+  const test::CliResult r =
+      Cli({"sft", "train", "--model_name_or_path", Models() + "/llama", "--tokenizer_name", "gpt2",
+           "--dataset_path", data, "--output_dir", tmp.path() + "/out", "--max_length", "32",
+           "--max_steps", "1", "--progress", "quiet"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("text.jsonl:1: token id "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is outside the model's vocabulary: tokenizer 'gpt2' has 50257 tokens, "
+                       "--model_name_or_path's vocab_size is "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hint: use the model's own tokenizer"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp.path() + "/out"));
+}
+
+// Issue 43, item 12: `classify predict` refused a GLUE test split's -1 labels (run_glue.py drops
+// the label column to predict), and `classify evaluate` refused the LABEL_0 rows of a model
+// trained on them (config.json's id2label is LABEL_i, transformers' defaults: its names had been
+// made the integers 0, 1).
+TEST(ClassifyCli, TestSplitMinusOneAndLabelUnderscoreRowsWereRefused) {
+  ASSERT_FALSE(Models().empty());
+  test::TempDir tmp, out;
+  const auto relabel = [&](const std::string& from, const std::string& to) {
+    std::istringstream in(Slurp(Data(from)));
+    std::string line, text;
+    std::getline(in, line);
+    text = line + "\n";
+    while (std::getline(in, line)) {
+      const std::size_t comma = line.rfind(',');
+      text += line.substr(0, comma + 1) + "LABEL_" + line.substr(comma + 1) + "\n";
+    }
+    return Write(tmp.path() + "/" + to, text);
+  };
+  const std::string train = relabel("sst2_train.csv", "train.csv");
+  const std::string dev = relabel("sst2_dev.csv", "dev.csv");
+  std::string test = "sentence,label\n";
+  for (int i = 0; i < 5; ++i) test += "a good day,-1\n";
+  test = Write(tmp.path() + "/test.csv", test);
+  Train(TrainArgs(Models() + "/bert", out.path(),
+                  {{"--train_file", train}, {"--max_steps", "2"}, {"--save_steps", "0"}}));
+  const json cfg = json::parse(Slurp(out.path() + "/config.json"));
+  EXPECT_EQ(cfg["id2label"], json({{"0", "LABEL_0"}, {"1", "LABEL_1"}}));
+  const test::CliResult e =
+      Cli({"classify", "evaluate", "--model_name_or_path", out.path(), "--validation_file", dev,
+           "--output_dir", tmp.path() + "/eval", "--max_seq_length", "64"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_EQ(json::parse(e.out)["eval_samples"], 40) << e.out;
+  const test::CliResult p =
+      Cli({"classify", "predict", "--model_name_or_path", out.path(), "--test_file", test,
+           "--output_dir", tmp.path() + "/pred", "--max_seq_length", "64"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const std::string predictions = Slurp(tmp.path() + "/pred/predict_results.txt");
+  EXPECT_EQ(std::count(predictions.begin(), predictions.end(), '\n'), 6) << predictions;
+  EXPECT_NE(predictions.find("0\tLABEL_"), std::string::npos) << predictions;
 }
 
 }  // namespace

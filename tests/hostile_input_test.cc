@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "test_util.h"
 
 namespace cputrain {
@@ -386,6 +387,106 @@ TEST(HostileInput, NegativeTokenCountWasReportedAsEighteenQuintillionBytes) {
                        "': its header says -5 tokens, and a count cannot "
                        "be negative (the file has 10 bytes after the header)"});
   EXPECT_EQ(r.err.find("18446744073709551606"), std::string::npos) << r.err;
+}
+
+// ---- issue 43: classify's tables and every command's --seed
+
+// `classify features` on `text` written to dir/name, with a small BERT vocabulary.
+test::CliResult Features(const test::TempDir& dir, const std::string& name,
+                         const std::string& text) {
+  const std::string vocab = dir.path() + "/vocab.txt", path = dir.path() + "/" + name;
+  std::ofstream(vocab) << "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\n";
+  std::ofstream(path, std::ios::binary) << text;
+  return test::RunCli({"classify", "features", "--tokenizer_name", vocab, "--train_file", path}, {},
+                      kTimeoutS);
+}
+
+// SIGSEGV: the parsed row was converted recursively, 50,000 levels deep.
+TEST(HostileInput, JsonRowNestedFiftyThousandDeepCrashedClassify) {
+  test::TempDir dir;
+  const std::string deep = "{\"sentence\": \"a\", \"label\": 1, \"x\": " + std::string(50000, '[') +
+                           std::string(50000, ']') + "}\n";
+  ExpectInputError(Features(dir, "deep.jsonl", "{\"sentence\": \"b\", \"label\": 0}\n" + deep),
+                   {dir.path() + "/deep.jsonl, line 2: the row nests deeper than 64 levels"});
+}
+
+// "error: std::bad_alloc", exit 1, naming nothing: rows that each bring a new key (989 KB of them),
+// a header of commas (1.09 GB for 20 MB), a 200 MB cell. Each is refused by its cap, naming the
+// file and the line, before it grows.
+TEST(HostileInput, TablesOfNewKeysCommasAndHugeCellsEndedInBadAlloc) {
+  test::TempDir dir;
+  std::string keys;
+  for (int i = 0; i < 20000; ++i)
+    keys += "{\"sentence\": \"a\", \"k" + std::to_string(i) + "\": 1}\n";
+  ExpectInputError(Features(dir, "keys.jsonl", keys),
+                   {dir.path() + "/keys.jsonl, line 1024: the rows have more than 1024 keys"});
+  ExpectInputError(Features(dir, "commas.csv", std::string(20 << 20, ',') + "\na\n"),
+                   {dir.path() + "/commas.csv, line 1: the header has 20971521 columns, more "
+                                 "than 1024"});
+  ExpectInputError(
+      Features(dir, "cell.csv", "sentence,label\n" + std::string(3 << 20, 'a') + ",1\n"),
+      {dir.path() + "/cell.csv, line 2: a field is longer than 1048576 bytes"});
+}
+
+// What the caps leave (a file within them whose rows need more memory than there is) was
+// "error: std::bad_alloc", exit 1: it is the input's, exit 2 naming the file. The address space
+// is limited (prlimit) to 500 MiB, in which a two-row file is read (else the machine needs more
+// to start, and the test is skipped: so under ASan), then a 150 MiB file within the caps.
+TEST(HostileInput, TableThatRanOutOfMemoryWasStdBadAlloc) {
+  const std::string prlimit = FindInPath("prlimit");
+  if (prlimit.empty()) GTEST_SKIP() << "no prlimit (util-linux)";
+  test::TempDir dir;
+  const std::string vocab = dir.path() + "/vocab.txt", small = dir.path() + "/small.csv",
+                    big = dir.path() + "/big.csv";
+  std::ofstream(vocab) << "[PAD]\n[UNK]\n[CLS]\n[SEP]\na\nb\n";
+  std::ofstream(small) << "sentence,label\na,0\nb,1\n";
+  {
+    std::ofstream f(big, std::ios::binary);
+    f << "sentence,label\n";
+    const std::string text(1 << 20, 'a');
+    for (int i = 0; i < 150; ++i) f << text << "," << i % 2 << "\n";
+  }
+  const auto features = [&](const std::string& file) {
+    SubprocessOptions o;
+    o.timeout_seconds = 20;
+    return RunSubprocess({prlimit, "--as=" + std::to_string(500ull << 20), test::CliPath(),
+                          "classify", "features", "--tokenizer_name", vocab, "--train_file", file},
+                         o);
+  };
+  const SubprocessResult fits = features(small);
+  if (fits.exit_code != 0) GTEST_SKIP() << "500 MiB do not start it here:\n" << fits.err;
+  const SubprocessResult r = features(big);
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--train_file '" + big + "': reading and tokenizing it ran out of memory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("std::bad_alloc"), std::string::npos) << r.err;
+}
+
+// CLI11 reads an unsigned flag with strtoull: --seed -1 trained the model of seed 2^64 - 1, bit for
+// bit. Every command that takes --seed refuses a seed that is not decimal digits, naming the flag
+// and the range, before reading anything.
+TEST(HostileInput, SeedMinusOneTrainedTheSeedTwoToTheSixtyFourMinusOne) {
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"generate", "--checkpoint", "/nonexistent.bin"},
+                                             {"classify", "train", "--train_file", "/none.csv"},
+                                             {"qa", "train", "--train_file", "/none.json"},
+                                             {"sft", "train", "--dataset_path", "/none.jsonl"}}) {
+    for (const char* seed : {"-1", "0x10", "1e3", "18446744073709551616", ""}) {
+      std::vector<std::string> args = command;
+      if (command[0] != "generate") {
+        args.insert(args.end(), {"--model_name_or_path", "/none", "--output_dir", "/none"});
+      }
+      args.insert(args.end(), {"--seed", seed});
+      SCOPED_TRACE(args[0] + " --seed '" + seed + "'");
+      const test::CliResult r = test::RunCli(args, {}, kTimeoutS);
+      EXPECT_EQ(r.exit_code, 2) << r.err;
+      EXPECT_NE(r.err.find("--seed"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("it must be an integer in [0, 18446744073709551615]"), std::string::npos)
+          << r.err;
+    }
+  }
 }
 
 }  // namespace

@@ -27,6 +27,9 @@ struct CommonOptions {
 // ("in [0, 100]", ">= 1"), not CLI11's "0 to 1.797e308".
 CLI::Validator FiniteRange(double lo, double hi);
 CLI::Validator AtLeast(double lo);
+// The check of every --seed (an unsigned 64-bit integer): decimal digits only, so that -1 is
+// refused instead of wrapping to 2^64 - 1, and 010 is 10, as Python's int() reads it.
+CLI::Validator SeedRange();
 
 void AddTopoCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);

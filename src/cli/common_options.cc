@@ -1,7 +1,9 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 
@@ -36,6 +38,28 @@ CLI::Validator FiniteRange(double lo, double hi) {
 
 CLI::Validator AtLeast(double lo) {
   return NumberCheck(lo, std::numeric_limits<double>::max(), fmt::format(">= {}", lo));
+}
+
+// CLI11 reads an unsigned option with strtoull(text, 0): "-1" wraps to 2^64 - 1 (the same seed,
+// bit for bit), "010" is octal 8 and "0x10" hexadecimal, where Python's int() (the Trainer's
+// --seed) refuses the sign and the prefix and reads 010 as 10. So the text must be decimal
+// digits that fit 64 bits, and is handed on without its leading zeros.
+CLI::Validator SeedRange() {
+  const std::string range = fmt::format("an integer in [0, {}]", UINT64_MAX);
+  return CLI::Validator(
+      [range](std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        const auto r = std::from_chars(text.data(), end, v);
+        if (!digits || r.ec != std::errc() || r.ptr != end) {
+          return fmt::format("'{}' is not a seed: it must be {}", text, range);
+        }
+        text = std::to_string(v);
+        return "";
+      },
+      range);
 }
 
 void CommonOptions::AddTo(CLI::App* cmd) {

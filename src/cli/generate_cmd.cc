@@ -161,7 +161,7 @@ void AddGenerateCommand(CLI::App& app) {
                   "nucleus sampling: among the top-k, the fewest most likely tokens whose "
                   "probabilities sum to at least p (1 = off)")
       ->check(FiniteRange(0, 1));
-  cmd->add_option("--seed", o->seed, "sampling seed");
+  cmd->add_option("--seed", o->seed, "sampling seed")->check(SeedRange());
   cmd->add_option("--topology", o->topology, "machine whose first group's CPUs run it");
   cmd->callback([o] {
     kernels::InitBlas();

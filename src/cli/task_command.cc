@@ -91,7 +91,8 @@ void AddOptimizerOptions(CLI::App* cmd, task::Args& a) {
       ->check(FiniteRange(0, 1e30));
   cmd->add_option(Flag("save_steps"), a.save_steps, "checkpoint every N steps (0: at the end only)")
       ->check(CLI::Range(0, 1 << 30));
-  cmd->add_option(Flag("seed"), a.seed, "seed of the new head, the feature order and dropout");
+  cmd->add_option(Flag("seed"), a.seed, "seed of the new head, the feature order and dropout")
+      ->check(SeedRange());
   cmd->add_option(Flag("report_to"), a.report_to,
                   "also report the metrics to: none, tensorboard or all (an event file in "
                   "output_dir/runs; train.report_to)")

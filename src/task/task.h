@@ -32,6 +32,10 @@
 #include "model/shape.h"
 #include "model/transformer.h"
 
+namespace cputrain::data {
+class Tokenizer;
+}
+
 namespace cputrain::task {
 
 // The commands the core runs for every task.
@@ -239,6 +243,17 @@ class Task {
     return {};
   }
 };
+
+// Every token id a task's rows feed the model (their tokens and the padding) must be a row of its
+// embedding, [0, V) for the vocab_size V of CheckModel's shape: a larger id reads past the
+// embedding (a crash) or trains its padded rows, which the model does not have. `generate`
+// refuses such a tokenizer and the KV-cache decoder such an id (model/decoder.cc); a task checks
+// its rows as it reads them, before any work. OutsideVocabulary finds the first id of
+// [begin, end) outside [0, V) (end if none); RefuseTokenId throws the InputError naming `where`
+// (the file and row), the tokenizer's size and the model's, and the fix.
+const std::int32_t* OutsideVocabulary(const std::int32_t* begin, const std::int32_t* end, int V);
+[[noreturn]] void RefuseTokenId(int id, int V, const data::Tokenizer& tokenizer,
+                                const std::string& where);
 
 // The tasks the binary runs (task/registry.cc: one line each), in the order `--help` lists them.
 struct TaskEntry {

@@ -3,11 +3,15 @@
 // format, the rest is the text (checked as UTF-8 first, as ReadTable does). A table it accepts
 // must be rectangular — every row as many cells as the header has columns — with a line per
 // row that never goes back, and every cell null, a bool, a number, a string or (JSON) a list or
-// object; Column must find every column by its name.
+// object; Column must find every column by its name, and the names must differ (pandas renames
+// a repeated one); the table keeps to its caps (table.h): at most kMaxTableColumns columns and
+// one cell per byte of the text, or kMinTableCells.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "common/utf8.h"
@@ -31,6 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     for (const std::string& c : t.columns) {
       if (t.rows[0].size() <= t.Column(c, "--flag")) std::abort();
     }
+    using cputrain::task::kMaxTableColumns;
+    using cputrain::task::kMinTableCells;
+    const std::unordered_set<std::string> names(t.columns.begin(), t.columns.end());
+    if (names.size() != t.columns.size() || t.columns.size() > kMaxTableColumns) std::abort();
+    if (t.rows.size() * t.columns.size() > std::max(text.size(), kMinTableCells)) std::abort();
   } catch (const cputrain::InputError&) {
   }
   return 0;

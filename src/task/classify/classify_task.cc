@@ -8,9 +8,11 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -150,6 +152,7 @@ void ClassifyTask::CheckModel(const model::Shape& s, const Args& args) const {
   self->model_labels_ = s.labels;
   self->model_problem_ = s.problem;
   self->model_classifier_ = s.head == model::Head::kClassify;
+  self->model_vocab_ = s.V;
   if (*model::FamilyOf(s.arch).hf_classify_architecture != '\0') return;
   throw InputError(
       fmt::format("--model_name_or_path '{}' is a {} model, which has no sequence classifier "
@@ -205,6 +208,10 @@ void ClassifyTask::OpenTokenizer(const Args& args) {
     pad_ = p.is_number_integer() ? p.get<int>() : tokenizer_->eos_token();
   }
   if (pad_ < 0) pad_ = 0;
+  if (model_vocab_ > 0 && pad_ >= model_vocab_) {
+    RefuseTokenId(pad_, model_vocab_, *tokenizer_,
+                  "the padding token (config.json's pad_token_id, else the tokenizer's eos)");
+  }
   // A checkpoint read as a classifier says it is one; an HF directory says so in config.json.
   const json arch = model_config_.value("architectures", json::array());
   if (model_config_.contains("architectures")) {
@@ -234,8 +241,9 @@ Columns ClassifyTask::ColumnsOf(const Table& t, bool labelled) const {
   const auto has = [&](const std::string& n) {
     return std::find(t.columns.begin(), t.columns.end(), n) != t.columns.end();
   };
-  if (labelled || has(o_.label_column_name))
-    c.label = t.Column(o_.label_column_name, "--label_column_name");
+  // A test file's labels are not read (run_glue.py drops the column to predict: GLUE's test
+  // splits hold -1).
+  if (labelled) c.label = t.Column(o_.label_column_name, "--label_column_name");
   if (!o_.text_column_names.empty()) {
     std::size_t from = 0;
     while (from <= o_.text_column_names.size()) {
@@ -314,6 +322,12 @@ void ClassifyTask::AddRows(const Table& t, const Columns& c, ClassifySplit* s) c
   const std::size_t K = static_cast<std::size_t>(labels_.outputs());
   const bool values = labels_.problem != ProblemType::kSingleLabel;
   for (std::size_t r = 0; r < n; ++r) {
+    const std::int32_t* bad = OutsideVocabulary(ids[r].data(), ids[r].data() + ids[r].size(),
+                                                model_vocab_ > 0 ? model_vocab_ : INT32_MAX);
+    if (bad != ids[r].data() + ids[r].size()) {
+      RefuseTokenId(*bad, model_vocab_, *tokenizer_,
+                    fmt::format("{}, line {}", t.path, t.lines[r]));
+    }
     s->ids_.insert(s->ids_.end(), ids[r].begin(), ids[r].end());
     s->begin_.push_back(s->ids_.size());
     s->second_.push_back(second[r]);
@@ -331,7 +345,20 @@ void ClassifyTask::AddRows(const Table& t, const Columns& c, ClassifySplit* s) c
   s->labelled_ = c.label != SIZE_MAX;
 }
 
+// An allocation that fails while a file is read and tokenized was sized by that file (the caps of
+// table.h bound what they can): it is reported as the input's, exit 2, not as std::bad_alloc.
 std::unique_ptr<Split> ClassifyTask::Read(SplitKind kind, const Args& args) {
+  try {
+    return ReadSplit(kind, args);
+  } catch (const std::bad_alloc&) {
+    throw InputError(fmt::format("{} '{}': reading and tokenizing it ran out of memory",
+                                 FileFlag(kind), args.File(kind)),
+                     "split the file, or shorten its rows (docs/classification.md, \"Size "
+                     "limits\")");
+  }
+}
+
+std::unique_ptr<Split> ClassifyTask::ReadSplit(SplitKind kind, const Args& args) {
   const std::string& path = args.File(kind);
   Table t = ReadTable(path, FileFlag(kind));
   if (kind == SplitKind::kTrain && o_.shuffle_train_dataset) {

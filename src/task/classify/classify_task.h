@@ -99,6 +99,7 @@ class ClassifyTask final : public Task {
 
  private:
   Columns ColumnsOf(const Table& t, bool labelled) const;
+  std::unique_ptr<Split> ReadSplit(SplitKind kind, const Args& args);
   void BuildLabels(const Table& train, std::size_t column, const Args& args);
   void AddRows(const Table& t, const Columns& c, ClassifySplit* s) const;
   json Metrics(const ClassifySplit& s, const Logits& logits, std::size_t begin,
@@ -119,6 +120,7 @@ class ClassifyTask final : public Task {
   // body a new head goes on.
   bool model_classifier_ = false;
   int model_labels_ = 0;
+  int model_vocab_ = 0;  // its vocab_size: every token id of a row is below it (0: no model)
   model::ProblemType model_problem_ = model::ProblemType::kSingleLabel;
 };
 

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
+#include <cmath>
+#include <limits>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "common/log.h"
@@ -44,23 +46,45 @@ ProblemType Infer(const LabelColumn& train) {
                      : ProblemType::kSingleLabel;
 }
 
-// The distinct single labels of a column into *set (null, -1: skipped), each an integer or a
-// string.
-void Collect(const LabelColumn& c, bool multi, std::vector<json>* set) {
+// The distinct single labels of a column appended to *set (null, -1: skipped), each an integer
+// or a string; *seen holds the keys (LabelKey) of every label met so far, in this column or
+// before. More than kMaxLabels is refused as soon as it is found.
+void Collect(const LabelColumn& c, bool multi, std::vector<json>* set,
+             std::unordered_set<std::string>* seen) {
+  const auto add = [&](std::size_t r, const json& x) {
+    if (x.is_null() || (x.is_number_integer() && x.get<long long>() == -1)) return;
+    if (!x.is_number_integer() && !x.is_string()) {
+      BadLabel(c, r, fmt::format("is {}, not an integer or a string", x.dump()),
+               multi ? "a multi-label row lists its labels: [\"a\", \"b\"]"
+                     : "use integer or string labels, or --problem_type regression");
+    }
+    if (!seen->insert(LabelKey(x)).second) return;
+    set->push_back(x);
+    if (seen->size() > static_cast<std::size_t>(model::kMaxLabels)) {
+      throw InputError(fmt::format("{}: more than {} distinct labels (line {} brings one more)",
+                                   c.table->path, model::kMaxLabels, c.table->lines[r]),
+                       "check --label_column_name: is it the label column?");
+    }
+  };
   for (std::size_t r = 0; r < c.table->rows.size(); ++r) {
     const json& v = Cell(c, r);
-    std::vector<json> items = multi && v.is_array() ? v.get<std::vector<json>>() : std::vector{v};
-    for (const json& x : items) {
-      if (x.is_null() || (x.is_number_integer() && x.get<long long>() == -1)) continue;
-      if (!x.is_number_integer() && !x.is_string()) {
-        BadLabel(c, r, fmt::format("is {}, not an integer or a string", x.dump()),
-                 multi ? "a multi-label row lists its labels: [\"a\", \"b\"]"
-                       : "use integer or string labels, or --problem_type regression");
-      }
-      if (std::none_of(set->begin(), set->end(), [&](const json& y) { return y == x; })) {
-        set->push_back(x);
-      }
+    if (multi && v.is_array()) {
+      for (const json& x : v) add(r, x);
+    } else {
+      add(r, v);
     }
+  }
+}
+
+// config.json's label2id keys are the labels' names (Python's str()): 1 and "1" would share one.
+void CheckNamesDiffer(const Labels& l, const std::string& path) {
+  std::unordered_map<std::string, int> by_name;
+  for (int i = 0; i < static_cast<int>(l.names.size()); ++i) {
+    const auto [it, added] = by_name.emplace(l.Name(i), i);
+    if (added) continue;
+    throw InputError(fmt::format("{}: the labels {} and {} are both '{}' in config.json's label2id",
+                                 path, l.names[it->second].dump(), l.names[i].dump(), it->first),
+                     "write every label as one JSON type: integers or strings");
   }
 }
 
@@ -75,15 +99,27 @@ std::string Labels::Name(int id) const {
   return n.is_string() ? n.get<std::string>() : n.dump();
 }
 
+std::string LabelKey(const json& value) {
+  std::string key = value.is_string() ? value.get<std::string>() : value.dump();
+  key.push_back(value.is_string() ? 's' : value.is_number_integer() ? 'i' : 'j');
+  return key;
+}
+
+void Labels::Index() {
+  ids.clear();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    ids.emplace(LabelKey(names[i]), static_cast<int>(i));
+}
+
 int Labels::Id(const json& value) const {
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == value) return static_cast<int>(i);
-    // A label read as an integer from one file and written as its digits in config.json.
-    if (names[i].is_string() && value.is_number_integer() && names[i] == value.dump()) {
-      return static_cast<int>(i);
-    }
-  }
-  return -1;
+  auto it = ids.find(LabelKey(value));
+  if (it != ids.end()) return it->second;
+  if (!value.is_number_integer()) return -1;
+  // A label read as an integer from one file and written as its digits in config.json.
+  it = ids.find(LabelKey(json(value.dump())));
+  if (it != ids.end()) return it->second;
+  const long long id = value.get<long long>();
+  return default_names && id >= 0 && id < outputs() ? static_cast<int>(id) : -1;
 }
 
 Labels LabelsFromData(const LabelColumn& train, const std::vector<LabelColumn>& others,
@@ -95,31 +131,37 @@ Labels LabelsFromData(const LabelColumn& train, const std::vector<LabelColumn>& 
   if (l.problem == ProblemType::kRegression) return l;
   if (glue && !glue->labels.empty()) {
     for (const char* n : glue->labels) l.names.emplace_back(n);
+    l.Index();
     return l;
   }
   const bool multi = l.problem == ProblemType::kMultiLabel;
-  Collect(train, multi, &l.names);
-  std::vector<json> extra;
-  for (const LabelColumn& c : others) Collect(c, multi, &extra);
-  for (const json& x : extra) {
-    if (l.Id(x) >= 0) continue;
-    log::Warn(
-        "label {} is in {} but not in the training file: added to the label list (as "
-        "run_classification.py adds it)",
-        x.dump(), others.front().table->path);
-    l.names.push_back(x);
+  std::unordered_set<std::string> seen;
+  Collect(train, multi, &l.names, &seen);
+  for (const LabelColumn& c : others) {
+    std::vector<json> extra;
+    Collect(c, multi, &extra, &seen);
+    for (const json& x : extra) {
+      log::Warn(
+          "label {} is in {} but not in the training file: added to the label list (as "
+          "run_classification.py adds it)",
+          x.dump(), c.table->path);
+      l.names.push_back(x);
+    }
   }
   std::sort(l.names.begin(), l.names.end(), Before);
+  if (multi && l.names.empty()) {
+    throw InputError(fmt::format("{}: no row lists a label: a multi-label classifier needs one "
+                                 "or more (every row's list is empty)",
+                                 train.table->path),
+                     "check --label_column_name; each row lists its labels: [\"a\", \"b\"]");
+  }
   if (l.names.size() < 2 && !multi) {
     throw InputError(fmt::format("{}: {} distinct label(s): a classifier needs two or more",
                                  train.table->path, l.names.size()),
                      "check --label_column_name, or pass --problem_type regression for numbers");
   }
-  if (l.names.size() > static_cast<std::size_t>(model::kMaxLabels)) {
-    throw InputError(fmt::format("{}: {} distinct labels, more than {}", train.table->path,
-                                 l.names.size(), model::kMaxLabels),
-                     "check --label_column_name: is it the label column?");
-  }
+  CheckNamesDiffer(l, train.table->path);
+  l.Index();
   return l;
 }
 
@@ -134,12 +176,13 @@ Labels LabelsFromModel(const json& config, int outputs, ProblemType problem) {
                           ? id2label[key]
                           : json(fmt::format("LABEL_{}", i)));
   }
-  // transformers' defaults (LABEL_i) name no label of the data: integer labels are their ids.
-  bool defaults = true;
-  for (int i = 0; i < outputs; ++i) defaults = defaults && l.names[i] == fmt::format("LABEL_{}", i);
-  if (defaults) {
-    for (int i = 0; i < outputs; ++i) l.names[i] = i;
+  // transformers' defaults (LABEL_i) name no label of the data: a row may hold the name (a file
+  // whose labels were LABEL_i) or the id (integer labels).
+  l.default_names = true;
+  for (int i = 0; i < outputs; ++i) {
+    l.default_names = l.default_names && l.names[i] == fmt::format("LABEL_{}", i);
   }
+  l.Index();
   return l;
 }
 
@@ -153,7 +196,16 @@ void RowTargets(const Labels& l, const LabelColumn& c, std::size_t r, int* id, f
       BadLabel(c, r, fmt::format("is {}, not a number", v.dump()),
                "a regression's labels are numbers");
     }
-    values[0] = v.get<float>();
+    // The targets are float32: inf, nan and what rounds to inf (1e39) would make every loss
+    // inf ("training diverged") or an evaluation's metrics null.
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || std::fabs(x) > std::numeric_limits<float>::max()) {
+      BadLabel(c, r, fmt::format("is {}, not a finite float32 number", x),
+               fmt::format("a regression's labels are finite numbers of magnitude at most {:g} "
+                           "(float32's largest): fix the row",
+                           std::numeric_limits<float>::max()));
+    }
+    values[0] = static_cast<float>(x);
     return;
   }
   if (l.problem == ProblemType::kMultiLabel) {

@@ -9,8 +9,12 @@
 //     unlabelled test rows); a GLUE task's ClassLabel names when --task_name is given (its rows
 //     may hold the names or their indices);
 //   - label2id: each value's index in the list, written into config.json (id2label, label2id) as
-//     transformers does.
-// A trained model's labels come back from its config.json.
+//     transformers does; two labels config.json would name alike (1 and "1") are refused;
+//   - a multi-label file must list at least one label; a regression's labels must be finite and
+//     within float32's range (the model's targets are float32).
+// A trained model's labels come back from its config.json; transformers' default names
+// (LABEL_0, LABEL_1, ...) name no label of the data, so a row may hold the name or the id.
+// Looking a label up is a hash lookup: files with many distinct labels are read in linear time.
 //
 // Thread safety: Labels is immutable once built.
 #pragma once
@@ -18,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/shape.h"
@@ -33,9 +38,19 @@ struct Labels {
   int outputs() const;
   // The label of id as config.json and predict_results.txt write it (Python's str()).
   std::string Name(int id) const;
-  // The id of a label value; -1 if it is not a label.
+  // The id of a label value; -1 if it is not a label. A value read as an integer from one file
+  // finds the label config.json wrote as its digits; with default names, an integer in
+  // [0, outputs()) is its id.
   int Id(const nlohmann::json& value) const;
+  // Makes the lookup Id uses from names (once they are final).
+  void Index();
+
+  bool default_names = false;                // config.json's id2label is transformers' LABEL_i
+  std::unordered_map<std::string, int> ids;  // LabelKey(names[i]) -> i
 };
+
+// The key of a label value in Labels::ids: its type and value (1 and "1" differ).
+std::string LabelKey(const nlohmann::json& value);
 
 // One split's label column: its table and column index.
 struct LabelColumn {

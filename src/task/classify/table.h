@@ -2,14 +2,28 @@
 // through Hugging Face datasets (docs/classification.md, "The files"): a table of named columns.
 //   - CSV (.csv): pandas.read_csv's defaults — a header row, comma-separated fields, "double
 //     quotes" around a field that holds commas, quotes ("") or line breaks; a UTF-8 byte-order
-//     mark dropped; pandas' missing-value spellings ("", "NA", "N/A", "NaN", "null", "None", ...)
-//     read as missing; each column typed as pandas types it: integers if every present cell is
-//     one, else numbers if every present cell is one, else text;
+//     mark dropped; duplicate names renamed as pandas renames them (sentence, sentence.1), an
+//     empty one "Unnamed: i"; pandas' missing-value spellings ("", "NA", "N/A", "NaN", "null",
+//     "None", ...) read as missing; each column typed as pandas' C parser types it: integers if
+//     every present cell is one (ASCII white space around an optional sign and decimal digits:
+//     " 1" is 1, 0x10 is text), else numbers if every present cell is one (decimal, with an
+//     exponent; inf, +infinity, -Infinity in any case; NAN, 0x1p1 and 1_000 are text), else
+//     text. One deviation: an integer beyond int64 reads as a number (pandas: uint64 or
+//     Python ints);
 //   - TSV (.tsv): the same with tabs and no quoting (GLUE's original files, csv.QUOTE_NONE);
 //   - JSON Lines (.json, .jsonl): one object per line (a file holding one JSON list of objects is
-//     read too); the columns are the keys in the order they first appear, a missing key missing.
+//     read too); the columns are the keys in the order they first appear, a missing key missing;
+//     each column typed as datasets' pyarrow reader types it: one JSON type a column (integers
+//     and fractions are numbers; an integer beyond int64 a fraction, as pyarrow's double), the
+//     items of its lists one type too; a column that mixes them (1 and "1") is refused, as
+//     datasets refuses it.
 // Every file is read whole (at most 4 GiB), checked as strict UTF-8 first (common/utf8.h), and
 // every row must have the header's fields: an InputError names the file, the line and the fix.
+// Size limits, each checked before what it bounds is allocated (docs/classification.md, "Size
+// limits"): kMaxTableColumns columns, kMaxCellBytes a cell (and a key), rows nesting at most
+// kMaxRowDepth levels, and a table of at most one cell (rows x columns) per byte of the file, or
+// kMinTableCells — a JSON Lines file whose rows each bring new keys would otherwise grow
+// quadratically in memory.
 //
 // Thread safety: ReadTable may be called from any thread.
 #pragma once
@@ -20,6 +34,11 @@
 #include <vector>
 
 namespace cputrain::task {
+
+inline constexpr std::size_t kMaxTableColumns = 1024;
+inline constexpr std::size_t kMaxCellBytes = std::size_t{1} << 20;
+inline constexpr int kMaxRowDepth = 64;
+inline constexpr std::size_t kMinTableCells = std::size_t{1} << 20;
 
 struct Table {
   std::string path;

@@ -169,6 +169,22 @@ void RowTargets(const Split& split, std::size_t i, int T, int* inputs, int* targ
   static_cast<const PackedSplit&>(split).Row(i, T, inputs, targets);
 }
 
+// Every id of the rows and the padding id inside the model's vocabulary [0, V) (task.h): the
+// rows name their place in the file when TokenizeSft kept one row per JSON row.
+void CheckVocabulary(const SftRows& r, const std::vector<JsonRow>& rows, int V, int pad,
+                     const data::Tokenizer& tokenizer) {
+  if (V <= 0) return;
+  for (std::size_t i = 0; i < r.rows(); ++i) {
+    const std::int32_t *b = r.ids.data() + r.begin[i], *e = r.ids.data() + r.begin[i + 1];
+    const std::int32_t* bad = OutsideVocabulary(b, e, V);
+    if (bad == e) continue;
+    RefuseTokenId(
+        *bad, V, tokenizer,
+        rows.size() == r.rows() ? rows[i].where : fmt::format("{}, row {}", r.path, i + 1));
+  }
+  if (pad >= V) RefuseTokenId(pad, V, tokenizer, "the padding token (the tokenizer's eos)");
+}
+
 // The prompts `predict` completes: each row's prompt ids and what predictions.jsonl echoes.
 class PromptSplit final : public Split {
  public:
@@ -319,6 +335,7 @@ std::unique_ptr<Split> SftTask::Read(SplitKind kind, const Args& args) {
   log::Info("{}: {} {} rows, {} tokens, {} of them labels (max_length {})", r.path, r.rows(),
             SftFormName(r.form), r.ids.size(), kept, o_.data.max_length);
   const int eos = tokenizer_->eos_token(), pad = eos >= 0 ? eos : 0;
+  CheckVocabulary(r, rows, vocab_.first, pad, *tokenizer_);
   if (o_.packing) {  // TRL's eval_packing follows packing
     auto packed = std::make_unique<PackedSplit>(std::move(r), o_.data.max_length, pad);
     log::Info("packed into {} rows of at most {} tokens (best fit decreasing)", packed->rows(),
