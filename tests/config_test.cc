@@ -145,6 +145,21 @@ TEST(Config, WrongTypesNameTheKeyAndLine) {
   EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
 }
 
+// Issue 43, item 15: report_to=[wandb] was refused as "must be a list of: none, tensorboard,
+// all, not a list": the entry that is not supported is named, with the ones that are.
+TEST(Config, ReportToWandbWasRefusedAsNotAList) {
+  for (const std::string& e : {ErrorOf("", {"train.report_to=[wandb]"}),
+                               ErrorOf("train:\n  report_to: [tensorboard, wandb]\n"),
+                               ErrorOf("", {"train.report_to=wandb"})}) {
+    EXPECT_NE(e.find("train.report_to names 'wandb', which is not supported: cputrain-numa "
+                     "reports to none, tensorboard or all"),
+              std::string::npos)
+        << e;
+    EXPECT_EQ(e.find("not a list"), std::string::npos) << e;
+  }
+  EXPECT_EQ(ErrorOf("", {"train.report_to=[tensorboard]"}), "(no error)");
+}
+
 TEST(Config, CrossFieldRules) {
   EXPECT_NE(ErrorOf("model: {channels: 48, heads: 5}").find("model.heads (5) must divide"),
             std::string::npos);

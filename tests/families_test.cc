@@ -424,6 +424,63 @@ TEST(FamilyConfig, Phi3RefusesLongropeAndPartialRotary) {
   EXPECT_EQ(FromHf(Arch::kPhi3, cfg).pad_token, 32000);
 }
 
+// Issue 43, item 10: partial_rotary_factor 0.5 was accepted and ignored by every family but
+// Phi-3 (transformers' Llama, Qwen2, Qwen3, Mistral and Gemma 3 fail on it; this engine rotates
+// whole heads): each refuses it, naming config.json and the key; 1 and null are the default.
+TEST(FamilyConfig, PartialRotaryFactorRefusedByEveryRopeFamily) {
+  Shape llama = test::SmallQwen2();
+  llama.arch = Arch::kLlama;
+  llama.attn_bias = false;
+  for (const Shape& s : {llama, test::SmallQwen2(), test::SmallQwen3(), test::SmallMistral(),
+                         test::SmallGemma3(), test::SmallPhi3()}) {
+    const Family& f = FamilyOf(s.arch);
+    const json cfg = f.to_hf_config(s);
+    const std::string refused = Refusal(s.arch, cfg, "partial_rotary_factor", 0.5);
+    EXPECT_NE(refused.find("'c.json': partial_rotary_factor is 0.5"), std::string::npos)
+        << f.name << ": " << refused;
+    EXPECT_EQ(Refusal(s.arch, cfg, "partial_rotary_factor", 1.0), "") << f.name;
+    EXPECT_EQ(Refusal(s.arch, cfg, "partial_rotary_factor", nullptr), "") << f.name;
+  }
+}
+
+// Issue 43, item 10: Gemma 3's sliding_window_pattern -2, 0 and 2.5 silently became 6, and of
+// sliding_window_pattern and _sliding_window_pattern the second won. transformers 4.55.4's
+// Gemma3TextConfig (without layer_types) reads sliding_window_pattern only (6 if absent): 0,
+// null and "3" raise there, -2, 2.5 and true give layers no Gemma has (Python's %); 2.0 is 2, a
+// pattern past the last layer windows them all; _sliding_window_pattern is ignored (checked in
+// the peers' environment). Here: the same layers, or a refusal naming the key.
+TEST(FamilyConfig, Gemma3SlidingWindowPatternAsTransformersReadsIt) {
+  json old = FamilyOf(Arch::kGemma3).to_hf_config(test::SmallGemma3());
+  old.erase("layer_types");
+  old["num_hidden_layers"] = 7;
+  for (const json& bad : {json(-2), json(0), json(2.5), json(true), json("3"), json(nullptr)}) {
+    EXPECT_NE(Refusal(Arch::kGemma3, old, "sliding_window_pattern", bad)
+                  .find("'c.json': sliding_window_pattern is " + bad.dump() + ", not a positive"),
+              std::string::npos)
+        << bad;
+  }
+  json c = old;
+  c["sliding_window_pattern"] = 2.0;
+  EXPECT_EQ(FromHf(Arch::kGemma3, c).global_every, 2);
+  c["sliding_window_pattern"] = 100;  // past the last layer: every layer windowed
+  const Shape all = FromHf(Arch::kGemma3, c);
+  for (int l = 0; l < 7; ++l) EXPECT_TRUE(all.windowed(l)) << l;
+  c["_sliding_window_pattern"] = 100;  // agreeing: fine
+  EXPECT_EQ(FromHf(Arch::kGemma3, c), all);
+  c["_sliding_window_pattern"] = 3;  // transformers would run 100 and ignore it
+  EXPECT_NE(Refusal(Arch::kGemma3, c, "sliding_window_pattern", 100)
+                .find("_sliding_window_pattern is 3, but without layer_types"),
+            std::string::npos);
+  EXPECT_NE(Refusal(Arch::kGemma3, old, "_sliding_window_pattern", 3).find("(absent: 6)"),
+            std::string::npos);
+  EXPECT_EQ(Refusal(Arch::kGemma3, old, "_sliding_window_pattern", 6), "");
+  // With layer_types (what transformers saves), the pattern keys are not read, there or here.
+  json saved = FamilyOf(Arch::kGemma3).to_hf_config(test::SmallGemma3());
+  saved["sliding_window_pattern"] = 0;
+  saved["_sliding_window_pattern"] = 2;
+  EXPECT_EQ(FromHf(Arch::kGemma3, saved), test::SmallGemma3());
+}
+
 // The presets carry the published shapes: transformers 4.55.4 counts 494,032,768 parameters in
 // Qwen2ForCausalLM(Qwen2.5-0.5B's config) (model card: 0.49B, 0.36B without the embedding),
 // 596,049,920 in Qwen3-0.6B's (0.6B; 0.44B), 268,098,176 in Gemma3ForCausalLM(gemma-3-270m's)

@@ -1,7 +1,7 @@
 // sft's data pieces without Python (task/sft/sft_data.h; tests/reference/sft_parity.py checks
 // them against TRL itself): best-fit-decreasing packing on cases whose bins TRL 0.22.2's
 // _pack_bfd gave (run by hand, recorded here), packing per batch of `chunk` rows, and the forms'
-// refusals naming file:line.
+// refusals naming file:line, and rows that truncation leaves with no label (issue 43, item 8).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "space_tokenizer.h"
 #include "task/sft/sft_data.h"
 
 namespace cputrain::task {
@@ -91,6 +92,70 @@ TEST_F(SftRowsTest, RefusesBadRowsNamingTheirLine) {
   EXPECT_NE(Refusal("{\"text\": 3}\n").find("\"text\" is missing or not a string"),
             std::string::npos);
   EXPECT_NE(Refusal("\n\n").find("has no rows"), std::string::npos);
+}
+
+// Issue 43, item 8: rows whose answers all fall past --max_length (or whose prompt fills it)
+// trained with loss 0.0000 and evaluated to eval_loss 0.000000, exit 0: the "no assistant
+// tokens" check ran before truncation. Such a row is kept (TRL's adds nothing to a step's loss)
+// and counted; a file with no target at all is refused, naming the --max_length that reaches one.
+class SftTargetsTest : public SftRowsTest {
+ protected:
+  // Prompt-completion rows of one-token words (SpaceTokenizer), cut to max_length.
+  SftRows Rows(const std::string& text, int max_length) {
+    test::SpaceTokenizer tok;
+    SftTokenizing tk;
+    tk.tokenizer = &tok;
+    SftOptions o;
+    o.max_length = max_length;
+    const std::string path = Write("d.jsonl", text);
+    return TokenizeSft(ReadJsonRows(path, "--dataset_path", 0), path, "--dataset_path", tk, o);
+  }
+  static std::vector<std::vector<std::size_t>> OneRowABin(const SftRows& r) {
+    std::vector<std::vector<std::size_t>> bins;
+    for (std::size_t i = 0; i < r.rows(); ++i) bins.push_back({i});
+    return bins;
+  }
+  std::string Refusal(const SftRows& r, int max_length) {
+    try {
+      CheckSftTargets(r, OneRowABin(r), "--eval_dataset_path", max_length);
+    } catch (const InputError& e) {
+      return std::string(e.what()) + " | " + e.hint();
+    }
+    return "";
+  }
+};
+
+TEST_F(SftTargetsTest, AnswersPastMaxLengthAreRefusedWhenNoRowKeepsOne) {
+  const std::string rows =
+      "{\"prompt\": \"a b c\", \"completion\": \" d e\"}\n"
+      "{\"prompt\": \"a b c d\", \"completion\": \" e\"}\n";
+  const std::string refused = Refusal(Rows(rows, 3), 3);
+  EXPECT_NE(refused.find("--eval_dataset_path"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("no row has a label within --max_length 3"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("raise --max_length to at least 4"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("d.jsonl:1"), std::string::npos) << refused;
+  // One more token reaches the first row's answer: the second row is counted, not refused.
+  const SftRows r = Rows(rows, 4);
+  const SftUntrained u = CheckSftTargets(r, OneRowABin(r), "--dataset_path", 4);
+  EXPECT_EQ(u.rows, 1u);
+  EXPECT_EQ(u.first, (dir_ / "d.jsonl").string() + ":2");
+  EXPECT_EQ(Refusal(Rows(rows, 5), 5), "");
+}
+
+// A label on a row's first token is a target only where packing puts the row after another
+// document (the previous document's last token predicts it).
+TEST_F(SftTargetsTest, FirstTokenLabelCountsOnlyAfterAnotherDocument) {
+  SftRows r;
+  r.path = "d.jsonl";
+  r.ids = {5, 6, 7, 8};
+  r.label = {1, 0, 1, 0};
+  r.begin = {0, 2, 4};
+  r.where = {"d.jsonl:1", "d.jsonl:2"};
+  r.first_target = {std::string::npos, std::string::npos};
+  EXPECT_NE(Refusal(r, 2).find("give the rows an answer"), std::string::npos);
+  const SftUntrained packed = CheckSftTargets(r, {{0, 1}}, "--dataset_path", 4);
+  EXPECT_EQ(packed.rows, 1u);
+  EXPECT_EQ(packed.first, "d.jsonl:1");
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ void AddExportCommand(CLI::App& app) {
     const model::Shape shape = model::ReadCheckpointShape(file);
     data::VocabList vocab;
     if (o->format == "gguf") {
+      model::CheckGgufModel(shape);  // before the tokenizer: BERT has no GGUF export at all
       vocab = GgufVocab(o->tokenizer, o->checkpoint, shape.V);
       model::CheckGguf(shape, vocab);
     }

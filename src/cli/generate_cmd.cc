@@ -170,7 +170,9 @@ void AddGenerateCommand(CLI::App& app) {
     if (shape.head != model::Head::kLm) {
       throw InputError(fmt::format("'{}' is a {} {} model, not a language model", o->checkpoint,
                                    model::ArchName(shape.arch), model::HeadName(shape.head)),
-                       "answer questions with it: cputrain-numa qa predict");
+                       shape.head == model::Head::kClassify
+                           ? "classify texts with it: cputrain-numa classify predict"
+                           : "answer questions with it: cputrain-numa qa predict");
     }
     std::unique_ptr<data::Tokenizer> tok = ChooseTokenizer(o->tokenizer, file, shape);
     CheckTokenizerFits(*tok, shape, o->checkpoint);

@@ -36,6 +36,7 @@
 #include "topology/placement.h"
 #include "topology/topology.h"
 #include "train/reports.h"
+#include "train/run_lock.h"
 #include "train/trainer.h"
 
 namespace cputrain::cli {
@@ -118,10 +119,24 @@ void CheckOutputDir(const Args& a, const model::Shape& s, const model::HeadSpec&
                    "to resume it (or --overwrite_output_dir to replace the run)");
 }
 
+// An --output_dir another run is training into is refused before anything is read, by its flag:
+// the trainer's own lock named it train.out_dir, and only after the tokenizing (issue 43). Under
+// mpirun only rank 0 takes the lock, later; the ranks here do not know theirs, so the trainer's
+// lock is the check there.
+void CheckNotInUse(const Args& a) {
+  if (mpi::LaunchedByMpi()) return;
+  if (const std::optional<std::string> pid = train::RunLock::Holder(a.output_dir)) {
+    throw InputError(
+        fmt::format("--output_dir '{}' is in use by another run (pid {})", a.output_dir, *pid),
+        "wait for that run to end, stop it, or choose another --output_dir");
+  }
+}
+
 // Step 2 of task_command.h: the model, the tokenizer and every file `kinds` names, read and
 // checked; the head the task then trains or predicts with.
 Inputs ReadInputs(TaskCommand& c, Command command, const std::vector<SplitKind>& kinds) {
   const Args& a = c.args;
+  if (command == Command::kTrain) CheckNotInUse(a);
   Inputs in;
   const model::Shape body = ModelShape(c, c.task->ModelHead());
   c.task->OpenTokenizer(a);

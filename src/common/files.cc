@@ -73,6 +73,16 @@ void ThrowWriteError(const std::string& message, int err, const std::string& pat
 }
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  // The rename at Commit would fail only then, after the whole file was written, and with
+  // "Device or resource busy" for "." (issue 43).
+  std::error_code ec;
+  if (path_.empty() || path_.back() == '/' || std::filesystem::is_directory(path_, ec)) {
+    throw InputError(fmt::format("cannot write '{}': it is a directory", path_),
+                     "give the path of a file to write (a name inside the directory)");
+  }
+  // A writer of this name killed before its rename (kill -9) left its temporary: the next one
+  // removes it, so they do not pile up (issue 43: 7 of them, 102 MB, beside one .gguf).
+  RemoveDeadTemporariesOf(path_);
   tmp_path_ = fmt::format("{}.tmp.{}", path_, ::getpid());
   file_ = std::fopen(tmp_path_.c_str(), "wb");
   if (!file_) {
@@ -297,10 +307,15 @@ long TemporaryOwner(const std::string& path) {
   return std::stol(digits);
 }
 
-int RemoveDeadTemporaries(const std::string& dir) {
+namespace {
+
+// The temporaries directly in `dir` whose name starts with `prefix` and whose owner is no longer
+// running (kill(pid, 0) says ESRCH; EPERM: another user's live process), removed.
+int RemoveDead(const std::string& dir, const std::string& prefix) {
   int removed = 0;
   std::error_code ec;
   for (const std::filesystem::directory_entry& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().filename().string().compare(0, prefix.size(), prefix) != 0) continue;
     const long pid = TemporaryOwner(e.path().string());
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or EPERM
@@ -308,6 +323,14 @@ int RemoveDeadTemporaries(const std::string& dir) {
     removed += std::filesystem::remove_all(e.path(), rm) > 0 ? 1 : 0;
   }
   return removed;
+}
+
+}  // namespace
+
+int RemoveDeadTemporaries(const std::string& dir) { return RemoveDead(dir, ""); }
+
+int RemoveDeadTemporariesOf(const std::string& path) {
+  return RemoveDead(DirOf(path), std::filesystem::path(path).filename().string() + ".tmp.");
 }
 
 }  // namespace cputrain

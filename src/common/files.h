@@ -30,12 +30,14 @@ bool PathAtFault(int err);
 // Writes a file through a temporary sibling ("<path>.tmp.<pid>"): Commit() flushes, fsyncs,
 // renames it over `path` and fsyncs the directory, so readers see the old file or the whole
 // new one. If the writer is destroyed without Commit() (an error, an exception), the temporary
-// is removed and `path` is untouched.
+// is removed and `path` is untouched; the temporaries of writers killed before that (kill -9)
+// are removed by the next writer of `path` (RemoveDeadTemporariesOf).
 //
 // Thread safety: one thread uses a writer at a time.
 class AtomicFileWriter {
  public:
-  // Throws as ThrowWriteError does (the directory does not exist or is not writable: exit 2).
+  // Throws as ThrowWriteError does (the directory does not exist or is not writable: exit 2),
+  // and InputError if `path` is a directory.
   explicit AtomicFileWriter(std::string path);
   ~AtomicFileWriter();
   AtomicFileWriter(const AtomicFileWriter&) = delete;
@@ -159,5 +161,9 @@ long TemporaryOwner(const std::string& path);
 // writer's (another process writing into the same directory keeps its own). Best effort; returns
 // how many were removed.
 int RemoveDeadTemporaries(const std::string& dir);
+// The same for one file's temporaries only ("<path>.tmp.<pid>"): what AtomicFileWriter removes
+// before it writes `path`, so that a writer killed before its rename leaks only until the next
+// write of the same file (a pid since reused by a live process keeps its file until then).
+int RemoveDeadTemporariesOf(const std::string& path);
 
 }  // namespace cputrain

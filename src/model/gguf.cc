@@ -274,7 +274,7 @@ GgufOutType GgufOutTypeFromName(const std::string& name) {
                    "use f32, f16, bf16 or q8_0");
 }
 
-void CheckGguf(const Shape& s, const data::VocabList& vocab) {
+void CheckGgufModel(const Shape& s) {
   const Family& family = FamilyOf(s.arch);
   if (family.gguf == nullptr || s.head != Head::kLm) {
     throw InputError(fmt::format("a {} model{} has no GGUF export: llama.cpp runs decoder "
@@ -290,6 +290,10 @@ void CheckGguf(const Shape& s, const data::VocabList& vocab) {
                        "export takes)");
     }
   }
+}
+
+void CheckGguf(const Shape& s, const data::VocabList& vocab) {
+  CheckGgufModel(s);
   if (vocab.tokens.size() != static_cast<std::size_t>(s.V)) {
     throw InputError(fmt::format("'{}' lists {} tokens, the model has a vocabulary of {}",
                                  vocab.source, vocab.tokens.size(), s.V),

@@ -37,10 +37,13 @@ struct GgufSummary {
   std::uint64_t f16_fallback = 0;        // Q8_0 asked, F16 written (rows not a multiple of 32)
 };
 
-// Throws InputError if a model of shape s cannot be exported with `vocab`: a family with no
-// GGUF names (BERT, DistilBERT), a task head, a vocabulary of another size, or a tokenizer
-// llama.cpp cannot reproduce (its message names the key and why). Cheap: callers check before
-// reading weights.
+// Throws InputError if a model of shape s has no GGUF export: a family with no GGUF names (BERT,
+// DistilBERT), a task head, or what llama.cpp's architecture fixes otherwise. Needs no
+// tokenizer: callers check it before looking for one, so that a BERT checkpoint is refused for
+// what it is, not for its tokenizer (issue 43).
+void CheckGgufModel(const Shape& s);
+// CheckGgufModel, then `vocab`: a vocabulary of another size, or a tokenizer llama.cpp cannot
+// reproduce (its message names the key and why). Cheap: callers check before reading weights.
 void CheckGguf(const Shape& s, const data::VocabList& vocab);
 
 // Writes the model (layout, params) with its tokenizer `vocab` (data/vocab_list.h: padded to

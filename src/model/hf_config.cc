@@ -18,6 +18,19 @@ double Decimal(float x) { return std::stod(fmt::format("{}", x)); }
 
 Shape DecoderKeys(const json& cfg, const std::string& path, Arch arch, bool tied,
                   int default_head_dim) {
+  // transformers' RoPE takes partial_rotary_factor from any config (rope_utils: the rotated
+  // dimension is head_dim times it), but only Phi-3's attention rotates part of a head: the other
+  // families' fail on it ("The size of tensor a (16) must match the size of tensor b (8)"). This
+  // engine rotates whole heads, so a factor other than 1 is refused for every family.
+  if (cfg.contains("partial_rotary_factor") && !cfg["partial_rotary_factor"].is_null() &&
+      cfg["partial_rotary_factor"] != 1) {
+    BadConfig(path,
+              fmt::format("partial_rotary_factor is {}; cputrain-numa's {} rotates whole heads "
+                          "(partial_rotary_factor 1)",
+                          cfg["partial_rotary_factor"].dump(), FamilyOf(arch).name),
+              "this model is not one this engine can run: rotary embeddings over part of a head "
+              "are not implemented (docs/fine-tuning.md)");
+  }
   Shape s;
   s.arch = arch;
   s.C = IntKey(cfg, "hidden_size", path, kMaxChannels);

@@ -11,6 +11,8 @@
 // Hugging Face: Gemma3ForCausalLM, model_type gemma3_text (modeling_gemma3.py).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "model/decoder_family.h"
@@ -33,15 +35,38 @@ std::vector<TensorInfo> Gemma3Tensors(const Shape& s) {
 }
 
 // The windowed layers where config.json has no layer_types: all but every n-th, n =
-// sliding_window_pattern (transformers saves it as _sliding_window_pattern; 6 by default).
-std::vector<bool> PatternRule(const json& cfg, int L) {
-  int n = 6;
-  for (const char* key : {"sliding_window_pattern", "_sliding_window_pattern"}) {
-    if (cfg.contains(key) && cfg[key].is_number_integer() && cfg[key].get<long long>() > 0 &&
-        cfg[key].get<long long>() <= kMaxLayers) {
-      n = static_cast<int>(cfg[key].get<long long>());
-    }
+// sliding_window_pattern (6 if absent), as transformers 4.55's Gemma3TextConfig builds its
+// layer_types: from kwargs' "sliding_window_pattern" only. It also saves the pattern as
+// "_sliding_window_pattern", but reading a config back it ignores that key (its
+// __init__ overwrites it with the other one, or 6): here a value that disagrees with the pattern
+// used is refused, not ignored. A value transformers fails on (0, null, a string) or reads oddly
+// (a negative n, 2.5, true: Python's % on them) is refused by name too.
+std::vector<bool> PatternRule(const json& cfg, const std::string& path, int L) {
+  if (cfg.contains("layer_types") && !cfg["layer_types"].is_null()) {
+    return std::vector<bool>(L);  // layer_types decides (hf::WindowLayers)
   }
+  const json used =
+      cfg.contains("sliding_window_pattern") ? cfg["sliding_window_pattern"] : json(6);
+  const bool whole =
+      used.is_number_integer() ||
+      (used.is_number_float() && std::trunc(used.get<double>()) == used.get<double>());
+  if (!whole || used.get<double>() < 1) {
+    hf::BadConfig(path,
+                  fmt::format("sliding_window_pattern is {}, not a positive whole number (every "
+                              "n-th layer global)",
+                              used.dump()),
+                  "write the pattern (Gemma 3's is 6), or layer_types");
+  }
+  if (cfg.contains("_sliding_window_pattern") && cfg["_sliding_window_pattern"] != used) {
+    hf::BadConfig(path,
+                  fmt::format("_sliding_window_pattern is {}, but without layer_types transformers "
+                              "ignores it and reads sliding_window_pattern ({})",
+                              cfg["_sliding_window_pattern"].dump(),
+                              cfg.contains("sliding_window_pattern") ? used.dump() : "absent: 6"),
+                  "write the pattern meant as sliding_window_pattern, or add layer_types");
+  }
+  // A pattern longer than the model windows every layer.
+  const auto n = static_cast<long long>(std::min(used.get<double>(), kMaxLayers + 1.0));
   std::vector<bool> rule(L);
   for (int l = 0; l < L; ++l) rule[l] = (l + 1) % n != 0;
   return rule;
@@ -61,10 +86,12 @@ Shape Gemma3FromHf(const json& cfg, const std::string& path) {
   s.attn_scalar = static_cast<float>(hf::FloatKey(cfg, "query_pre_attn_scalar", path, 256.0));
   s.rope_local_theta = static_cast<float>(hf::FloatKey(cfg, "rope_local_base_freq", path, 10000.0));
   hf::RopeScalingKey(cfg, path, family, {RopeScaling::kLinear}, &s);
+  // (Gemma3TextConfig builds layer_types, failing on a bad pattern, whatever sliding_window is.)
+  const std::vector<bool> rule = PatternRule(cfg, path, s.L);
   // The sliding window Gemma3TextConfig defaults to (4096); none if null.
   if (!cfg.contains("sliding_window") || !cfg["sliding_window"].is_null()) {
-    hf::WindowLayers(cfg, path, hf::IntKey(cfg, "sliding_window", path, kMaxSeqLen, 4096),
-                     PatternRule(cfg, s.L), &s);
+    hf::WindowLayers(cfg, path, hf::IntKey(cfg, "sliding_window", path, kMaxSeqLen, 4096), rule,
+                     &s);
   }
   return s;
 }

@@ -26,7 +26,6 @@ std::vector<TensorInfo> Phi3Tensors(const Shape& s) { return DecoderTensors(s, {
 Shape Phi3FromHf(const json& cfg, const std::string& path) {
   const char* family = "Phi-3";
   hf::FixedKey(cfg, "hidden_act", {"silu"}, path, family);
-  hf::FixedKey(cfg, "partial_rotary_factor", {1}, path, family);
   for (const char* key : {"attention_dropout", "resid_pdrop", "embd_pdrop"})
     hf::FixedKey(cfg, key, {0}, path, family);
   if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {

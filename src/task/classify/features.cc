@@ -48,13 +48,27 @@ PairEncoder::PairEncoder(const data::Tokenizer& tokenizer, int max_length)
     }
     frame_ = {{cls}, {sep}};
   }
-  const int specials = static_cast<int>(2 * (frame_.before.size() + frame_.after.size()));
-  if (max_length_ <= specials) {
-    throw InputError(fmt::format("--max_seq_length {} leaves no room for the texts beside the "
-                                 "tokenizer's {} special tokens",
-                                 max_length_, specials),
-                     "raise --max_seq_length");
-  }
+  // One text's specials here; a pair's (more) are checked by Encode, which knows it has one.
+  CheckRoom(false);
+}
+
+// The specials around one text, or a pair: before a after (before' b after), before' = before
+// for a tokenizer.json's pair template, nothing for BERT's ([CLS] a [SEP] b [SEP]).
+std::size_t PairEncoder::Specials(bool pair) const {
+  const std::size_t one = frame_.before.size() + frame_.after.size();
+  return pair ? one + (wordpiece_ ? 0 : frame_.before.size()) + frame_.after.size() : one;
+}
+
+// Issue 43: --max_seq_length 4 was refused for single texts as leaving no room beside "4 special
+// tokens" (a pair's count, doubled for BERT's 3), where BERT puts 2 around one text.
+void PairEncoder::CheckRoom(bool pair) const {
+  const std::size_t specials = Specials(pair);
+  if (static_cast<std::size_t>(max_length_) > specials) return;
+  throw InputError(fmt::format("--max_seq_length {} leaves no room for {} beside the tokenizer's "
+                               "{} special tokens around {}",
+                               max_length_, pair ? "the texts of a pair" : "the text", specials,
+                               pair ? "a pair" : "one text"),
+                   fmt::format("raise --max_seq_length above {}", specials));
 }
 
 int PairEncoder::Encode(std::string_view a, const std::string_view* b,
@@ -62,12 +76,9 @@ int PairEncoder::Encode(std::string_view a, const std::string_view* b,
   std::vector<int> ta, tb;
   tok_.Encode(a, &ta);
   if (b) tok_.Encode(*b, &tb);
-  // The specials around the texts: before a after (before' b after), before' = before for a
-  // tokenizer.json's pair template, nothing for BERT's ([CLS] a [SEP] b [SEP]).
-  const std::size_t before2 = b && !wordpiece_ ? frame_.before.size() : 0;
-  const std::size_t specials =
-      frame_.before.size() + frame_.after.size() + (b ? before2 + frame_.after.size() : 0);
-  LongestFirst(static_cast<std::size_t>(max_length_) - specials, ta, b ? &tb : nullptr);
+  if (b) CheckRoom(true);
+  LongestFirst(static_cast<std::size_t>(max_length_) - Specials(b != nullptr), ta,
+               b ? &tb : nullptr);
   ids->clear();
   ids->insert(ids->end(), frame_.before.begin(), frame_.before.end());
   ids->insert(ids->end(), ta.begin(), ta.end());

@@ -13,6 +13,7 @@
 // Thread safety: Encode may be called from any number of threads at once (data::Tokenizer's).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -26,12 +27,15 @@ class PairEncoder {
   // Throws InputError when max_length leaves no room for a text beside the specials.
   PairEncoder(const data::Tokenizer& tokenizer, int max_length);
   // The ids of a, or of the pair (a, *b), into *ids (replacing them); returns where b's part
-  // starts (token type 1 from there), or the length for one text.
+  // starts (token type 1 from there), or the length for one text. Throws InputError when
+  // max_length leaves no room for a pair's texts beside a pair's specials.
   int Encode(std::string_view a, const std::string_view* b, std::vector<std::int32_t>* ids) const;
   // The padding id: [PAD] for WordPiece, else -1 (the model's pad_token_id decides).
   int pad() const { return pad_; }
 
  private:
+  std::size_t Specials(bool pair) const;
+  void CheckRoom(bool pair) const;
   const data::Tokenizer& tok_;
   int max_length_;
   bool wordpiece_;

@@ -269,12 +269,48 @@ SftRows TokenizeSft(const std::vector<JsonRow>& rows, const std::string& path,
     if (n == 0) {
       throw InputError(fmt::format("{} has no tokens", r.where), "drop the empty row");
     }
+    const auto label = std::find(t.label.begin() + 1, t.label.end(), uint8_t{1});  // n >= 1
+    out.first_target.push_back(label == t.label.end()
+                                   ? std::string::npos
+                                   : static_cast<std::size_t>(label - t.label.begin()));
+    out.where.push_back(r.where);
     out.ids.insert(out.ids.end(), t.ids.begin(), t.ids.begin() + static_cast<std::ptrdiff_t>(n));
     out.label.insert(out.label.end(), t.label.begin(),
                      t.label.begin() + static_cast<std::ptrdiff_t>(n));
     out.begin.push_back(out.ids.size());
   }
   return out;
+}
+
+SftUntrained CheckSftTargets(const SftRows& r, const std::vector<std::vector<std::size_t>>& bins,
+                             const std::string& flag, int max_length) {
+  SftUntrained u;
+  std::size_t first = r.rows();
+  for (const std::vector<std::size_t>& bin : bins) {
+    for (std::size_t d = 0; d < bin.size(); ++d) {
+      const std::size_t i = bin[d];
+      // After another document, the row's first token is the target of that one's last.
+      const auto begin = r.label.begin() + static_cast<std::ptrdiff_t>(r.begin[i]);
+      const auto end = r.label.begin() + static_cast<std::ptrdiff_t>(r.begin[i + 1]);
+      if (std::find(d == 0 && begin != end ? begin + 1 : begin, end, uint8_t{1}) != end) continue;
+      u.rows += 1;
+      first = std::min(first, i);
+    }
+  }
+  if (u.rows > 0) u.first = r.where.at(first);
+  if (u.rows < r.rows()) return u;
+  const std::size_t earliest = static_cast<std::size_t>(
+      std::min_element(r.first_target.begin(), r.first_target.end()) - r.first_target.begin());
+  const std::size_t reach = r.first_target.at(earliest);
+  throw InputError(
+      fmt::format("{} '{}': no row has a label within --max_length {} (every answer starts at or "
+                  "past token {}, or there is none), so there is nothing to compute a loss on",
+                  flag, r.path, max_length, max_length),
+      reach == std::string::npos
+          ? std::string("give the rows an answer to train on (a completion, an assistant reply)")
+          : fmt::format("raise --max_length to at least {} (the earliest answer, {}'s, starts at "
+                        "token {}), or shorten the prompts",
+                        reach + 1, r.where.at(earliest), reach + 1));
 }
 
 std::vector<std::vector<std::size_t>> PackBfd(const SftRows& rows, int max_length,

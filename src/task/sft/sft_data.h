@@ -53,6 +53,10 @@ struct SftRows {
   std::vector<int32_t> ids;
   std::vector<uint8_t> label;
   std::vector<std::size_t> begin = {0};
+  std::vector<std::string> where;  // row i's place ("data.jsonl:12"), for messages
+  // Row i's first label past its first token, counted before truncation (the model predicts
+  // token t from those before it, so a label at 0 is no target of its own row); npos if none.
+  std::vector<std::size_t> first_target;
   std::size_t rows() const { return begin.size() - 1; }
 };
 
@@ -70,6 +74,20 @@ std::vector<JsonRow> ReadJsonRows(const std::string& path, const std::string& fl
 // a row with no assistant tokens.
 SftRows TokenizeSft(const std::vector<JsonRow>& rows, const std::string& path,
                     const std::string& flag, const SftTokenizing& tk, const SftOptions& o);
+
+// The rows that give the loss no target once cut to max_length (an answer that starts past it, a
+// prompt that fills it), given how they are batched: `bins` lists each row's batch row (PackBfd's
+// bins with --packing, else one row a bin). A row's first token is a target only where packing
+// puts it after another document. TRL keeps such rows, which then add nothing to a step's loss
+// or to its count of labels; so do we, and the caller warns. InputError naming `flag`, the file
+// and the --max_length that would reach a label when no row at all has a target: a run that
+// trains or evaluates nothing would report a loss of 0 (TRL's would be 0/0, NaN).
+struct SftUntrained {
+  std::size_t rows = 0;  // rows with no target
+  std::string first;     // the first one's place
+};
+SftUntrained CheckSftTargets(const SftRows& r, const std::vector<std::vector<std::size_t>>& bins,
+                             const std::string& flag, int max_length);
 
 // TRL's best-fit-decreasing packing (trl/data_utils.py, _pack_bfd; pack_dataset maps it over
 // datasets' batches of 1000 rows): within each batch of `chunk` rows, the rows (already at most

@@ -101,8 +101,9 @@ class SftSplit final : public Split {
 // next one's first where that is a label).
 class PackedSplit final : public Split {
  public:
-  PackedSplit(SftRows r, int max_length, int pad) : r_(std::move(r)), pad_(pad) {
-    for (const std::vector<std::size_t>& bin : PackBfd(r_, max_length)) {
+  PackedSplit(SftRows r, const std::vector<std::vector<std::size_t>>& bins, int pad)
+      : r_(std::move(r)), pad_(pad) {
+    for (const std::vector<std::size_t>& bin : bins) {
       Bin b;
       for (std::size_t i : bin) {
         b.docs.push_back(static_cast<int>(r_.begin[i + 1] - r_.begin[i]));
@@ -334,10 +335,24 @@ std::unique_ptr<Split> SftTask::Read(SplitKind kind, const Args& args) {
   std::size_t kept = std::count(r.label.begin(), r.label.end(), 1);
   log::Info("{}: {} {} rows, {} tokens, {} of them labels (max_length {})", r.path, r.rows(),
             SftFormName(r.form), r.ids.size(), kept, o_.data.max_length);
+  std::vector<std::vector<std::size_t>> bins;  // TRL's eval_packing follows packing
+  if (o_.packing) {
+    bins = PackBfd(r, o_.data.max_length);
+  } else {
+    for (std::size_t i = 0; i < r.rows(); ++i) bins.push_back({i});
+  }
+  const SftUntrained untrained = CheckSftTargets(r, bins, flag, o_.data.max_length);
+  if (untrained.rows > 0) {
+    log::Warn(
+        "{} of {} rows of {} have no label within --max_length {} (the first: {}): they add "
+        "nothing to the loss, as in TRL; raise --max_length to {} them",
+        untrained.rows, r.rows(), r.path, o_.data.max_length, untrained.first,
+        kind == SplitKind::kValidation ? "evaluate" : "train on");
+  }
   const int eos = tokenizer_->eos_token(), pad = eos >= 0 ? eos : 0;
   CheckVocabulary(r, rows, vocab_.first, pad, *tokenizer_);
-  if (o_.packing) {  // TRL's eval_packing follows packing
-    auto packed = std::make_unique<PackedSplit>(std::move(r), o_.data.max_length, pad);
+  if (o_.packing) {
+    auto packed = std::make_unique<PackedSplit>(std::move(r), bins, pad);
     log::Info("packed into {} rows of at most {} tokens (best fit decreasing)", packed->rows(),
               o_.data.max_length);
     return packed;
