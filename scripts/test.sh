@@ -7,6 +7,9 @@
 #   2. format check: every tracked C/C++ file as clang-format 14 formats it (check_format.sh)
 #   3. Release build with -Wall -Wextra -Werror, then every CTest test (unit, numerics against
 #      the PyTorch fixtures, collectives, CLI end to end)
+#   3b. a foreign CPU: OPENBLAS_CORETYPE=Prescott (OpenBLAS's SSE3 fallback on a CPU it does not
+#      know): the quickstart's training shortened and a bench row must run, per class of
+#      products, the fastest kernel auto measured (tests/cli/foreign_cpu_test.sh)
 #   4. an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan) running the whole
 #      CTest suite again, CLI end to end included; any report fails the test that caused it.
 #      Left out there: the two source checks (module_boundaries, function_length: no code of
@@ -59,6 +62,11 @@ bash scripts/build.sh
 
 step "unit, numerics and integration tests"
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
+
+# OpenBLAS's SSE3 fallback, as on a CPU newer than it (docs/kernels.md): the quickstart's
+# training shortened and a bench row, both on auto, must run the fastest kernels they measured.
+step "a foreign CPU: OPENBLAS_CORETYPE=Prescott (tests/cli/foreign_cpu_test.sh)"
+bash tests/cli/foreign_cpu_test.sh build 200
 
 # Every report is fatal and fails the test that caused it: ASan stops at the first error
 # (halt_on_error) and also checks returns of stack memory and static initialization order,

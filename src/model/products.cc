@@ -69,9 +69,11 @@ struct ProductWorks::Impl {
   // add into Y and G: they grow by a bounded amount a run, never geometrically.
   Buffer<float> la, lb, lga, lgb, lh, ldh;
 
+  bool allocated = false;
+
   Impl(WorkerPool& p, const ProductRun& r) : pool(p), run(r) {}
   void Plan();
-  void Allocate();
+  void Allocate();  // once, on the first Works(): a cache hit allocates nothing
   int Rows(double target, double flops_per_row) const {
     return std::clamp(Floor16(target / std::max(1.0, flops_per_row)), min_rows, max_rows);
   }
@@ -108,6 +110,8 @@ void ProductWorks::Impl::Plan() {
 }
 
 void ProductWorks::Impl::Allocate() {
+  if (allocated) return;
+  allocated = true;
   std::size_t in = 0, outw = 0, weight = 0;
   for (const Linear& l : block) {
     in = std::max<std::size_t>(in, l.IC);
@@ -242,7 +246,6 @@ ProductWorks::ProductWorks(WorkerPool& pool, const ProductRun& run)
     : impl_(std::make_unique<Impl>(pool, run)) {
   CPUTRAIN_CHECK(run.rows > 0 && run.T > 0, "ProductWorks: a run without rows");
   impl_->Plan();
-  impl_->Allocate();
 }
 
 ProductWorks::~ProductWorks() = default;
@@ -255,6 +258,7 @@ std::vector<kernels::ClassWork> ProductWorks::Works(const std::string& precision
                                                     double target_flops) {
   namespace k = kernels;
   Impl& m = *impl_;
+  m.Allocate();
   const bool bf16 = precision == "bf16";
   std::vector<k::ClassWork> out;
   if (bf16 == m.run.bf16) {  // the block, head and attention run in the run's precision

@@ -9,7 +9,7 @@
 // and the token rows (or, for attention, the heads) are scaled to the target flops the
 // calibration asks for: a GEMM's speed per flop is set by its shape class and K, not by the last
 // rows of its M. The buffers (filled with small random values, first touched by the pool) are
-// made once, for the largest run.
+// made on the first Works(), for the largest run: a choice read from the cache allocates nothing.
 //
 // Thread safety: one thread calls Works and the works' run(); they drive the pool.
 #pragma once
