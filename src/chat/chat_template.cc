@@ -155,7 +155,7 @@ ChatTemplate::ChatTemplate(
       }
     }
     auto same = std::find_if(programs_.begin(), programs_.end(),
-                             [&](const Program& q) { return q.name == name; });
+                             [&p](const Program& q) { return q.name == p.name; });
     if (same != programs_.end()) {
       *same = std::move(p);  // a later entry of the same name replaces it, as in a dict
     } else {

@@ -25,11 +25,13 @@ constructs we claim), or that its refusal names a given word. Exits 1 listing ev
 import argparse
 import collections
 import json
+import multiprocessing
 import os
 import random
-import signal
+import resource
 import subprocess
 import sys
+import time
 import warnings
 
 from transformers.utils.chat_template_utils import _compile_jinja_template
@@ -191,6 +193,13 @@ class Gen:
     def small(self):
         return str(self.r.randint(-3, 12))
 
+    def binary(self, left, op, right):
+        # A power's exponent stays small: Jinja2 folds constants at compile time, in C, where no
+        # alarm stops 100 ** 2147483648.
+        if op == "**":
+            return f"({left} ** {self.pick(['0', '1', '2', '3', '-1', '0.5', '-2', 'n'])})"
+        return f"({left} {op} {right()})"
+
     def subscript(self, base, index=False):
         if index:
             return f"{base}[{self.small()}]"
@@ -247,7 +256,7 @@ class Gen:
         if depth > 3 or r < 0.2:
             return self.literal() if self.r.random() < 0.6 else self.pick(VARS)
         if r < 0.32:
-            return f"({self.expr(depth + 1)} {self.pick(BINOPS)} {self.expr(depth + 1)})"
+            return self.binary(self.expr(depth + 1), self.pick(BINOPS), lambda: self.expr(depth + 1))
         if r < 0.38:
             return f"({self.expr(depth + 1)} {self.pick(CMPOPS)} {self.expr(depth + 1)})"
         if r < 0.58:
@@ -319,7 +328,7 @@ class Gen:
             if k < 0.3:
                 return self.leaf("num")
             if k < 0.55:
-                return f"({self.typed('num', depth + 1)} {p(BINOPS[:-1])} {self.typed('num', depth + 1)})"
+                return self.binary(self.typed("num", depth + 1), p(BINOPS[:-1]), lambda: self.typed("num", depth + 1))
             if k < 0.7:
                 f = p(["abs", "int", "float", "round", "round", "round"])
                 return f"({self.typed(p(['num', 'num', 'str']), depth + 1)} | {f}{self.args(f)})"
@@ -404,28 +413,48 @@ JINJA2_OWN_BUGS = {"NameError: name 'inf' is not defined", "NameError: name 'nan
 
 # ---- rendering -------------------------------------------------------------------------------
 
-class Timeout(Exception):
-    pass
-
-
-def on_alarm(*_):
-    raise Timeout()
-
-
-def reference(template):
+def render_reference(template):
     warnings.filterwarnings("ignore")  # Python's own SyntaxWarnings about the generated code
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(5)
     try:
         return {"text": _compile_jinja_template(template).render(**VARIABLES)}
-    except Timeout:
-        return {"timeout": True}
-    except (MemoryError, RecursionError) as e:
+    except (MemoryError, RecursionError, OverflowError) as e:
+        if isinstance(e, OverflowError) and "Numerical result" in str(e):
+            return {"error": f"{type(e).__name__}: {e}"}  # float ** past the range: a refusal
         return {"error": f"{type(e).__name__}", "resource": True}
     except Exception as e:  # noqa: BLE001 - any error of Jinja2's is a refusal of this snippet
         return {"error": f"{type(e).__name__}: {e}"}
-    finally:
-        signal.alarm(0)
+
+
+def reference_worker(conn):
+    # Jinja2 builds what a snippet asks for (a string of 10**9 bytes) in C: a bound on the
+    # worker's memory makes that a MemoryError rather than minutes of paging.
+    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    while True:
+        conn.send(render_reference(conn.recv()))
+
+
+class Reference:
+    """Jinja2's side in a forked worker (transformers already imported), killed and forked again
+    when a snippet runs past `timeout` seconds, which no alarm could stop inside C code."""
+
+    def __init__(self, timeout=10):
+        self.timeout = timeout
+        self.start()
+
+    def start(self):
+        self.conn, child = multiprocessing.Pipe()
+        self.proc = multiprocessing.get_context("fork").Process(target=reference_worker, args=(child,),
+                                                                daemon=True)
+        self.proc.start()
+
+    def __call__(self, template):
+        self.conn.send(template)
+        if self.conn.poll(self.timeout):
+            return self.conn.recv()
+        self.proc.kill()
+        self.proc.join()
+        self.start()
+        return {"timeout": True}
 
 
 class Ours:
@@ -445,6 +474,35 @@ class Ours:
     def close(self):
         self.proc.stdin.close()
         self.proc.wait()
+
+
+def judge(template, want, ours, reference):
+    """(the outcome's name, a failure or None, our refusal's message where only ours refused)."""
+    got = ours(template)
+    if want not in ("same", "either"):  # a refusal is asked for: Jinja2 may take minutes
+        if "error" not in got or want not in got["error"]:
+            return "not refused as asked", (f"ours must refuse naming {want!r}\n  {template!r}\n"
+                                            f"  ours: {got.get('error') or got['text'][:200]!r}"), None
+        return "refused by name as asked", None, None
+    ref = reference(template)
+    if "error" in ref and ref["error"] in JINJA2_OWN_BUGS:
+        return "Jinja2's own bug (a folded inf or nan)", None, None
+    if "timeout" in ref or ref.get("resource"):
+        failure = f"Jinja2 could not render it ({ref})\n  {template!r}" if want == "same" else None
+        return "Jinja2 ran out of time or memory", failure, None
+    if "error" in got:
+        msg = got["error"]
+        failure = f"ours refused what Jinja2 renders\n  {template!r}\n  ours: {msg}" if want == "same" else None
+        if "text" in ref:
+            return "refused by ours only", failure, msg.split(": ", 1)[-1][:90]
+        return "refused by both", failure, None
+    if "error" in ref:
+        return "ours renders, Jinja2 raises", (f"ours renders what Jinja2 refuses\n  {template!r}\n"
+                                               f"  Jinja2: {ref['error'][:200]}\n  ours:   {got['text'][:200]!r}"), None
+    if ref["text"] != got["text"]:
+        return "differ", (f"the texts differ\n  {template!r}\n  Jinja2: {ref['text'][:300]!r}\n"
+                          f"  ours:   {got['text'][:300]!r}"), None
+    return "identical", None, None
 
 
 def corpus_files(dirs):
@@ -471,6 +529,7 @@ def main():
     ap.add_argument("--corpus", action="append",
                     default=None, help="a directory of templates (default: the fuzz seed corpus)")
     ap.add_argument("--show", type=int, default=8, help="refusals to list (the commonest)")
+    ap.add_argument("--verbose", action="store_true", help="each case's time on stderr")
     args = ap.parse_args()
     corpus = args.corpus or [os.path.join(here, "..", "fuzz", "corpus", "chat_template")]
 
@@ -479,50 +538,27 @@ def main():
     gen = Gen(args.seed)
     cases += [(f"generated {k} (seed {args.seed})", gen.template(), "either") for k in range(args.count)]
 
-    ours = Ours(args.render)
+    ours, reference = Ours(args.render), Reference()
     failures, refusals = [], collections.Counter()
-    tally = collections.Counter()
+    tally, slowest = collections.Counter(), []
     for where, template, want in cases:
-        ref, got = reference(template), ours(template)
-        if "error" in ref and ref["error"] in JINJA2_OWN_BUGS:
-            tally["Jinja2's own bug (a folded inf or nan)"] += 1
-            continue
-        if "timeout" in ref or ref.get("resource"):
-            tally["jinja2 ran out of time or memory"] += 1
-            if want == "same":
-                failures.append(f"{where}: Jinja2 could not render it ({ref})\n  {template!r}")
-            continue
-        if "error" in got:
-            msg = got["error"]
-            if "text" in ref:
-                tally["refused by ours only"] += 1
-                refusals[msg.split(": ", 1)[-1][:90]] += 1
-            else:
-                tally["refused by both"] += 1
-            if want == "same":
-                failures.append(f"{where}: ours refused what Jinja2 renders\n  {template!r}\n  ours: {msg}")
-            elif want != "either" and want not in msg:
-                failures.append(f"{where}: ours must refuse naming {want!r}\n  {template!r}\n  ours: {msg}")
-            continue
-        if want not in ("same", "either"):
-            failures.append(f"{where}: ours must refuse naming {want!r}, but rendered\n  {template!r}\n"
-                            f"  ours: {got['text'][:200]!r}")
-            continue
-        if "error" in ref:
-            failures.append(f"{where}: ours renders what Jinja2 refuses\n  {template!r}\n"
-                            f"  Jinja2: {ref['error'][:200]}\n  ours:   {got['text'][:200]!r}")
-            continue
-        if ref["text"] != got["text"]:
-            failures.append(f"{where}: the texts differ\n  {template!r}\n  Jinja2: {ref['text'][:300]!r}\n"
-                            f"  ours:   {got['text'][:300]!r}")
-            continue
-        tally["identical"] += 1
+        start = time.monotonic()
+        outcome, failure, refusal = judge(template, want, ours, reference)
+        tally[outcome] += 1
+        if refusal:
+            refusals[refusal] += 1
+        if failure:
+            failures.append(f"{where}: {failure}")
+        slowest = sorted(slowest + [(time.monotonic() - start, where)], reverse=True)[:3]
+        if args.verbose:
+            print(f"{time.monotonic() - start:7.2f} s {where}", file=sys.stderr, flush=True)
     ours.close()
     print(f"{len(cases)} templates ({len(FIXED)} fixed, {len(cases) - len(FIXED) - args.count} from "
           f"{', '.join(corpus)}, {args.count} generated): "
           + ", ".join(f"{n} {k}" for k, n in sorted(tally.items())))
     for msg, n in refusals.most_common(args.show):
         print(f"  refused by ours only {n}x: {msg}")
+    print("  slowest: " + ", ".join(f"{w} {t:.1f} s" for t, w in slowest))
     if failures:
         print(f"\n{len(failures)} FAILED:")
         for f in failures:
