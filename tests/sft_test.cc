@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "common/error.h"
 #include "space_tokenizer.h"
 #include "task/sft/sft_data.h"
@@ -156,6 +157,58 @@ TEST_F(SftTargetsTest, FirstTokenLabelCountsOnlyAfterAnotherDocument) {
   const SftUntrained packed = CheckSftTargets(r, {{0, 1}}, "--dataset_path", 4);
   EXPECT_EQ(packed.rows, 1u);
   EXPECT_EQ(packed.first, "d.jsonl:1");
+}
+
+// Rows rendered by a chat template whose text shows what it was given; the tokenizer makes a
+// token a word, so a row's token count tells which template rendered it.
+class SftChatTest : public SftRowsTest {
+ protected:
+  std::string Tokenize(const std::string& jsonl, const chat::ChatTemplate& tmpl) {
+    test::SpaceTokenizer tok;
+    SftTokenizing tk;
+    tk.tokenizer = &tok;
+    tk.chat = &tmpl;
+    tk.special = chat::Json::object();
+    SftOptions o;
+    try {
+      const std::string path = Write("chat.jsonl", jsonl);
+      const SftRows r =
+          TokenizeSft(ReadJsonRows(path, "--dataset_path", 0), path, "--dataset_path", tk, o);
+      std::string counts;
+      for (std::size_t i = 0; i < r.rows(); ++i)
+        counts += std::to_string(r.begin[i + 1] - r.begin[i]) + " ";
+      return counts;
+    } catch (const InputError& e) {
+      return std::string("ERROR: ") + e.what();
+    }
+  }
+};
+
+// Issue 43 item 9: chat_template_kwargs' "messages" silently replaced the row's messages; TRL's
+// apply_chat_template call raises TypeError (multiple values for keyword argument 'messages').
+TEST_F(SftChatTest, KwargsMessagesIsRefusedNamingTheKey) {
+  const chat::ChatTemplate tmpl("{% for m in messages %}{{ m.content }} {% endfor %}", "t");
+  EXPECT_EQ(Tokenize("{\"messages\": [{\"role\": \"user\", \"content\": \"a b\"}]}\n", tmpl), "2 ");
+  const std::string out = Tokenize(
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"a b\"}], "
+      "\"chat_template_kwargs\": {\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}}\n",
+      tmpl);
+  EXPECT_NE(out.find("chat.jsonl:1: chat_template_kwargs has \"messages\""), std::string::npos)
+      << out;
+}
+
+// Issue 43 item 7: a row with tools is rendered by the "tool_use" template of a named set, as
+// transformers' get_chat_template picks it; a row without, by "default"; chat_template_kwargs'
+// "chat_template" names one.
+TEST_F(SftChatTest, NamedTemplatesChosenPerRow) {
+  const chat::ChatTemplate tmpl({{"default", "plain"}, {"tool_use", "with the tools"}}, "t");
+  EXPECT_EQ(Tokenize("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n"
+                     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                     "\"tools\": [{\"type\": \"function\"}]}\n"
+                     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                     "\"chat_template_kwargs\": {\"chat_template\": \"tool_use\"}}\n",
+                     tmpl),
+            "1 3 3 ");
 }
 
 }  // namespace

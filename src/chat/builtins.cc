@@ -143,6 +143,7 @@ Value Split(const std::string& s, const Value& sep, int64_t maxsplit, int line) 
         if (PyIsSpace(NextCodePoint(s, &n))) break;
         i = n;
       }
+      CheckItems(out.size() + 1, "a split string's list");
       out.push_back(Value::Str(s.substr(start, i - start)));
       skip_space();
     }
@@ -156,6 +157,7 @@ Value Split(const std::string& s, const Value& sep, int64_t maxsplit, int line) 
                          ? std::string::npos
                          : s.find(*sep.s, start);
     if (at == std::string::npos) break;
+    CheckItems(out.size() + 2, "a split string's list");
     out.push_back(Value::Str(s.substr(start, at - start)));
     start = at + sep.s->size();
   }
@@ -163,8 +165,8 @@ Value Split(const std::string& s, const Value& sep, int64_t maxsplit, int line) 
   return Value::List(std::move(out));
 }
 
-// str.splitlines(): Python's line boundaries.
-std::vector<std::string> SplitLines(const std::string& s) {
+// str.splitlines(keepends): Python's line boundaries, kept on each line when keepends.
+std::vector<std::string> SplitLines(const std::string& s, bool keepends) {
   std::vector<std::string> lines;
   std::size_t start = 0, i = 0;
   while (i < s.size()) {
@@ -173,8 +175,9 @@ std::vector<std::string> SplitLines(const std::string& s) {
     bool brk = c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e) ||
                c == 0x85 || c == 0x2028 || c == 0x2029;
     if (!brk) continue;
-    lines.push_back(s.substr(start, at - start));
+    CheckItems(lines.size() + 1, "a string's lines");
     if (c == '\r' && i < s.size() && s[i] == '\n') ++i;
+    lines.push_back(s.substr(start, (keepends ? i : at) - start));
     start = i;
   }
   if (start < s.size()) lines.push_back(s.substr(start));
@@ -196,6 +199,22 @@ bool StartsOrEnds(const std::string& s, const Value& arg, bool starts, int line)
 
 std::string Replace(const std::string& s, const std::string& from, const std::string& to,
                     int64_t count) {
+  // The result's size first, so that a replacement that would pass the limit is refused before
+  // it is built.
+  std::size_t found = 0;
+  if (from.empty()) {
+    found = Utf8Length(s) + 1;
+  } else {
+    for (std::size_t at = s.find(from); at != std::string::npos;
+         at = s.find(from, at + from.size()))
+      ++found;
+  }
+  if (count >= 0) found = std::min(found, static_cast<std::size_t>(count));
+  const std::size_t removed = from.size() * found;
+  CheckBytes(to.size() != 0 && found > (SIZE_MAX - s.size()) / to.size()
+                 ? SIZE_MAX
+                 : s.size() - removed + to.size() * found,
+             "a replaced string");
   std::string out;
   if (from.empty()) {  // Python inserts `to` between every character
     std::vector<std::string> chars = Chars(s);
@@ -222,6 +241,7 @@ std::string Replace(const std::string& s, const std::string& from, const std::st
 }
 
 std::string Title(const std::string& s, int line) {
+  if (!IsAscii(s)) Fail(line, "title() of text beyond ASCII is not supported");
   std::string out = AsciiCase(s, false, "title()", line);
   bool prev_cased = false;
   for (char& c : out) {
@@ -234,11 +254,8 @@ std::string Title(const std::string& s, int line) {
   return out;
 }
 
-std::string Capitalize(const std::string& s, int line) {
-  std::string out = AsciiCase(s, false, "capitalize()", line);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
-}
+// str.capitalize(): CPython's, to the code point (python_text.h).
+std::string Capitalize(const std::string& s) { return task::PyCapitalize(s); }
 
 int64_t Find(const std::string& s, const std::string& sub, bool reverse) {
   std::size_t at = reverse ? s.rfind(sub) : s.find(sub);
@@ -270,7 +287,7 @@ Value StrMethod(const std::string& s, const std::string& m, Args& args, int line
   }
   if (m == "upper" || m == "lower") return Value::Str(AsciiCase(s, m == "upper", "upper()", line));
   if (m == "title") return Value::Str(Title(s, line));
-  if (m == "capitalize") return Value::Str(Capitalize(s, line));
+  if (m == "capitalize") return Value::Str(Capitalize(s));
   if (m == "replace") {
     Params p(m, args,
              {{"old", Value::Undefined()}, {"new", Value::Undefined()}, {"count", Value::Int(-1)}},
@@ -289,20 +306,26 @@ Value StrMethod(const std::string& s, const std::string& m, Args& args, int line
   }
   if (m == "join") {
     Params p(m, args, {{"iterable", Value::Undefined()}}, line);
-    std::string out;
-    bool first = true;
-    for (const Value& v : Iterate(p[0], line)) {
+    const std::vector<Value> items = Iterate(p[0], line);
+    std::size_t n = items.empty() ? 0 : s.size() * (items.size() - 1);
+    for (const Value& v : items) {
       if (!v.is_string())
         Fail(line, fmt::format("sequence item: expected str instance, {} found", TypeName(v)));
-      if (!first) out += s;
-      first = false;
-      out += *v.s;
+      n += v.s->size();
+    }
+    CheckBytes(n, "a joined string");
+    std::string out;
+    out.reserve(n);
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      if (k) out += s;
+      out += *items[k].s;
     }
     return Value::Str(std::move(out));
   }
   if (m == "splitlines") {
+    Params p(m, args, {{"keepends", Value::Bool(false)}}, line);
     std::vector<Value> out;
-    for (std::string& l : SplitLines(s)) out.push_back(Value::Str(std::move(l)));
+    for (std::string& l : SplitLines(s, p.Int(0) != 0)) out.push_back(Value::Str(std::move(l)));
     return Value::List(std::move(out));
   }
   if (m == "removeprefix" || m == "removesuffix") {
@@ -344,12 +367,16 @@ Value DictMethod(const Value& self, const std::string& m, Args& args, int line) 
     return v ? *v : p[1];
   }
   std::vector<Value> out;
+  Value::View view = Value::View::kNone;
   if (m == "items") {
     for (const auto& [k, v] : d.items) out.push_back(Value::List({Value::Str(k), v}, true));
+    view = Value::View::kItems;
   } else if (m == "keys") {
     for (const auto& kv : d.items) out.push_back(Value::Str(kv.first));
+    view = Value::View::kKeys;
   } else if (m == "values") {
     for (const auto& kv : d.items) out.push_back(kv.second);
+    view = Value::View::kValues;
   } else if (m == "copy") {
     Value c = Value::MakeDict();
     *c.dict = d;
@@ -359,7 +386,10 @@ Value DictMethod(const Value& self, const std::string& m, Args& args, int line) 
                            "methods that modify a dict)",
                            m));
   }
-  return Value::List(std::move(out));
+  Value v = Value::List(std::move(out));  // a view: prints as dict_keys([...]), has no index
+  v.is_iterator = true;
+  v.view = view;
+  return v;
 }
 
 Value ListMethod(const Value& self, const std::string& m, Args& args, int line) {
@@ -380,10 +410,55 @@ Value ListMethod(const Value& self, const std::string& m, Args& args, int line) 
                          m));
 }
 
+// markupsafe's Markup methods: those that make text return Markup, replace() and join() escape
+// the text they add (a plain str's), split() and splitlines() give lists of Markup.
+Value MarkupMethod(const Value& self, const std::string& m, Args& args, int line) {
+  auto mark = [](Value v) {
+    if (v.is_string()) v.is_markup = true;
+    if (v.is_list()) {
+      std::vector<Value> items = *v.list;
+      for (Value& x : items) x.is_markup = x.is_string();
+      return Value::List(std::move(items), v.is_tuple);
+    }
+    return v;
+  };
+  auto escaped = [](const Value& v) {
+    return v.is_string() && v.is_markup ? v : Value::Str(HtmlEscape(ToStr(v)));
+  };
+  if (m == "replace") {
+    Args a = args;
+    if (a.pos.size() > 1) a.pos[1] = escaped(a.pos[1]);
+    for (auto& [k, v] : a.kw) {
+      if (k == "new") v = escaped(v);
+    }
+    return mark(StrMethod(*self.s, m, a, line));
+  }
+  if (m == "join") {
+    Params p(m, args, {{"iterable", Value::Undefined()}}, line);
+    Args a;
+    std::vector<Value> items;
+    for (const Value& v : Iterate(p[0], line)) items.push_back(escaped(v));
+    a.pos.push_back(Value::List(std::move(items)));
+    return mark(StrMethod(*self.s, m, a, line));
+  }
+  static const std::set<std::string> kMarkup = {"capitalize",   "title",  "lower",  "upper",
+                                                "strip",        "lstrip", "rstrip", "removeprefix",
+                                                "removesuffix", "split",  "rsplit", "splitlines"};
+  Value v = StrMethod(*self.s, m, args, line);
+  return kMarkup.count(m) ? mark(std::move(v)) : v;
+}
+
 Value Method::Call(Renderer&, Args& args, int line) const {
-  if (self.is_string()) return StrMethod(*self.s, name, args, line);
-  if (self.is_dict()) return DictMethod(self, name, args, line);
-  return ListMethod(self, name, args, line);
+  int64_t cost = Cost(self);
+  for (const Value& v : args.pos) cost += Cost(v);
+  for (const auto& kv : args.kw) cost += Cost(kv.second);
+  Charge(cost);
+  Value out = self.is_string() && self.is_markup ? MarkupMethod(self, name, args, line)
+              : self.is_string()                 ? StrMethod(*self.s, name, args, line)
+              : self.is_dict()                   ? DictMethod(self, name, args, line)
+                                                 : ListMethod(self, name, args, line);
+  Charge(Cost(out));
+  return out;
 }
 
 const std::set<std::string>& StrMethods() {
@@ -428,10 +503,8 @@ Value GetAttr(const Value& v, const std::string& name, int line) {
   if (!name.empty() && name[0] == '_') return Value::Undefined(name);  // the sandbox's rule
   if (v.is_string() && StrMethods().count(name)) return Bind(v, name);
   if (v.is_dict() && !v.is_namespace && DictMethods().count(name)) return Bind(v, name);
-  if (v.is_list() && !v.is_iterator && !v.is_tuple && ListMethods().count(name))
-    return Bind(v, name);
-  if (v.is_list() && !v.is_iterator && v.is_tuple && (name == "count" || name == "index"))
-    return Bind(v, name);
+  if (v.is_sequence() && !v.is_tuple && ListMethods().count(name)) return Bind(v, name);
+  if (v.is_sequence() && v.is_tuple && (name == "count" || name == "index")) return Bind(v, name);
   if (v.is_dict()) {
     if (const Value* item = v.dict->Find(name)) return *item;
   }
@@ -444,7 +517,7 @@ Value GetItem(const Value& v, const Value& key, int line) {
     if (const Value* item = v.dict->Find(*key.s)) return *item;
     return GetAttr(v, *key.s, line);
   }
-  if ((v.is_list() && !v.is_iterator) || v.is_string()) {
+  if (v.is_sequence() || v.is_string()) {
     if (key.kind == Value::Kind::kInt || key.kind == Value::Kind::kBool) {
       int64_t i = key.kind == Value::Kind::kBool ? key.b : key.i;
       if (v.is_list()) {
@@ -452,25 +525,43 @@ Value GetItem(const Value& v, const Value& key, int line) {
         if (i < 0) i += n;
         return i >= 0 && i < n ? (*v.list)[static_cast<std::size_t>(i)] : Value::Undefined("index");
       }
+      Charge(Cost(v));  // finding the code point reads the string
       std::vector<std::size_t> starts = CodePointStarts(*v.s);
       int64_t n = static_cast<int64_t>(starts.size()) - 1;
       if (i < 0) i += n;
       if (i < 0 || i >= n) return Value::Undefined("index");
       auto k = static_cast<std::size_t>(i);
-      return Value::Str(v.s->substr(starts[k], starts[k + 1] - starts[k]));
+      Value c = Value::Str(v.s->substr(starts[k], starts[k + 1] - starts[k]));
+      c.is_markup = v.is_markup;  // Markup's __getitem__
+      return c;
     }
   }
   if (key.is_string()) return GetAttr(v, *key.s, line);
   return Value::Undefined("item");
 }
 
+void UsedPartly(const Value& v) {
+  if (v.is_generator()) v.list->use = Items::Use::kPartly;
+}
+
 std::vector<Value> Iterate(const Value& v, int line) {
+  Charge(Cost(v));
   switch (v.kind) {
     case Value::Kind::kUndefined:
       return {};
     case Value::Kind::kList:
+      if (v.is_generator()) {  // consumed by its first use, as Python's generators are
+        if (v.list->use == Items::Use::kPartly) {
+          Fail(line,
+               "a generator (the output of map, select, ...) is used again after a use that "
+               "took only some of its items; add | list where it is made");
+        }
+        if (v.list->use == Items::Use::kSpent) return {};
+        v.list->use = Items::Use::kSpent;
+      }
       return *v.list;
     case Value::Kind::kString: {
+      CheckItems(Utf8Length(*v.s), "a string's characters");
       std::vector<Value> out;
       for (std::string& c : Chars(*v.s)) out.push_back(Value::Str(std::move(c)));
       return out;

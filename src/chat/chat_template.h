@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,29 +41,55 @@ class ChatTemplate {
   // Parses `text`; `source` names it in messages ("models/x/tokenizer_config.json's
   // chat_template"). Throws InputError naming source, line and the construct.
   ChatTemplate(const std::string& text, std::string source);
+  // Named templates, as a tokenizer holds a list in tokenizer_config.json's chat_template or
+  // additional_chat_templates/NAME.jinja files: (name, text) pairs, a later name replacing an
+  // earlier one as transformers' dict does; a text that is not a string (nullopt) or that we do
+  // not run is refused when a rendering chooses it, as transformers compiles only the one it uses.
+  ChatTemplate(const std::vector<std::pair<std::string, std::optional<std::string>>>& named,
+               std::string source);
   ~ChatTemplate();
   ChatTemplate(ChatTemplate&&) noexcept;
 
   // Renders with `variables` (messages, add_generation_prompt, tools, bos_token, ...: what
   // apply_chat_template passes). `what` names the data in messages ("row 12 of train.jsonl").
+  // Which template, as transformers' get_chat_template: `choice` (apply_chat_template's
+  // chat_template argument) when given, the named template it names or else a template's own
+  // text; without it, "tool_use" when the variables' tools are not null and there is one, else
+  // "default" (refused where there is none).
   // A raise_exception() of the template, or a fault Python would raise, is an InputError naming
   // what, the source, the line and the template's message.
-  Rendered Render(const Json& variables, const std::string& what) const;
+  Rendered Render(const Json& variables, const std::string& what,
+                  const std::string* choice = nullptr) const;
   const std::string& source() const { return source_; }
-  const std::string& text() const { return text_; }
-  bool has_generation_blocks() const { return has_generation_; }
+  // Whether a template (any of the named ones) has {% generation %} blocks.
+  bool has_generation_blocks() const;
+  // The names of named templates (empty for a single template).
+  std::vector<std::string> names() const;
 
  private:
   struct Program;
-  std::unique_ptr<Program> program_;
-  std::string text_, source_;
-  bool has_generation_ = false;
+  std::vector<Program> programs_;  // one, named "", for a single template
+  std::string source_;
 };
 
-// A tokenizer directory's chat template: chat_template.jinja if present, else
-// tokenizer_config.json's chat_template (a string, or a list of {name, template} of which
-// "default" is taken). Throws InputError when there is none, naming the directory.
+// A tokenizer directory's chat template, as transformers 4.55 loads it: chat_template.jinja
+// (named "default") and additional_chat_templates/NAME.jinja, if any, else
+// tokenizer_config.json's chat_template (a string, or a list of {"name", "template"}). Throws
+// InputError when there is none, naming the directory.
 ChatTemplate LoadChatTemplate(const std::string& dir);
+
+// apply_chat_template(messages, tools=tools, **kwargs) as TRL calls it for a row: the template's
+// variables (the special tokens, messages, tools, documents, add_generation_prompt, then the
+// kwargs, which may replace any but messages) and the chat_template argument if the kwargs name
+// one. A kwarg transformers refuses (messages, tools: given twice) or one that changes
+// the tokenization rather than the template (tokenize, padding, max_length, ...) is an
+// InputError naming `what` and the key, as are tools or documents that are not lists of objects.
+struct ChatCall {
+  Json variables;
+  std::optional<std::string> chat_template;
+};
+ChatCall MakeChatCall(const Json& special, Json messages, const Json& tools, const Json& kwargs,
+                      bool add_generation_prompt, const std::string& what);
 
 // The variables transformers adds from the tokenizer's special_tokens_map (bos_token,
 // eos_token, unk_token, sep_token, pad_token, cls_token, mask_token,
@@ -81,8 +108,8 @@ struct ChatEncoding {
 // does through char_to_token (the token holding the block's first character through the one
 // holding its last; a block whose start has no token ends the marking).
 ChatEncoding ApplyChatTemplate(const ChatTemplate& tmpl, const data::Tokenizer& tokenizer,
-                               const Json& variables, bool assistant_masks,
-                               const std::string& what);
+                               const Json& variables, bool assistant_masks, const std::string& what,
+                               const std::string* choice = nullptr);
 
 // Each id's [begin, end) bytes in `text`, where Encode(text) gave `ids`: the pieces the ids
 // decode to, laid along the text (a SentencePiece-style tokenizer's prepended space takes no

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_set>
 
 #include "chat/jinja.h"
 #include "fmt/format.h"
@@ -40,8 +41,9 @@ std::vector<Value> Bind(const char* fn, Args& args, std::vector<std::pair<const 
   return out;
 }
 
-// Jinja2's make_attrgetter: "a.b.0" looks up item by item (getitem, which falls back to getattr).
-Value AttrPath(const Value& item, const std::string& path, int line) {
+// Jinja2's make_attrgetter: "a.b.0" looks up item by item (getitem, which falls back to getattr);
+// a default (map's, when not None) replaces an undefined part before the next is looked up.
+Value AttrPath(const Value& item, const std::string& path, int line, const Value* def = nullptr) {
   Value v = item;
   std::size_t start = 0;
   for (;;) {
@@ -52,6 +54,7 @@ Value AttrPath(const Value& item, const std::string& path, int line) {
                                                [](char c) { return c >= '0' && c <= '9'; });
     v = GetItem(v, digits && part.size() < 18 ? Value::Int(std::stoll(part)) : Value::Str(part),
                 line);
+    if (def != nullptr && !def->is_none() && v.is_undefined()) v = *def;
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }
@@ -63,6 +66,14 @@ Value Iterator(std::vector<Value> items) {
   return v;
 }
 
+// A str filter's result: Markup where its value was Markup (soft_str keeps it, and Markup's
+// methods return Markup), else a plain str.
+Value Soft(const Value& v, std::string text) {
+  Value out = Value::Str(std::move(text));
+  out.is_markup = v.is_string() && v.is_markup;
+  return out;
+}
+
 std::size_t Length(const Value& v, int line) {
   switch (v.kind) {
     case Value::Kind::kUndefined:
@@ -70,7 +81,7 @@ std::size_t Length(const Value& v, int line) {
     case Value::Kind::kString:
       return Utf8Length(*v.s);
     case Value::Kind::kList:
-      if (v.is_iterator)
+      if (v.is_generator())
         Fail(line, "object of type 'generator' has no len() (add | list before | length)");
       return v.list->size();
     case Value::Kind::kDict:
@@ -87,35 +98,10 @@ Value SortKey(const Value& v, bool case_sensitive) {
   return !case_sensitive && v.is_string() ? Value::Str(task::PyLower(*v.s)) : v;
 }
 
-std::string HtmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string EnsureAscii(const std::string& json) {
   std::string out;
   for (std::size_t i = 0; i < json.size();) {
+    if (out.size() + 12 > json.size()) CheckBytes(out.size() + 12, "a JSON text");
     if (static_cast<unsigned char>(json[i]) < 0x80) {
       out += json[i++];
       continue;
@@ -138,11 +124,16 @@ Value ToJsonFilter(const Value& v, Args& args, int line) {
                  {"separators", Value::None()},
                  {"sort_keys", Value::Bool(false)}},
                 line);
-  int indent = -1;
-  if (!p[1].is_none()) {
-    indent = static_cast<int>(std::clamp<int64_t>(IntArg(p[1], "tojson indent", line), 0, 64));
+  // json.dumps' indent: a str is one level's text, an int that many spaces (none below 1).
+  std::optional<std::string> indent;
+  if (p[1].is_string()) {
+    indent = *p[1].s;
+  } else if (!p[1].is_none()) {
+    const int64_t n = std::max<int64_t>(IntArg(p[1], "tojson indent", line), 0);
+    CheckBytes(static_cast<std::size_t>(n), "tojson's indent");
+    indent = std::string(static_cast<std::size_t>(n), ' ');
   }
-  std::string item_sep = indent >= 0 ? "," : ", ", key_sep = ": ";
+  std::string item_sep = indent ? "," : ", ", key_sep = ": ";
   if (!p[2].is_none()) {
     if (!p[2].is_list() || p[2].list->size() != 2 || !(*p[2].list)[0].is_string() ||
         !(*p[2].list)[1].is_string()) {
@@ -155,36 +146,50 @@ Value ToJsonFilter(const Value& v, Args& args, int line) {
   return Value::Str(Truthy(p[0]) ? EnsureAscii(out) : out);
 }
 
-std::string Indent(const std::string& s, const Value& width, bool first, bool blank, int line) {
-  std::string ind = width.is_string() ? *width.s
-                                      : std::string(static_cast<std::size_t>(std::clamp<int64_t>(
-                                                        IntArg(width, "indent", line), 0, 1 << 16)),
-                                                    ' ');
+// Jinja2's do_indent. A Markup's indentation is escaped (Markup + str escapes the str).
+std::string Indent(const std::string& s, const Value& width, bool first, bool blank, bool markup,
+                   int line) {
+  std::string ind;
+  if (width.is_string()) {
+    ind = markup && !width.is_markup ? HtmlEscape(*width.s) : *width.s;
+  } else {
+    const int64_t n = std::max<int64_t>(IntArg(width, "indent", line), 0);
+    CheckBytes(static_cast<std::size_t>(n), "indent's width");
+    ind.assign(static_cast<std::size_t>(n), ' ');
+  }
   // Jinja2 appends "\n" before splitlines() so a trailing newline keeps an empty last line.
-  std::vector<std::string> lines;
-  {
-    Args a;
-    std::string text = s + "\n";
-    std::size_t start = 0, i = 0;
+  // Each line [begin, end) of that text goes to `line_fn`, without holding them all.
+  const std::string text = s + "\n";
+  auto each_line = [&](auto&& line_fn) {
+    std::size_t start = 0, i = 0, k = 0;
     while (i < text.size()) {
       std::size_t at = i;
       char32_t c = task::NextCodePoint(text, &i);
       bool brk = c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e) ||
                  c == 0x85 || c == 0x2028 || c == 0x2029;
       if (!brk) continue;
-      lines.push_back(text.substr(start, at - start));
+      line_fn(k++, start, at);
       if (c == '\r' && i < text.size() && text[i] == '\n') ++i;
       start = i;
     }
-    if (start < text.size()) lines.push_back(text.substr(start));
-  }
-  std::string rv;
-  for (std::size_t k = 0; k < lines.size(); ++k) {
+    if (start < text.size()) line_fn(k, start, text.size());
+  };
+  auto indented = [&](std::size_t k, std::size_t b, std::size_t e) {
+    return k > 0 && (blank || e > b);
+  };
+  std::size_t n = first ? ind.size() : 0;
+  each_line([&](std::size_t k, std::size_t b, std::size_t e) {
+    n += (k ? 1 : 0) + (indented(k, b, e) ? ind.size() : 0) + (e - b);
+  });
+  CheckBytes(n, "an indented string");
+  std::string rv = first ? ind : "";
+  rv.reserve(n);
+  each_line([&](std::size_t k, std::size_t b, std::size_t e) {
     if (k) rv += "\n";
-    if (k > 0 && (blank || !lines[k].empty())) rv += ind;
-    rv += lines[k];
-  }
-  return first ? ind + rv : rv;
+    if (indented(k, b, e)) rv += ind;
+    rv.append(text, b, e - b);
+  });
+  return rv;
 }
 
 // Jinja2's title filter (not str.title): each piece between runs of - whitespace ( { [ < gets
@@ -212,8 +217,18 @@ std::string JinjaTitle(const std::string& s, int line) {
 
 using FilterFn = std::function<Value(const Value&, Args&, int)>;
 
+// A generator made from a generator: Python's reads its source only as it is itself read, so
+// the source is left partly used (a later use of it refused).
+Value Derived(const Value& source, std::vector<Value> items) {
+  UsedPartly(source);
+  return Iterator(std::move(items));
+}
+
 Value Select(const Value& v, Args& args, int line, bool attr, bool keep) {
   std::vector<Value> out;
+  // Jinja2's select_or_reject starts with `if value:`: None, an empty or undefined value and
+  // any other false one give no items (and their arguments are not looked at).
+  if (!Truthy(v)) return Iterator({});
   if (attr && args.pos.empty()) Fail(line, "selectattr/rejectattr need an attribute name");
   if (attr && !args.pos[0].is_string())
     Fail(line, "selectattr/rejectattr: the attribute must be a string");
@@ -232,11 +247,12 @@ Value Select(const Value& v, Args& args, int line, bool attr, bool keep) {
     bool pass = test.empty() ? Truthy(x) : ApplyTest(test, x, targs, line);
     if (pass == keep) out.push_back(item);
   }
-  return Iterator(std::move(out));
+  return Derived(v, std::move(out));
 }
 
 Value Map(const Value& v, Args& args, int line) {
   std::vector<Value> out;
+  if (!Truthy(v)) return Iterator({});  // sync_do_map's `if value:`, as select's
   const Value* attribute = nullptr;
   const Value* def = nullptr;
   for (auto& [k, x] : args.kw) {
@@ -247,11 +263,9 @@ Value Map(const Value& v, Args& args, int line) {
   }
   if (attribute) {
     if (!attribute->is_string()) Fail(line, "map: attribute must be a string");
-    for (const Value& item : Iterate(v, line)) {
-      Value x = AttrPath(item, *attribute->s, line);
-      out.push_back(x.is_undefined() && def ? *def : x);
-    }
-    return Iterator(std::move(out));
+    for (const Value& item : Iterate(v, line))
+      out.push_back(AttrPath(item, *attribute->s, line, def));
+    return Derived(v, std::move(out));
   }
   if (args.pos.empty() || !args.pos[0].is_string())
     Fail(line, "map needs a filter name or attribute=");
@@ -264,7 +278,7 @@ Value Map(const Value& v, Args& args, int line) {
     Args a = fargs;
     out.push_back(ApplyFilter(f, item, a, line));
   }
-  return Iterator(std::move(out));
+  return Derived(v, std::move(out));
 }
 
 Value Slice(const Value& v, Args& args, int line) {
@@ -295,7 +309,7 @@ Value Slice(const Value& v, Args& args, int line) {
   if (!is_str) return Value::List(std::move(out), v.is_tuple);
   std::string s;
   for (const Value& c : out) s += *c.s;
-  return Value::Str(std::move(s));
+  return Soft(v, std::move(s));  // Markup's __getitem__ gives Markup
 }
 
 Value SortLike(const char* fn, const Value& v, Args& args, int line) {
@@ -320,7 +334,7 @@ Value SortLike(const char* fn, const Value& v, Args& args, int line) {
     int pos = p[1].is_string() && *p[1].s == "value" ? 1 : 0;
     key = [pos](const Value& x) { return (*x.list)[static_cast<std::size_t>(pos)]; };
     std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
-      return Compare(SortKey(key(a), cs), SortKey(key(b), cs), line) < 0;
+      return Compare(SortKey(key(a), cs), SortKey(key(b), cs), line) == -1;
     });
     if (Truthy(p[2])) std::reverse(items.begin(), items.end());
     return Value::List(std::move(items));
@@ -329,21 +343,11 @@ Value SortLike(const char* fn, const Value& v, Args& args, int line) {
   cs = Truthy(p[1]);
   std::string attr = p[2].is_string() ? *p[2].s : "";
   key = [&](const Value& x) { return attr.empty() ? x : AttrPath(x, attr, line); };
-  if (name == "unique") {
-    std::vector<Value> out, seen;
-    for (const Value& x : items) {
-      Value k = SortKey(key(x), cs);
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equal(s, k); })) {
-        seen.push_back(k);
-        out.push_back(x);
-      }
-    }
-    return Iterator(std::move(out));
-  }
   bool rev = Truthy(p[0]);
+  Charge(Cost(v) * 20);  // n log n comparisons
   std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
     int c = Compare(SortKey(key(a), cs), SortKey(key(b), cs), line);
-    return rev ? c > 0 : c < 0;
+    return rev ? c == 1 : c == -1;
   });
   return Value::List(std::move(items));
 }
@@ -359,39 +363,101 @@ Value MinMax(bool max, const Value& v, Args& args, int line) {
     Value a = SortKey(attr.empty() ? x : AttrPath(x, attr, line), Truthy(p[0]));
     Value b = SortKey(attr.empty() ? *best : AttrPath(*best, attr, line), Truthy(p[0]));
     int c = Compare(a, b, line);
-    if (max ? c > 0 : c < 0) best = &x;
+    if (max ? c == 1 : c == -1) best = &x;
   }
   return *best;
 }
 
-Value NumberFilter(bool is_int, const Value& v, Args& args, int line) {
-  auto p = is_int ? Bind("int", args, {{"default", Value::Int(0)}, {"base", Value::Int(10)}}, line)
-                  : Bind("float", args, {{"default", Value::Float(0)}}, line);
-  if (v.is_number()) {
-    if (is_int)
-      return Value::Int(v.kind == Value::Kind::kFloat  ? static_cast<int64_t>(std::trunc(v.f))
-                        : v.kind == Value::Kind::kBool ? v.b
-                                                       : v.i);
-    return Value::Float(v.kind == Value::Kind::kFloat  ? v.f
-                        : v.kind == Value::Kind::kBool ? v.b
-                                                       : static_cast<double>(v.i));
-  }
+// str.center(width) of soft_str(value): the odd space on the left when width is odd.
+Value Center(const Value& v, Args& a, int line) {
+  auto p = Bind("center", a, {{"width", Value::Int(80)}}, line);
+  const std::string s = ToStr(v);
+  const int64_t w = IntArg(p[0], "center", line);
+  const auto len = static_cast<int64_t>(Utf8Length(s));
+  if (w <= len) return Soft(v, s);
+  const int64_t pad = w - len, left = pad / 2 + (pad & w & 1);
+  CheckBytes(s.size() + static_cast<std::size_t>(pad), "a centered string");
+  return Soft(v, std::string(static_cast<std::size_t>(left), ' ') + s +
+                     std::string(static_cast<std::size_t>(pad - left), ' '));
+}
+
+// do_reverse: a str backwards (code points); reversed() of what has it (a list, a tuple, a dict's
+// keys, a view), read lazily; else list(value) reversed (a generator, consumed).
+Value Reverse(const Value& v, int line) {
   if (v.is_string()) {
-    std::string s(task::PyLstrip(*v.s));
-    while (!s.empty() && task::PyIsSpace(static_cast<unsigned char>(s.back()))) s.pop_back();
-    if (is_int && IntArg(p[1], "int", line) != 10)
-      Fail(line, "int(): bases other than 10 are not supported");
-    char* end = nullptr;
-    if (is_int) {
-      long long x = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && end == s.c_str() + s.size()) return Value::Int(x);
-    }
-    double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && end == s.c_str() + s.size() && s.find_first_of("xXpP") == std::string::npos) {
-      return is_int ? Value::Int(static_cast<int64_t>(std::trunc(d))) : Value::Float(d);
-    }
+    std::vector<std::string> chars;
+    for (const Value& c : Iterate(v, line)) chars.push_back(*c.s);
+    std::string out;
+    out.reserve(v.s->size());
+    for (auto it = chars.rbegin(); it != chars.rend(); ++it) out += *it;
+    return Soft(v, std::move(out));
   }
-  return p[0];
+  const bool reversible = v.is_sequence() || (v.is_list() && v.view != Value::View::kNone) ||
+                          (v.is_dict() && !v.is_namespace);
+  if (!reversible && !v.is_generator())
+    Fail(line, fmt::format("reversing a value of type '{}' is not supported", TypeName(v)));
+  std::vector<Value> items = Iterate(v, line);
+  std::reverse(items.begin(), items.end());
+  return v.is_generator() ? Value::List(std::move(items)) : Iterator(std::move(items));
+}
+
+// The key of v in a Python set: values Python finds equal (1, 1.0, True; a Markup and its str)
+// get one key; an unhashable value (a list, a dict) is refused as Python refuses it.
+void HashKey(const Value& v, int line, std::string* out) {
+  switch (v.kind) {
+    case Value::Kind::kUndefined:
+      *out += 'U';  // Jinja2's Undefined objects are all equal
+      return;
+    case Value::Kind::kNone:
+      *out += 'N';
+      return;
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+      *out += fmt::format("i{};", v.kind == Value::Kind::kBool ? v.b : v.i);
+      return;
+    case Value::Kind::kFloat:
+      if (std::isnan(v.f))
+        Fail(line, "unique of NaN values is not supported (Python tells NaNs apart by identity)");
+      if (v.f == std::trunc(v.f) && std::fabs(v.f) < 9.2e18) {
+        *out += fmt::format("i{};", static_cast<int64_t>(v.f));
+      } else {
+        *out += "f" + PyFloatRepr(v.f) + ";";
+      }
+      return;
+    case Value::Kind::kString:
+      *out += fmt::format("s{}:", v.s->size()) + *v.s;
+      return;
+    case Value::Kind::kList:
+      if (!v.is_tuple || v.is_iterator) break;
+      *out += '(';
+      for (const Value& x : *v.list) HashKey(x, line, out);
+      *out += ')';
+      return;
+    case Value::Kind::kDict:
+      if (!v.is_namespace) break;
+      *out += fmt::format("n{};", static_cast<const void*>(v.dict.get()));  // by identity
+      return;
+    case Value::Kind::kFunc:
+      *out += fmt::format("F{};", static_cast<const void*>(v.func.get()));
+      return;
+  }
+  Fail(line, fmt::format("unhashable type: '{}'", TypeName(v)));
+}
+
+// do_unique: the first item of each key (case-folded unless case_sensitive), lazily.
+Value Unique(const Value& v, Args& a, int line) {
+  auto p = Bind("unique", a, {{"case_sensitive", Value::Bool(false)}, {"attribute", Value::None()}},
+                line);
+  const bool cs = Truthy(p[0]);
+  const std::string attr = p[1].is_string() ? *p[1].s : "";
+  std::unordered_set<std::string> seen;
+  std::vector<Value> out;
+  for (const Value& x : Iterate(v, line)) {
+    std::string key;
+    HashKey(SortKey(attr.empty() ? x : AttrPath(x, attr, line), cs), line, &key);
+    if (seen.insert(std::move(key)).second) out.push_back(x);
+  }
+  return Derived(v, std::move(out));
 }
 
 const std::map<std::string, FilterFn>& FirstFilters() {
@@ -400,26 +466,15 @@ const std::map<std::string, FilterFn>& FirstFilters() {
        [](const Value& v, Args&, int line) {
          if (!v.is_number())
            Fail(line, fmt::format("bad operand type for abs(): '{}'", TypeName(v)));
+         if (v.kind == Value::Kind::kInt && v.i == INT64_MIN)
+           Fail(line, "abs(): the result does not fit 64 bits");
          return v.kind == Value::Kind::kFloat
                     ? Value::Float(std::fabs(v.f))
                     : Value::Int(std::llabs(v.kind == Value::Kind::kBool ? v.b : v.i));
        }},
       {"capitalize",
-       [](const Value& v, Args&, int line) {
-         Args none;
-         return CallStrMethod(ToStr(v), "capitalize", none, line);
-       }},
-      {"center",
-       [](const Value& v, Args& a, int line) {
-         auto p = Bind("center", a, {{"width", Value::Int(80)}}, line);
-         std::string s = ToStr(v);
-         int64_t w = std::min<int64_t>(IntArg(p[0], "center", line), 1 << 20);
-         int64_t len = static_cast<int64_t>(Utf8Length(s));
-         if (w <= len) return Value::Str(s);
-         int64_t pad = w - len, left = pad / 2 + (pad & w & 1);
-         return Value::Str(std::string(static_cast<std::size_t>(left), ' ') + s +
-                           std::string(static_cast<std::size_t>(pad - left), ' '));
-       }},
+       [](const Value& v, Args&, int) { return Soft(v, task::PyCapitalize(ToStr(v))); }},
+      {"center", [](const Value& v, Args& a, int line) { return Center(v, a, line); }},
       {"default",
        [](const Value& v, Args& a, int line) {
          auto p = Bind("default", a,
@@ -428,13 +483,22 @@ const std::map<std::string, FilterFn>& FirstFilters() {
        }},
       {"dictsort",
        [](const Value& v, Args& a, int line) { return SortLike("dictsort", v, a, line); }},
-      {"escape", [](const Value& v, Args&, int) { return Value::Str(HtmlEscape(ToStr(v))); }},
+      // markupsafe's escape(): a Markup as it is, anything else escaped into one.
+      {"escape",
+       [](const Value& v, Args&, int) {
+         return v.is_string() && v.is_markup ? v : Value::Markup(HtmlEscape(ToStr(v)));
+       }},
       {"first",
        [](const Value& v, Args&, int line) {
          std::vector<Value> items = Iterate(v, line);
+         if (items.size() > 1) UsedPartly(v);  // next(iter(seq)) takes one item
          return items.empty() ? Value::Undefined("No first item, sequence was empty.") : items[0];
        }},
-      {"float", [](const Value& v, Args& a, int line) { return NumberFilter(false, v, a, line); }},
+      {"float",
+       [](const Value& v, Args& a, int line) {
+         auto p = Bind("float", a, {{"default", Value::Float(0)}}, line);
+         return FloatFilter(v, p[0], line);
+       }},
       {"indent",
        [](const Value& v, Args& a, int line) {
          auto p = Bind("indent", a,
@@ -442,9 +506,18 @@ const std::map<std::string, FilterFn>& FirstFilters() {
                         {"first", Value::Bool(false)},
                         {"blank", Value::Bool(false)}},
                        line);
-         return Value::Str(Indent(ToStr(v), p[0], Truthy(p[1]), Truthy(p[2]), line));
+         // do_indent adds "\n" to its value: a str (a Markup stays one), nothing else.
+         if (v.is_undefined()) Fail(line, fmt::format("'{}' is undefined", *v.s));
+         if (!v.is_string())
+           Fail(line,
+                fmt::format("unsupported operand type(s) for +=: '{}' and 'str'", TypeName(v)));
+         return Soft(v, Indent(*v.s, p[0], Truthy(p[1]), Truthy(p[2]), v.is_markup, line));
        }},
-      {"int", [](const Value& v, Args& a, int line) { return NumberFilter(true, v, a, line); }},
+      {"int",
+       [](const Value& v, Args& a, int line) {
+         auto p = Bind("int", a, {{"default", Value::Int(0)}, {"base", Value::Int(10)}}, line);
+         return IntFilter(v, p[0], p[1], line);
+       }},
       {"items",
        [](const Value& v, Args&, int line) {
          if (v.is_undefined()) return Iterator({});
@@ -458,13 +531,18 @@ const std::map<std::string, FilterFn>& FirstFilters() {
       {"join",
        [](const Value& v, Args& a, int line) {
          auto p = Bind("join", a, {{"d", Value::Str("")}, {"attribute", Value::None()}}, line);
-         std::string sep = ToStr(p[0]), out;
-         bool first = true;
+         // str(d).join(map(str, value)), a plain str whatever the items were.
+         const std::string sep = ToStr(p[0]);
+         std::vector<std::string> parts;
+         std::size_t n = 0;
          for (const Value& x : Iterate(v, line)) {
-           if (!first) out += sep;
-           first = false;
-           out += ToStr(p[1].is_string() ? AttrPath(x, *p[1].s, line) : x);
+           parts.push_back(ToStr(p[1].is_string() ? AttrPath(x, *p[1].s, line) : x));
+           n += parts.back().size() + (parts.size() > 1 ? sep.size() : 0);
+           CheckBytes(n, "a joined string");
          }
+         std::string out;
+         out.reserve(n);
+         for (std::size_t k = 0; k < parts.size(); ++k) out += (k ? sep : "") + parts[k];
          return Value::Str(std::move(out));
        }},
   };
@@ -484,9 +562,14 @@ Value SumFilter(const Value& v, Args& a, int line) {
                  ? n.f
                  : static_cast<double>(n.kind == Value::Kind::kBool ? n.b : n.i);
     };
-    total = ints ? Value::Int((total.kind == Value::Kind::kBool ? total.b : total.i) +
-                              (y.kind == Value::Kind::kBool ? y.b : y.i))
-                 : Value::Float(num(total) + num(y));
+    if (ints) {
+      const __int128 t = __int128{total.kind == Value::Kind::kBool ? total.b : total.i} +
+                         (y.kind == Value::Kind::kBool ? y.b : y.i);
+      if (t > INT64_MAX || t < INT64_MIN) Fail(line, "sum(): the total does not fit 64 bits");
+      total = Value::Int(static_cast<int64_t>(t));
+    } else {
+      total = Value::Float(num(total) + num(y));
+    }
   }
   return total;
 }
@@ -496,7 +579,7 @@ const std::map<std::string, FilterFn>& MoreFilters() {
   static const std::map<std::string, FilterFn> k = {
       {"last",
        [](const Value& v, Args&, int line) {
-         if (v.is_iterator) Fail(line, "'generator' object is not reversible");
+         if (v.is_generator()) Fail(line, "'generator' object is not reversible");
          std::vector<Value> items = Iterate(v, line);
          return items.empty() ? Value::Undefined("No last item, sequence was empty.")
                               : items.back();
@@ -504,7 +587,7 @@ const std::map<std::string, FilterFn>& MoreFilters() {
       {"length", [](const Value& v, Args&,
                     int line) { return Value::Int(static_cast<int64_t>(Length(v, line))); }},
       {"list", [](const Value& v, Args&, int line) { return Value::List(Iterate(v, line)); }},
-      {"lower", [](const Value& v, Args&, int) { return Value::Str(task::PyLower(ToStr(v))); }},
+      {"lower", [](const Value& v, Args&, int) { return Soft(v, task::PyLower(ToStr(v))); }},
       {"map", [](const Value& v, Args& a, int line) { return Map(v, a, line); }},
       {"max", [](const Value& v, Args& a, int line) { return MinMax(true, v, a, line); }},
       {"min", [](const Value& v, Args& a, int line) { return MinMax(false, v, a, line); }},
@@ -527,36 +610,22 @@ const std::map<std::string, FilterFn>& MoreFilters() {
          if (m.pos.size() == 3 && m.pos[2].is_none()) m.pos.pop_back();
          return CallStrMethod(ToStr(v), "replace", m, line);
        }},
-      {"reverse",
-       [](const Value& v, Args&, int line) {
-         std::vector<Value> items = Iterate(v, line);
-         std::reverse(items.begin(), items.end());
-         if (!v.is_string()) return Iterator(std::move(items));
-         std::string s;
-         for (const Value& c : items) s += *c.s;
-         return Value::Str(std::move(s));
-       }},
+      {"reverse", [](const Value& v, Args&, int line) { return Reverse(v, line); }},
       {"round",
        [](const Value& v, Args& a, int line) {
          auto p = Bind("round", a, {{"precision", Value::Int(0)}, {"method", Value::Str("common")}},
                        line);
-         if (!v.is_number()) Fail(line, "round needs a number");
-         double x = v.kind == Value::Kind::kFloat
-                        ? v.f
-                        : static_cast<double>(v.kind == Value::Kind::kBool ? v.b : v.i);
-         double m = std::pow(10.0, static_cast<double>(IntArg(p[0], "round", line)));
-         std::string method = p[1].is_string() ? *p[1].s : "";
-         if (method == "common") return Value::Float(std::nearbyint(x * m) / m);
-         if (method == "floor") return Value::Float(std::floor(x * m) / m);
-         if (method == "ceil") return Value::Float(std::ceil(x * m) / m);
-         Fail(line, "method must be common, ceil or floor");
+         return RoundFilter(v, IntArg(p[0], "round", line), p[1].is_string() ? *p[1].s : "", line);
        }},
-      {"safe", [](const Value& v, Args&, int) { return v; }},
+      {"safe",  // Markup(value): str() of it, marked safe
+       [](const Value& v, Args&, int) {
+         return v.is_string() && v.is_markup ? v : Value::Markup(ToStr(v));
+       }},
       {"select", [](const Value& v, Args& a, int line) { return Select(v, a, line, false, true); }},
       {"selectattr",
        [](const Value& v, Args& a, int line) { return Select(v, a, line, true, true); }},
       {"sort", [](const Value& v, Args& a, int line) { return SortLike("sort", v, a, line); }},
-      {"string", [](const Value& v, Args&, int) { return Value::Str(ToStr(v)); }},
+      {"string", [](const Value& v, Args&, int) { return Soft(v, ToStr(v)); }},
       {"sum", [](const Value& v, Args& a, int line) { return SumFilter(v, a, line); }},
       {"title",
        [](const Value& v, Args&, int line) { return Value::Str(JinjaTitle(ToStr(v), line)); }},
@@ -566,21 +635,13 @@ const std::map<std::string, FilterFn>& MoreFilters() {
          auto p = Bind("trim", a, {{"chars", Value::None()}}, line);
          Args s;
          s.pos.push_back(p[0]);
-         return CallStrMethod(ToStr(v), "strip", s, line);
+         return Soft(v, *CallStrMethod(ToStr(v), "strip", s, line).s);
        }},
-      {"unique",
-       [](const Value& v, Args& a, int line) {
-         Args b;
-         b.pos = {Value::Bool(false)};
-         for (auto& [k, x] : a.kw) b.kw.emplace_back(k, x);
-         if (!a.pos.empty()) b.pos.push_back(a.pos[0]);
-         if (a.pos.size() > 1) b.pos.push_back(a.pos[1]);
-         return SortLike("unique", v, b, line);
-       }},
+      {"unique", [](const Value& v, Args& a, int line) { return Unique(v, a, line); }},
       {"upper",
        [](const Value& v, Args&, int line) {
          Args none;
-         return CallStrMethod(ToStr(v), "upper", none, line);
+         return Soft(v, *CallStrMethod(ToStr(v), "upper", none, line).s);
        }},
       {"wordcount",
        [](const Value& v, Args&, int) {
@@ -621,14 +682,26 @@ std::string Canonical(const std::string& name) {
 
 using TestFn = std::function<bool(const Value&, Args&, int)>;
 
+// str(value) for the lower and upper tests (str.islower()/isupper()), whose cased letters beyond
+// ASCII we do not know: refused there.
+std::string AsciiText(const Value& v, const char* test, int line) {
+  std::string s = ToStr(v);
+  if (std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; }))
+    Fail(line, fmt::format("the test '{}' of text beyond ASCII is not supported", test));
+  return s;
+}
+
 bool CompareTest(const char* op, const Value& v, Args& a, int line) {
   if (a.pos.size() != 1) Fail(line, fmt::format("the test '{}' takes one argument", op));
   const Value& o = a.pos[0];
   std::string s = op;
   if (s == "eq") return Equal(v, o);
   if (s == "ne") return !Equal(v, o);
-  int c = Compare(v, o, line);
-  return s == "lt" ? c < 0 : s == "le" ? c <= 0 : s == "gt" ? c > 0 : c >= 0;
+  const int c = Compare(v, o, line);  // 2: unordered (a NaN): every test false
+  return s == "lt"   ? c == -1
+         : s == "le" ? c == -1 || c == 0
+         : s == "gt" ? c == 1
+                     : c == 1 || c == 0;
 }
 
 const std::map<std::string, TestFn>& Tests() {
@@ -656,7 +729,7 @@ const std::map<std::string, TestFn>& Tests() {
                 (v.is_dict() && !v.is_namespace);
        }},
       {"callable", [](const Value& v, Args&, int) { return v.kind == K::kFunc; }},
-      {"escaped", [](const Value&, Args&, int) { return false; }},
+      {"escaped", [](const Value& v, Args&, int) { return v.is_string() && v.is_markup; }},
       {"sameas",
        [](const Value& v, Args& a, int line) {
          if (a.pos.size() != 1) Fail(line, "the test 'sameas' takes one argument");
@@ -686,11 +759,19 @@ const std::map<std::string, TestFn>& Tests() {
        [](const Value& v, Args& a, int line) {
          if (a.pos.size() != 1) Fail(line, "the test 'in' takes one argument");
          const Value& seq = a.pos[0];
-         if (seq.is_string()) return v.is_string() && seq.s->find(*v.s) != std::string::npos;
+         if (seq.is_string()) {
+           if (!v.is_string())
+             Fail(line, fmt::format("'in <string>' requires string as left operand, not {}",
+                                    TypeName(v)));
+           return seq.s->find(*v.s) != std::string::npos;
+         }
          if (seq.is_dict() && !seq.is_namespace)
            return v.is_string() && seq.dict->Find(*v.s) != nullptr;
-         for (const Value& x : Iterate(seq, line)) {
-           if (Equal(x, v)) return true;
+         const std::vector<Value> items = Iterate(seq, line);
+         for (std::size_t k = 0; k < items.size(); ++k) {
+           if (!Equal(items[k], v)) continue;
+           if (k + 1 < items.size()) UsedPartly(seq);  // a generator keeps the rest
+           return true;
          }
          return false;
        }},
@@ -704,16 +785,16 @@ const std::map<std::string, TestFn>& Tests() {
          return IntArg(v, "divisibleby", line) % d == 0;
        }},
       {"lower",
-       [](const Value& v, Args&, int) {
-         std::string s = ToStr(v);
+       [](const Value& v, Args&, int line) {
+         std::string s = AsciiText(v, "lower", line);
          return std::any_of(s.begin(), s.end(),
                             [](char c) { return std::islower(static_cast<unsigned char>(c)); }) &&
                 std::none_of(s.begin(), s.end(),
                              [](char c) { return std::isupper(static_cast<unsigned char>(c)); });
        }},
       {"upper",
-       [](const Value& v, Args&, int) {
-         std::string s = ToStr(v);
+       [](const Value& v, Args&, int line) {
+         std::string s = AsciiText(v, "upper", line);
          return std::any_of(s.begin(), s.end(),
                             [](char c) { return std::isupper(static_cast<unsigned char>(c)); }) &&
                 std::none_of(s.begin(), s.end(),
@@ -741,13 +822,19 @@ std::string CanonicalTest(const std::string& name) {
 
 struct Builtin final : Callable {
   std::function<Value(Args&, int)> fn;
-  Value Call(Renderer&, Args& args, int line) const override { return fn(args, line); }
+  Value Call(Renderer&, Args& args, int line) const override {
+    Value out = fn(args, line);
+    Charge(Cost(out));
+    return out;
+  }
 };
 
-Value MakeBuiltin(const char* name, std::function<Value(Args&, int)> fn) {
+// `repr`: what Python prints for it (a class prints its name; a function its address, refused).
+Value MakeBuiltin(const char* name, std::function<Value(Args&, int)> fn, std::string repr = "") {
   auto b = std::make_shared<Builtin>();
   b->name = name;
   b->fn = std::move(fn);
+  b->repr = std::move(repr);
   return Value::Func(std::move(b));
 }
 
@@ -783,6 +870,7 @@ Value MakeNamespace(Args& a, int line, bool ns) {
     for (const auto& [k, v] : a.pos[0].dict->items) d.dict->Set(k, v);
   }
   for (auto& [k, v] : a.kw) d.dict->Set(k, v);
+  if (ns) TrackNamespace(d.dict);
   return d;
 }
 
@@ -795,24 +883,43 @@ bool KnownTest(std::string_view name) {
   return Tests().count(CanonicalTest(std::string(name))) > 0;
 }
 
+// A filter or test reads its value and arguments and builds its result: each costs its size in
+// steps (Cost), so a filter over a long list, or one applied to every item by map, spends the
+// budget in proportion to its work.
+int64_t ArgsCost(const Value& v, const Args& args) {
+  int64_t cost = Cost(v);
+  for (const Value& x : args.pos) cost += Cost(x);
+  for (const auto& kv : args.kw) cost += Cost(kv.second);
+  return cost;
+}
+
 Value ApplyFilter(const std::string& name, const Value& v, Args& args, int line) {
   auto it = Filters().find(Canonical(name));
   if (it == Filters().end()) Fail(line, fmt::format("the filter '{}' is not supported", name));
-  return it->second(v, args, line);
+  Charge(ArgsCost(v, args));
+  Value out = it->second(v, args, line);
+  Charge(Cost(out));
+  return out;
 }
 
 bool ApplyTest(const std::string& name, const Value& v, Args& args, int line) {
   auto it = Tests().find(CanonicalTest(name));
   if (it == Tests().end()) Fail(line, fmt::format("the test '{}' is not supported", name));
+  Charge(ArgsCost(v, args));
   return it->second(v, args, line);
 }
 
 Value Global(const std::string& name) {
-  if (name == "range") return MakeBuiltin("range", Range);
-  if (name == "namespace")
-    return MakeBuiltin("namespace", [](Args& a, int line) { return MakeNamespace(a, line, true); });
-  if (name == "dict")
-    return MakeBuiltin("dict", [](Args& a, int line) { return MakeNamespace(a, line, false); });
+  if (name == "range") return MakeBuiltin("range", Range, "<class 'range'>");
+  if (name == "namespace") {
+    return MakeBuiltin(
+        "namespace", [](Args& a, int line) { return MakeNamespace(a, line, true); },
+        "<class 'jinja2.utils.Namespace'>");
+  }
+  if (name == "dict") {
+    return MakeBuiltin(
+        "dict", [](Args& a, int line) { return MakeNamespace(a, line, false); }, "<class 'dict'>");
+  }
   if (name == "raise_exception") {
     return MakeBuiltin("raise_exception", [](Args& a, int line) -> Value {
       throw RenderError{a.pos.empty() ? std::string() : ToStr(a.pos[0]), line, true};

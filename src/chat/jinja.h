@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -45,7 +46,10 @@ struct Callable {
   virtual ~Callable() = default;
   virtual Value Call(Renderer& r, Args& args, int line) const = 0;
   std::string name;
+  std::string repr;  // what Python prints for it; empty where it prints an address (refused)
 };
+
+struct Items;
 
 struct Value {
   enum class Kind : uint8_t {
@@ -59,15 +63,21 @@ struct Value {
     kDict,
     kFunc
   };
+  // kList made by a dict's keys(), values(), items(): Python's views, which print as
+  // dict_keys([...]), have a len() but no index, and compare as sets (keys, items).
+  enum class View : uint8_t { kNone, kKeys, kValues, kItems };
   Kind kind = Kind::kUndefined;
   bool is_tuple = false;      // kList: a tuple (prints as (a, b))
-  bool is_iterator = false;   // kList: a generator (map, select, ...): always true, no len()
+  bool is_iterator = false;   // kList: a generator (map, select, ...) or a view (below)
   bool is_namespace = false;  // kDict: a namespace() (its attributes may be set)
+  bool is_markup = false;     // kString: markupsafe's Markup (the output of |e and |safe)
+  View view = View::kNone;    // kList with is_iterator: a dict view rather than a generator
   bool b = false;
+  uint16_t depth = 0;  // kList: how deep lists and dicts nest in it (1: none inside)
   int64_t i = 0;
   double f = 0;
   std::shared_ptr<const std::string> s;  // kString; kUndefined: the name that was undefined
-  std::shared_ptr<std::vector<Value>> list;
+  std::shared_ptr<Items> list;
   std::shared_ptr<Dict> dict;
   std::shared_ptr<const Callable> func;
 
@@ -77,6 +87,7 @@ struct Value {
   static Value Int(int64_t v);
   static Value Float(double v);
   static Value Str(std::string v);
+  static Value Markup(std::string v);  // a str marked safe: |e leaves it as it is
   static Value List(std::vector<Value> items, bool tuple = false);
   static Value MakeDict();
   static Value Func(std::shared_ptr<const Callable> f);
@@ -89,13 +100,28 @@ struct Value {
   }
   bool is_list() const { return kind == Kind::kList; }
   bool is_dict() const { return kind == Kind::kDict; }
+  // A list Python holds as a list or tuple: indexable, sliceable, with list methods.
+  bool is_sequence() const { return kind == Kind::kList && !is_iterator; }
+  bool is_generator() const { return is_iterator && view == View::kNone; }
   const std::string& str() const { return *s; }
+};
+
+// A list's items, shared by the Value's copies. Lists are immutable once made; a generator's
+// are used once, as Python's generator is consumed by its first use: `use` says how far.
+struct Items : std::vector<Value> {
+  using std::vector<Value>::vector;
+  explicit Items(std::vector<Value> v) : std::vector<Value>(std::move(v)) {}
+  // kSpent: consumed to the end (later uses see no items, as Python's); kPartly: a use took some
+  // (first, in, a loop left by break), so later uses are refused rather than guessed.
+  enum class Use : uint8_t { kFresh, kSpent, kPartly };
+  Use use = Use::kFresh;
 };
 
 // A dict in insertion order (Python's), with a hash index so lookups stay O(1).
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
   std::unordered_map<std::string, std::size_t> index;
+  uint16_t depth = 1;  // as Value::depth, over the values set so far
   const Value* Find(const std::string& key) const;
   void Set(const std::string& key, Value v);
 };
@@ -106,13 +132,18 @@ bool Truthy(const Value& v);
 std::string TypeName(const Value& v);  // Python's: 'str', 'int', 'list', 'dict', 'NoneType', ...
 std::string ToStr(const Value& v);     // str(v); Undefined prints as ""
 std::string Repr(const Value& v);      // repr(v)
-// json.dumps(v, ensure_ascii=False, indent, separators, sort_keys) as transformers' tojson.
-// indent < 0: none. Throws RenderError for values JSON has no form for.
-std::string ToJson(const Value& v, int indent, const std::string& item_sep,
-                   const std::string& key_sep, bool sort_keys, int line);
+// json.dumps(v, ensure_ascii=False, indent, separators, sort_keys) as transformers' tojson;
+// indent: the text of one level (none: one line). Throws RenderError for values JSON has no
+// form for.
+std::string ToJson(const Value& v, const std::optional<std::string>& indent,
+                   const std::string& item_sep, const std::string& key_sep, bool sort_keys,
+                   int line);
 bool Equal(const Value& a, const Value& b);
-// a < b as Python orders them (numbers, strings by code point, lists); -1/0/1.
+// a < b as Python orders them (numbers, strings by code point, lists): -1/0/1, or 2 where
+// neither is less nor equal (a NaN), for which every ordering test is false.
 int Compare(const Value& a, const Value& b, int line);
+// markupsafe's escape() of a str: & < > " ' as &amp; &lt; &gt; &#34; &#39;.
+std::string HtmlEscape(const std::string& s);
 std::string PyFloatRepr(double d);
 std::size_t Utf8Length(std::string_view s);  // len() of a str: code points
 // The byte offsets of each code point of s, and s.size() at the end.
@@ -209,6 +240,7 @@ struct Node {
   std::vector<std::string> targets;
   std::vector<std::unique_ptr<Expr>> conds;  // kIf conditions; kFor's filter; kMacro defaults
   std::vector<Body> bodies;
+  bool uses_loop = true;  // kFor: its body names `loop` (else no loop object is made)
 };
 
 struct Program {
@@ -223,15 +255,36 @@ struct Output {
   // [begin, end) byte offsets in text of each {% generation %} block's output, in order.
   std::vector<std::pair<std::size_t, std::size_t>> generation;
 };
-// Bounds on one rendering, so that no template runs forever or fills memory: evaluation steps
-// (each expression node and statement counts one) and bytes of output (captures included).
+// Bounds on one rendering, so that no template runs forever or fills memory (docs/sft.md,
+// "Limits"). Steps: each statement, expression node and loop iteration counts one, and so does
+// the work of building or reading long values: a step per kBytesPerStep bytes of a string and
+// per list or dict item (Cost below), so an empty loop body, a filter over a long list or a
+// string doubled in a loop spend the budget as fast as the work they do. Sizes: no string
+// (output and captures included) passes max_output bytes, no list max_items items, and no
+// value nests lists and dicts deeper than kMaxValueDepth; each is refused before it is built.
 struct Limits {
   int64_t max_steps = 50'000'000;
   std::size_t max_output = std::size_t{256} << 20;
+  std::size_t max_items = 1'000'000;
 };
-// Globals of transformers' environment beside the context: raise_exception, strftime_now,
-// range, namespace, dict, and the context's own variables.
+inline constexpr int64_t kBytesPerStep = 16;
+inline constexpr int kMaxValueDepth = 256;
 Output Render(const Program& program, const Dict& context, const Limits& limits = Limits());
+
+// The rendering running on this thread (Render sets it; none: no limits apply): work charged to
+// its step budget and sizes checked against its limits from anywhere in the engine, failing with
+// the line it is rendering. CheckBytes/CheckItems run before a string or list is built.
+void Charge(int64_t steps);
+void CheckBytes(std::size_t bytes, const char* what);
+void CheckItems(std::size_t items, const char* what);
+int CurrentLine();
+// A namespace() made by the rendering: emptied when the rendering ends (render.cc says why).
+void TrackNamespace(std::shared_ptr<Dict> d);
+// Marks generator v as used only partly (Items::kPartly): a later use is refused by name.
+void UsedPartly(const Value& v);
+// The steps to build or read v once: 1, plus a step per kBytesPerStep bytes of a string and per
+// item of a list or dict (not counting what nests inside them).
+int64_t Cost(const Value& v);
 
 // Builtins (builtins.cc). Calling a macro needs the renderer; the rest do not.
 bool KnownFilter(std::string_view name);
@@ -248,5 +301,9 @@ Value GetItem(const Value& v, const Value& key, int line);
 Value CallStrMethod(const std::string& s, const std::string& method, Args& args, int line);
 // The global named `name` (range, namespace, ...), or Undefined.
 Value Global(const std::string& name);
+// Jinja2's int(default, base), float(default) and round(precision, method) filters (numbers.cc).
+Value IntFilter(const Value& v, const Value& dflt, const Value& base, int line);
+Value FloatFilter(const Value& v, const Value& dflt, int line);
+Value RoundFilter(const Value& v, int64_t precision, const std::string& method, int line);
 
 }  // namespace cputrain::chat::jinja

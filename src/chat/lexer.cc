@@ -10,6 +10,7 @@
 //     it); not before `{{`. "A line's start" includes the text right after a tag whose match
 //     ended in a newline, as Jinja2's line_starting.
 // Inside a tag, `}}` and `%}` end it only when every ( [ { opened in it is closed.
+#include <charconv>
 #include <cstring>
 #include <string>
 
@@ -378,9 +379,9 @@ void Lexer::Number() {
   if (is_float) {
     t.f = std::strtod(text.c_str(), nullptr);
   } else {
-    if (text.size() > 18)
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), t.i);
+    if (ec != std::errc() || end != text.data() + text.size())
       Error(fmt::format("the integer {} is too large (we keep 64-bit integers)", text));
-    t.i = std::stoll(text);
   }
   out_.push_back(t);
   Advance(e - pos_);

@@ -4,6 +4,7 @@
 // comparisons (== != < <= > >= in, not in); + -; ~; * / // %; **; unary - +; then the primary
 // with its postfixes (.name, [i], [a:b:c], (args)) followed by filters (| f) and tests (is t),
 // so `-x | abs` is (-x) | abs and `not x is none` is not (x is none).
+#include <algorithm>
 #include <string>
 
 #include "chat/jinja.h"
@@ -255,6 +256,26 @@ std::unique_ptr<Node> Parser::ParseStatement() {
   Fail(line, fmt::format("unknown tag '{}'", name));
 }
 
+bool Names(const Expr& e, const std::string& name) {
+  if (e.kind == Expr::Kind::kName && e.name == name) return true;
+  return std::any_of(e.kids.begin(), e.kids.end(),
+                     [&](const std::unique_ptr<Expr>& k) { return k && Names(*k, name); });
+}
+
+// Whether `name` is read anywhere in body (its nested statements and macros included).
+bool Names(const Body& body, const std::string& name) {
+  for (const auto& n : body) {
+    if (n->expr && Names(*n->expr, name)) return true;
+    for (const auto& c : n->conds) {
+      if (c && Names(*c, name)) return true;
+    }
+    for (const Body& b : n->bodies) {
+      if (Names(b, name)) return true;
+    }
+  }
+  return false;
+}
+
 std::unique_ptr<Node> Parser::ParseFor(int line) {
   auto n = MakeNode(Node::Kind::kFor, line);
   bool paren = SkipOp("(");
@@ -273,6 +294,7 @@ std::unique_ptr<Node> Parser::ParseFor(int line) {
   ++loops_;
   n->bodies.push_back(ParseBody({"endfor", "else"}));
   --loops_;
+  n->uses_loop = Names(n->bodies[0], "loop");
   if (SkipName("else")) {
     EndBlock();
     n->bodies.push_back(ParseBody({"endfor"}));

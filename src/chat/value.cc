@@ -8,6 +8,7 @@
 
 #include "chat/jinja.h"
 #include "fmt/format.h"
+#include "task/python_text.h"
 
 namespace cputrain::chat::jinja {
 
@@ -47,11 +48,32 @@ Value Value::Str(std::string s) {
   v.s = std::make_shared<const std::string>(std::move(s));
   return v;
 }
+Value Value::Markup(std::string s) {
+  Value v = Str(std::move(s));
+  v.is_markup = true;
+  return v;
+}
+
+namespace {
+// How deep lists and dicts nest in v (0: v is neither). A namespace counts as none: it is the one
+// value that changes after it is made, so its depth is not tracked (render.cc empties every
+// namespace after the rendering, which is what keeps their chains from nesting deep).
+uint16_t DepthOf(const Value& v) {
+  if (v.kind == Value::Kind::kList) return v.depth;
+  if (v.kind == Value::Kind::kDict && !v.is_namespace) return v.dict->depth;
+  return 0;
+}
+uint16_t OneDeeper(uint16_t d) { return d == UINT16_MAX ? d : static_cast<uint16_t>(d + 1); }
+}  // namespace
+
 Value Value::List(std::vector<Value> items, bool tuple) {
   Value v;
   v.kind = Kind::kList;
   v.is_tuple = tuple;
-  v.list = std::make_shared<std::vector<Value>>(std::move(items));
+  uint16_t d = 0;
+  for (const Value& x : items) d = std::max(d, DepthOf(x));
+  v.depth = OneDeeper(d);
+  v.list = std::make_shared<Items>(std::move(items));
   return v;
 }
 Value Value::MakeDict() {
@@ -73,6 +95,7 @@ const Value* Dict::Find(const std::string& key) const {
 }
 
 void Dict::Set(const std::string& key, Value v) {
+  depth = std::max(depth, OneDeeper(DepthOf(v)));
   auto it = index.find(key);
   if (it != index.end()) {
     items[it->second].second = std::move(v);
@@ -95,8 +118,8 @@ bool Truthy(const Value& v) {
       return v.f != 0;
     case Value::Kind::kString:
       return !v.s->empty();
-    case Value::Kind::kList:
-      return !v.list->empty();
+    case Value::Kind::kList:  // a generator object is true, empty or not
+      return v.is_generator() || !v.list->empty();
     case Value::Kind::kDict:
       return v.is_namespace || !v.dict->items.empty();
     case Value::Kind::kFunc:
@@ -118,9 +141,19 @@ std::string TypeName(const Value& v) {
     case Value::Kind::kFloat:
       return "float";
     case Value::Kind::kString:
-      return "str";
+      return v.is_markup ? "Markup" : "str";
     case Value::Kind::kList:
-      return v.is_tuple ? "tuple" : "list";
+      switch (v.view) {
+        case Value::View::kKeys:
+          return "dict_keys";
+        case Value::View::kValues:
+          return "dict_values";
+        case Value::View::kItems:
+          return "dict_items";
+        case Value::View::kNone:
+          break;
+      }
+      return v.is_iterator ? "generator" : v.is_tuple ? "tuple" : "list";
     case Value::Kind::kDict:
       return v.is_namespace ? "Namespace" : "dict";
     case Value::Kind::kFunc:
@@ -150,7 +183,10 @@ std::string PyFloatRepr(double d) {
   std::string out = neg ? "-" : "";
   if (exp < -4 || exp >= 16) {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) {
+      out += '.';
+      out.append(digits, 1);
+    }
     out += fmt::format("e{}{:02d}", exp < 0 ? '-' : '+', std::abs(exp));
     return out;
   }
@@ -167,37 +203,15 @@ std::string PyFloatRepr(double d) {
 
 namespace {
 
-// Decodes the code point at s[i] (advancing i); a malformed byte reads as itself (U+FFFD would
-// hide it; templates' strings come from JSON and are valid).
-char32_t Decode(std::string_view s, std::size_t* i) {
-  unsigned char c = static_cast<unsigned char>(s[*i]);
-  int n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-  if (n < 0 || *i + static_cast<std::size_t>(n) >= s.size() + (n == 0 ? 1 : 0)) {
-    ++*i;
-    return c;
-  }
-  char32_t cp = n == 0 ? c : c & (0x3F >> n);
-  for (int k = 1; k <= n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[*i + k]) & 0x3F);
-  *i += static_cast<std::size_t>(n) + 1;
-  return cp;
-}
-
-// Python's str.isprintable() is false for these (beyond ASCII controls): C1 controls, the
-// no-break and other non-space separators, format characters templates might meet.
-bool PyNonPrintable(char32_t c) {
-  return c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0xa0) || c == 0xad || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
-         (c >= 0x205f && c <= 0x206f) || c == 0x3000 || c == 0xfeff ||
-         (c >= 0xd800 && c <= 0xf8ff) || c == 0xfffe || c == 0xffff;
-}
-
+// Python's unicode_repr: the quote, backslash, \t \n \r and the code points str.isprintable()
+// is false for escaped (\xhh up to U+00FF, \uhhhh, \Uhhhhhhhh), the rest as they are.
 std::string ReprString(const std::string& s) {
   const bool has_single = s.find('\'') != std::string::npos;
   const char quote = has_single && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, quote);
   for (std::size_t i = 0; i < s.size();) {
     std::size_t start = i;
-    char32_t c = Decode(s, &i);
+    char32_t c = task::NextCodePoint(s, &i);
     if (c == static_cast<char32_t>(quote) || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
@@ -207,9 +221,11 @@ std::string ReprString(const std::string& s) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (PyNonPrintable(c)) {
-      out += c <= 0xff ? fmt::format("\\x{:02x}", static_cast<uint32_t>(c))
-                       : fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
+    } else if (!task::PyIsPrintable(c)) {
+      const auto u = static_cast<uint32_t>(c);
+      out += u <= 0xff     ? fmt::format("\\x{:02x}", u)
+             : u <= 0xffff ? fmt::format("\\u{:04x}", u)
+                           : fmt::format("\\U{:08x}", u);
     } else {
       out.append(s, start, i - start);
     }
@@ -218,65 +234,127 @@ std::string ReprString(const std::string& s) {
   return out;
 }
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
+// json.dumps' string: " \ and the controls escaped (\n \r \t \b \f, else \u00hh), the rest as
+// it is (ensure_ascii=False). Appended after checking the size it will have.
+void AppendJsonString(const std::string& s, std::string* out) {
+  std::size_t n = 2;
   for (char ch : s) {
-    unsigned char c = static_cast<unsigned char>(ch);
+    const auto c = static_cast<unsigned char>(ch);
+    n += c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f' ? 2
+         : c < 0x20                                                                             ? 6
+                                                                                                : 1;
+  }
+  CheckBytes(out->size() + n, "a JSON text");
+  *out += '"';
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
     switch (c) {
       case '"':
-        out += "\\\"";
+        *out += "\\\"";
         break;
       case '\\':
-        out += "\\\\";
+        *out += "\\\\";
         break;
       case '\n':
-        out += "\\n";
+        *out += "\\n";
         break;
       case '\r':
-        out += "\\r";
+        *out += "\\r";
         break;
       case '\t':
-        out += "\\t";
+        *out += "\\t";
         break;
       case '\b':
-        out += "\\b";
+        *out += "\\b";
         break;
       case '\f':
-        out += "\\f";
+        *out += "\\f";
         break;
       default:
         if (c < 0x20) {
-          out += fmt::format("\\u{:04x}", c);
+          *out += fmt::format("\\u{:04x}", c);
         } else {
-          out += ch;
+          *out += ch;
         }
     }
   }
-  return out + "\"";
+  *out += '"';
 }
 
-std::string ReprJoin(const Value& v) {
-  std::string out;
-  if (v.is_list()) {
-    out = v.is_tuple ? "(" : "[";
-    for (std::size_t k = 0; k < v.list->size(); ++k) {
-      if (k) out += ", ";
-      out += Repr((*v.list)[k]);
+// repr() of values inside one another: Python's recursion guard, which prints a list or dict met
+// again inside itself as [...] or {...} (only a namespace can hold itself), and a depth bound
+// (Python's recursion limit, where a chain of namespaces nests deeper than values may).
+class ReprWriter {
+ public:
+  explicit ReprWriter(std::string* out) : out_(out) {}
+  void Write(const Value& v) {
+    switch (v.kind) {
+      case Value::Kind::kString:
+        Append(v.is_markup ? "Markup(" + ReprString(*v.s) + ")" : ReprString(*v.s));
+        return;
+      case Value::Kind::kList:
+      case Value::Kind::kDict:
+        Nested(v);
+        return;
+      default:
+        Append(v.kind == Value::Kind::kUndefined ? std::string("Undefined") : ToStr(v));
     }
-    if (v.is_tuple && v.list->size() == 1) out += ",";
-    return out + (v.is_tuple ? ")" : "]");
   }
-  out = v.is_namespace ? "<Namespace {" : "{";
-  bool first = true;
-  for (const auto& [k, item] : v.dict->items) {
-    if (!first) out += ", ";
-    first = false;
-    out += ReprString(k);
-    out += ": ";
-    out += Repr(item);
+
+ private:
+  void Append(const std::string& piece) {
+    CheckBytes(out_->size() + piece.size(), "the text of a value");
+    *out_ += piece;
   }
-  return out + (v.is_namespace ? "}>" : "}");
-}
+  void Nested(const Value& v) {
+    const void* self = v.is_list() ? static_cast<const void*>(v.list.get()) : v.dict.get();
+    if (v.is_generator()) {
+      Fail(CurrentLine(),
+           "printing a generator (the output of map, select, ...) is not supported; add | list");
+    }
+    const bool again = std::find(open_.begin(), open_.end(), self) != open_.end();
+    if (v.is_dict() && v.is_namespace) Append("<Namespace ");
+    if (again) {
+      Append(v.is_list() ? "[...]" : "{...}");
+    } else {
+      if (open_.size() >= static_cast<std::size_t>(kMaxValueDepth)) {
+        Fail(CurrentLine(), fmt::format("printing a value nested deeper than {} levels "
+                                        "(Python: maximum recursion depth exceeded)",
+                                        kMaxValueDepth));
+      }
+      open_.push_back(self);
+      v.is_list() ? Items(v) : Entries(v);
+      open_.pop_back();
+    }
+    if (v.is_dict() && v.is_namespace) Append(">");
+  }
+  void Items(const Value& v) {
+    static const char* kViews[] = {"", "dict_keys(", "dict_values(", "dict_items("};
+    Append(kViews[static_cast<int>(v.view)]);
+    Append(v.is_tuple ? "(" : "[");
+    for (std::size_t k = 0; k < v.list->size(); ++k) {
+      if (k) Append(", ");
+      Write((*v.list)[k]);
+    }
+    if (v.is_tuple && v.list->size() == 1) Append(",");
+    Append(v.is_tuple ? ")" : "]");
+    if (v.view != Value::View::kNone) Append(")");
+  }
+  void Entries(const Value& v) {
+    Append("{");
+    bool first = true;
+    for (const auto& [k, item] : v.dict->items) {
+      if (!first) Append(", ");
+      first = false;
+      Append(ReprString(k) + ": ");
+      Write(item);
+    }
+    Append("}");
+  }
+
+  std::string* out_;
+  std::vector<const void*> open_;
+};
 
 }  // namespace
 
@@ -304,70 +382,88 @@ std::string Repr(const Value& v) {
     case Value::Kind::kFloat:
       return PyFloatRepr(v.f);
     case Value::Kind::kString:
-      return ReprString(*v.s);
     case Value::Kind::kList:
-    case Value::Kind::kDict:
-      return ReprJoin(v);
+    case Value::Kind::kDict: {
+      std::string out;
+      ReprWriter(&out).Write(v);
+      return out;
+    }
     case Value::Kind::kFunc:
-      return fmt::format("<function {}>", v.func->name);
+      // Python prints most functions with their address; a macro, range, dict and namespace
+      // print the same every time.
+      if (v.func->repr.empty()) {
+        Fail(CurrentLine(), fmt::format("printing the function '{}' is not supported (Python "
+                                        "prints its address)",
+                                        v.func->name));
+      }
+      return v.func->repr;
   }
   return "";
 }
 
-std::string ToJson(const Value& v, int indent, const std::string& item_sep,
-                   const std::string& key_sep, bool sort_keys, int line) {
+std::string ToJson(const Value& v, const std::optional<std::string>& indent,
+                   const std::string& item_sep, const std::string& key_sep, bool sort_keys,
+                   int line) {
   std::string out;
-  // Iterative depth is bounded by the value's own nesting (JSON input is depth-limited).
+  // The recursion is bounded by the value's nesting (kMaxValueDepth; a namespace, the one value
+  // that may nest deeper, has no JSON form).
   struct Writer {
-    int indent;
+    const std::optional<std::string>& indent;
     const std::string& item_sep;
     const std::string& key_sep;
     bool sort_keys;
     int line;
     std::string* out;
+    void Append(const std::string& piece) const {
+      CheckBytes(out->size() + piece.size(), "a JSON text");
+      *out += piece;
+    }
     void Newline(int level) const {
-      if (indent < 0) return;
+      if (!indent) return;
+      const std::size_t n = indent->size() * static_cast<std::size_t>(level);
+      CheckBytes(out->size() + 1 + n, "a JSON text");
       *out += '\n';
-      out->append(static_cast<std::size_t>(indent * level), ' ');
+      for (int k = 0; k < level; ++k) *out += *indent;
     }
     void Write(const Value& v, int level) const {
       switch (v.kind) {
         case Value::Kind::kNone:
-          *out += "null";
+          Append("null");
           return;
         case Value::Kind::kBool:
-          *out += v.b ? "true" : "false";
+          Append(v.b ? "true" : "false");
           return;
         case Value::Kind::kInt:
-          *out += std::to_string(v.i);
+          Append(std::to_string(v.i));
           return;
         case Value::Kind::kFloat:
-          *out += std::isnan(v.f)   ? "NaN"
-                  : std::isinf(v.f) ? (v.f > 0 ? "Infinity" : "-Infinity")
-                                    : PyFloatRepr(v.f);
+          Append(std::isnan(v.f)   ? "NaN"
+                 : std::isinf(v.f) ? (v.f > 0 ? "Infinity" : "-Infinity")
+                                   : PyFloatRepr(v.f));
           return;
         case Value::Kind::kString:
-          *out += JsonString(*v.s);
+          AppendJsonString(*v.s, out);
           return;
         case Value::Kind::kList: {
+          if (v.is_iterator) break;  // a generator or a dict view: not serializable
           if (v.list->empty()) {
-            *out += "[]";
+            Append("[]");
             return;
           }
-          *out += '[';
+          Append("[");
           for (std::size_t k = 0; k < v.list->size(); ++k) {
-            if (k) *out += item_sep;
+            if (k) Append(item_sep);
             Newline(level + 1);
             Write((*v.list)[k], level + 1);
           }
           Newline(level);
-          *out += ']';
+          Append("]");
           return;
         }
         case Value::Kind::kDict: {
           if (v.is_namespace) break;
           if (v.dict->items.empty()) {
-            *out += "{}";
+            Append("{}");
             return;
           }
           std::vector<const std::pair<std::string, Value>*> items;
@@ -376,15 +472,16 @@ std::string ToJson(const Value& v, int indent, const std::string& item_sep,
             std::stable_sort(items.begin(), items.end(),
                              [](auto* a, auto* b) { return a->first < b->first; });
           }
-          *out += '{';
+          Append("{");
           for (std::size_t k = 0; k < items.size(); ++k) {
-            if (k) *out += item_sep;
+            if (k) Append(item_sep);
             Newline(level + 1);
-            *out += JsonString(items[k]->first) + key_sep;
+            AppendJsonString(items[k]->first, out);
+            Append(key_sep);
             Write(items[k]->second, level + 1);
           }
           Newline(level);
-          *out += '}';
+          Append("}");
           return;
         }
         default:
@@ -398,22 +495,31 @@ std::string ToJson(const Value& v, int indent, const std::string& item_sep,
 }
 
 namespace {
-double AsDouble(const Value& v) {
-  return v.kind == Value::Kind::kFloat
-             ? v.f
-             : static_cast<double>(v.kind == Value::Kind::kBool ? v.b : v.i);
-}
 bool IsIntLike(const Value& v) {
   return v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool;
 }
 int64_t AsInt(const Value& v) { return v.kind == Value::Kind::kBool ? v.b : v.i; }
+
+// Python compares an int with a float exactly (2**53 + 1 > 2.0**53): long double holds every
+// int64 and every double exactly.
+int CompareNumbers(const Value& a, const Value& b) {
+  if (IsIntLike(a) && IsIntLike(b)) return AsInt(a) < AsInt(b) ? -1 : AsInt(a) > AsInt(b);
+  const long double x = IsIntLike(a) ? static_cast<long double>(AsInt(a)) : a.f;
+  const long double y = IsIntLike(b) ? static_cast<long double>(AsInt(b)) : b.f;
+  return x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;  // 2: unordered (NaN)
+}
+
+// dict_keys and dict_items compare as sets: the same size, each item of one in the other.
+bool SameSet(const Value& a, const Value& b) {
+  if (a.list->size() != b.list->size()) return false;
+  return std::all_of(a.list->begin(), a.list->end(), [&](const Value& x) {
+    return std::any_of(b.list->begin(), b.list->end(), [&](const Value& y) { return Equal(x, y); });
+  });
+}
 }  // namespace
 
 bool Equal(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) {
-    if (IsIntLike(a) && IsIntLike(b)) return AsInt(a) == AsInt(b);
-    return AsDouble(a) == AsDouble(b);
-  }
+  if (a.is_number() && b.is_number()) return CompareNumbers(a, b) == 0;
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Value::Kind::kUndefined:
@@ -422,13 +528,22 @@ bool Equal(const Value& a, const Value& b) {
     case Value::Kind::kString:
       return *a.s == *b.s;
     case Value::Kind::kList:
+      // The same list object is equal to itself (Python's identity shortcut); a generator or a
+      // dict_values is equal to nothing else, keys and items views compare as sets.
+      if (a.list == b.list) return true;
+      if (a.is_iterator || b.is_iterator) {
+        return a.view == b.view &&
+               (a.view == Value::View::kKeys || a.view == Value::View::kItems) &&
+               (Charge(Cost(a) * Cost(b)), SameSet(a, b));
+      }
       if (a.is_tuple != b.is_tuple || a.list->size() != b.list->size()) return false;
       for (std::size_t k = 0; k < a.list->size(); ++k) {
         if (!Equal((*a.list)[k], (*b.list)[k])) return false;
       }
       return true;
     case Value::Kind::kDict:
-      if (a.is_namespace || b.is_namespace) return a.dict == b.dict;
+      if (a.dict == b.dict) return true;
+      if (a.is_namespace || b.is_namespace) return false;
       if (a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [k, v] : a.dict->items) {
         const Value* o = b.dict->Find(k);
@@ -444,24 +559,65 @@ bool Equal(const Value& a, const Value& b) {
 
 int Compare(const Value& a, const Value& b, int line) {
   if (a.is_number() && b.is_number()) {
-    if (IsIntLike(a) && IsIntLike(b)) return AsInt(a) < AsInt(b) ? -1 : AsInt(a) > AsInt(b);
-    double x = AsDouble(a), y = AsDouble(b);
-    return x < y ? -1 : x > y;
+    return CompareNumbers(a, b);
   }
   if (a.is_string() && b.is_string()) {
     int c = a.s->compare(*b.s);  // UTF-8 byte order is code point order
     return c < 0 ? -1 : c > 0;
   }
-  if (a.is_list() && b.is_list() && a.is_tuple == b.is_tuple) {
+  if (a.is_sequence() && b.is_sequence() && a.is_tuple == b.is_tuple) {
     std::size_t n = std::min(a.list->size(), b.list->size());
     for (std::size_t k = 0; k < n; ++k) {
       if (Equal((*a.list)[k], (*b.list)[k])) continue;
-      return Compare((*a.list)[k], (*b.list)[k], line);
+      return Compare((*a.list)[k], (*b.list)[k], line);  // Python's: the first unequal pair
     }
     return a.list->size() < b.list->size() ? -1 : a.list->size() > b.list->size();
   }
   Fail(line, fmt::format("'<' not supported between instances of '{}' and '{}'", TypeName(a),
                          TypeName(b)));
+}
+
+std::string HtmlEscape(const std::string& s) {
+  std::size_t n = s.size();
+  for (char c : s) n += c == '&' || c == '<' || c == '>' ? 3 : c == '"' || c == '\'' ? 4 : 0;
+  CheckBytes(n, "an escaped string");
+  std::string out;
+  out.reserve(n);
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+int64_t Cost(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kString:
+      return 1 + static_cast<int64_t>(v.s->size()) / kBytesPerStep;
+    case Value::Kind::kList:
+      return 1 + static_cast<int64_t>(v.list->size());
+    case Value::Kind::kDict:
+      return 1 + static_cast<int64_t>(v.dict->items.size());
+    default:
+      return 1;
+  }
 }
 
 std::size_t Utf8Length(std::string_view s) {

@@ -12,6 +12,9 @@ struct CodeRange {
 struct LowerPair {
   char32_t from, to;
 };
+struct TitleMap {
+  char32_t from, to[3];  // unused places 0
+};
 #include "task/python_text_table.inc"
 
 template <std::size_t N>
@@ -112,26 +115,52 @@ std::vector<std::string_view> PySplit(std::string_view s) {
   return words;
 }
 
+namespace {
+
+// CPython's lower_ucs4: code point i of cps lowered (full mapping, the final sigma in context).
+void AppendLower(const std::vector<char32_t>& cps, std::size_t i, std::string* out) {
+  const char32_t c = cps[i];
+  if (c == 0x130) {  // the one code point str.lower() maps to two: i + combining dot above
+    AppendUtf8('i', out);
+    AppendUtf8(0x307, out);
+    return;
+  }
+  if (c == 0x3A3) {
+    AppendUtf8(LowerSigma(cps, i), out);
+    return;
+  }
+  const LowerPair* it = std::lower_bound(std::begin(kLowerPairs), std::end(kLowerPairs), c,
+                                         [](const LowerPair& p, char32_t v) { return p.from < v; });
+  AppendUtf8(it != std::end(kLowerPairs) && it->from == c ? it->to : c, out);
+}
+
+}  // namespace
+
 std::string PyLower(std::string_view s) {
   const std::vector<char32_t> cps = CodePoints(s);
   std::string out;
   out.reserve(s.size());
-  for (std::size_t i = 0; i < cps.size(); ++i) {
-    const char32_t c = cps[i];
-    if (c == 0x130) {  // the one code point str.lower() maps to two: i + combining dot above
-      AppendUtf8('i', &out);
-      AppendUtf8(0x307, &out);
-      continue;
+  for (std::size_t i = 0; i < cps.size(); ++i) AppendLower(cps, i, &out);
+  return out;
+}
+
+bool PyIsPrintable(char32_t c) { return InRanges(kPrintableRanges, c); }
+
+std::string PyCapitalize(std::string_view s) {
+  const std::vector<char32_t> cps = CodePoints(s);
+  std::string out;
+  out.reserve(s.size());
+  if (cps.empty()) return out;
+  const TitleMap* it = std::lower_bound(std::begin(kTitleMaps), std::end(kTitleMaps), cps[0],
+                                        [](const TitleMap& m, char32_t v) { return m.from < v; });
+  if (it != std::end(kTitleMaps) && it->from == cps[0]) {
+    for (char32_t t : it->to) {
+      if (t != 0) AppendUtf8(t, &out);
     }
-    if (c == 0x3A3) {
-      AppendUtf8(LowerSigma(cps, i), &out);
-      continue;
-    }
-    const LowerPair* it =
-        std::lower_bound(std::begin(kLowerPairs), std::end(kLowerPairs), c,
-                         [](const LowerPair& p, char32_t v) { return p.from < v; });
-    AppendUtf8(it != std::end(kLowerPairs) && it->from == c ? it->to : c, &out);
+  } else {
+    AppendUtf8(cps[0], &out);
   }
+  for (std::size_t i = 1; i < cps.size(); ++i) AppendLower(cps, i, &out);
   return out;
 }
 

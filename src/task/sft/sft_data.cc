@@ -63,19 +63,16 @@ void CheckString(const Json& row, const char* key, const std::string& where) {
   }
 }
 
-// The template's variables for `messages`, as apply_chat_template passes them.
-Json Variables(const SftTokenizing& tk, const Json& row, Json messages) {
-  Json vars = tk.special;
-  vars["messages"] = std::move(messages);
-  vars["tools"] = row.contains("tools") ? row["tools"] : Json(nullptr);
-  vars["documents"] = nullptr;
-  vars["add_generation_prompt"] = false;
-  if (row.contains("chat_template_kwargs") && row["chat_template_kwargs"].is_object()) {
-    for (auto it = row["chat_template_kwargs"].begin(); it != row["chat_template_kwargs"].end();
-         ++it)
-      vars[it.key()] = it.value();
-  }
-  return vars;
+// apply_chat_template(messages, tools=row's tools, **row's chat_template_kwargs) as TRL's
+// tokenize() calls it (MakeChatCall refuses the kwargs transformers refuses).
+chat::ChatEncoding Apply(const SftTokenizing& tk, const JsonRow& r, Json messages, bool masks) {
+  const Json& row = r.value;
+  const chat::ChatCall call = chat::MakeChatCall(
+      tk.special, std::move(messages), row.contains("tools") ? row["tools"] : Json(nullptr),
+      row.contains("chat_template_kwargs") ? row["chat_template_kwargs"] : Json(nullptr), false,
+      r.where);
+  return chat::ApplyChatTemplate(*tk.chat, *tk.tokenizer, call.variables, masks, r.where,
+                                 call.chat_template ? &*call.chat_template : nullptr);
 }
 
 std::vector<int> Encode(const SftTokenizing& tk, const std::string& text) {
@@ -111,9 +108,7 @@ Tokenized TokenizeRow(const JsonRow& r, SftForm form, const SftTokenizing& tk,
   Tokenized t;
   switch (form) {
     case SftForm::kMessages: {
-      chat::ChatEncoding e =
-          chat::ApplyChatTemplate(*tk.chat, *tk.tokenizer, Variables(tk, row, row["messages"]),
-                                  o.assistant_only_loss, r.where);
+      chat::ChatEncoding e = Apply(tk, r, row["messages"], o.assistant_only_loss);
       if (o.assistant_only_loss && std::find(e.assistant_masks.begin(), e.assistant_masks.end(),
                                              1) == e.assistant_masks.end()) {
         throw InputError(
@@ -138,15 +133,10 @@ Tokenized TokenizeRow(const JsonRow& r, SftForm form, const SftTokenizing& tk,
       break;
     }
     case SftForm::kConversationalPromptCompletion: {
-      const std::size_t p =
-          chat::ApplyChatTemplate(*tk.chat, *tk.tokenizer, Variables(tk, row, row["prompt"]), false,
-                                  r.where)
-              .ids.size();
+      const std::size_t p = Apply(tk, r, row["prompt"], false).ids.size();
       Json all = row["prompt"];
       for (const Json& m : row["completion"]) all.push_back(m);
-      chat::ChatEncoding e =
-          chat::ApplyChatTemplate(*tk.chat, *tk.tokenizer, Variables(tk, row, std::move(all)),
-                                  o.assistant_only_loss, r.where);
+      chat::ChatEncoding e = Apply(tk, r, std::move(all), o.assistant_only_loss);
       t.ids = std::move(e.ids);
       t.label = o.completion_only_loss ? CompletionMask(p, t.ids.size())
                                        : std::vector<uint8_t>(t.ids.size(), 1);

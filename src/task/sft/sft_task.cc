@@ -395,12 +395,16 @@ std::unique_ptr<Split> SftTask::ReadPrompts(const std::vector<JsonRow>& rows,
                        "use a tokenizer with a chat template");
     std::vector<int> ids;
     if (conv) {
-      Json vars = tk_.special;
-      vars["messages"] = prompt;
-      vars["tools"] = r.value.contains("tools") ? r.value["tools"] : Json(nullptr);
-      vars["documents"] = nullptr;
-      vars["add_generation_prompt"] = true;
-      ids = chat::ApplyChatTemplate(*tk_.chat, *tokenizer_, vars, false, r.where).ids;
+      // The row's template call as training renders it, with the generation prompt.
+      chat::ChatCall call = chat::MakeChatCall(
+          tk_.special, prompt, r.value.contains("tools") ? r.value["tools"] : Json(nullptr),
+          r.value.contains("chat_template_kwargs") ? r.value["chat_template_kwargs"]
+                                                   : Json(nullptr),
+          true, r.where);
+      call.variables["add_generation_prompt"] = true;
+      ids = chat::ApplyChatTemplate(*tk_.chat, *tokenizer_, call.variables, false, r.where,
+                                    call.chat_template ? &*call.chat_template : nullptr)
+                .ids;
     } else {
       tokenizer_->EncodeWithSpecial(prompt.get<std::string>(), &ids);
     }
@@ -471,7 +475,12 @@ Outcome SftTask::Generate(const Split& split, const GenerationModel& m, const Ar
   std::size_t generated = 0;
   for (std::size_t i = 0; i < p.rows(); ++i) {
     const std::vector<int>& prompt = p.prompts[i];
-    if (prompt.empty() || static_cast<int>(prompt.size()) >= dec.max_positions()) {
+    if (prompt.empty()) {  // an empty text, or a template that renders nothing
+      throw InputError(fmt::format("{}: prompt {} has no tokens, so there is nothing to continue",
+                                   p.path(), i + 1),
+                       "give the row a non-empty prompt");
+    }
+    if (static_cast<int>(prompt.size()) >= dec.max_positions()) {
       throw InputError(fmt::format("{}: prompt {} has {} tokens; the model reads {}", p.path(),
                                    i + 1, prompt.size(), dec.max_positions()),
                        "shorten the prompt");
