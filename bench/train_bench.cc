@@ -232,7 +232,8 @@ void TrainSuite::AddOptions(CLI::App* cmd) {
   cmd->add_option("--check-auto", check_auto_,
                   "with --kernels implied: fail (exit 1) where an auto row ran slower than the "
                   "best forced-kernel row / R (CI's check on a foreign CPU: R = 1.2)")
-      ->check(CLI::Range(1.0, 10.0));
+      ->check(CLI::Range(1.0, 10.0))
+      ->default_str("");
   cmd->add_flag("--pytorch", pytorch_, "also train the same model with PyTorch");
   cmd->add_option("--python", python_,
                   "Python with torch (default: the peers' venv, `bash scripts/peers-env.sh`; "

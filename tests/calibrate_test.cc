@@ -3,6 +3,8 @@
 // chose; the cache hits, misses on another machine or workload, ignores a corrupt file with a
 // warning and rewrites it, keeps the first entry published; a run's calibration of a small model
 // (model/products.h) measures once, then comes from the cache with the same kernels.
+#include "kernels/calibrate.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@
 #include <string>
 #include <thread>
 
-#include "kernels/calibrate.h"
 #include "kernels/kernels.h"
 #include "model/products.h"
 
@@ -26,8 +27,8 @@ namespace fs = std::filesystem;
 // A temporary directory, removed at the end.
 struct TempDir {
   TempDir() {
-    path = fs::temp_directory_path() / ("calibrate_test." + std::to_string(::getpid()) + "." +
-                                        std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("calibrate_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -81,8 +82,8 @@ TEST(ChooseByTiming, ASlowKernelIsNeverChosen) {
   FakeKernels f;
   f.seconds = {{"prior", 0.004}, {"fast", 0.001}, {"slow", 0.012}};
   const std::vector<ClassWork> works = f.Works({GemmClass::kFwd, GemmClass::kDinp});
-  const KernelChoice c =
-      ChooseByTiming(works, f.Candidates({"prior", "fast", "slow"}), 2, /*budget_s=*/1.0, f.Clock());
+  const KernelChoice c = ChooseByTiming(works, f.Candidates({"prior", "fast", "slow"}), 2,
+                                        /*budget_s=*/1.0, f.Clock());
   ASSERT_EQ(c.classes.size(), 2u);
   for (const ClassChoice& cc : c.classes) {
     EXPECT_EQ(cc.chosen, "fast") << GemmClassName(cc.cls);
@@ -288,8 +289,8 @@ TEST(Calibrate, InferenceAndLoraHaveTheirOwnClasses) {
       w.run();
     }
   }
-  EXPECT_EQ(got, (std::vector<GemmClass>{GemmClass::kFwd, GemmClass::kHeadFwd,
-                                         GemmClass::kAttnFwd}));
+  EXPECT_EQ(got,
+            (std::vector<GemmClass>{GemmClass::kFwd, GemmClass::kHeadFwd, GemmClass::kAttnFwd}));
   run.train = true;
   run.lora_r = 4;
   got.clear();

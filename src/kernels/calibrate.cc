@@ -232,7 +232,7 @@ KernelChoice Calibrate(const CalibrationRequest& req, const CalibrationCache& ca
 
 std::string DescribeChoice(const KernelChoice& choice) {
   std::string s;
-  if (choice.source == "measured") {
+  if (choice.source == "measured" || choice.source.empty()) {
     s = fmt::format("{} products: kernels measured per class in {:.0f} ms (kernels/calibrate.h)",
                     choice.precision, choice.seconds * 1e3);
   } else {

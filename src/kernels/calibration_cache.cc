@@ -118,7 +118,10 @@ nlohmann::json ClassToJson(const ClassChoice& cc) {
 nlohmann::json ToJson(const KernelChoice& c) {
   nlohmann::json classes = nlohmann::json::array();
   for (const ClassChoice& cc : c.classes) classes.push_back(ClassToJson(cc));
-  return {{"precision", c.precision}, {"seconds", c.seconds}, {"classes", classes}};
+  return {{"precision", c.precision},
+          {"seconds", c.seconds},
+          {"source", c.source},
+          {"classes", classes}};
 }
 
 // nullopt where `j` is not a choice (a missing or mistyped field, an unknown class).
@@ -127,6 +130,7 @@ std::optional<KernelChoice> FromJson(const nlohmann::json& j) {
     KernelChoice c;
     c.precision = j.at("precision").get<std::string>();
     c.seconds = j.at("seconds").get<double>();
+    c.source = j.value("source", "");  // absent in files of before it was recorded
     if (c.precision != "fp32" && c.precision != "bf16") return std::nullopt;
     for (const nlohmann::json& cj : j.at("classes")) {
       ClassChoice cc;

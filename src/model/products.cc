@@ -28,13 +28,13 @@ struct Buffer {
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { ::operator delete(p, std::align_val_t{64}); }
+  ~Buffer() { ::operator delete (p, std::align_val_t{64}); }
   // n elements, filled by the pool (their first touch: the group's node) with values in
   // [-0.5, 0.5): no denormal, and products that stay far from overflow however often they run.
   void Make(WorkerPool& pool, std::size_t count) {
     if (count == 0) return;
     n = count;
-    p = static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+    p = static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
     pool.ParallelFor(n, [this](std::size_t b, std::size_t e, int) {
       for (std::size_t i = b; i < e; ++i) {
         const float v = static_cast<float>((i * 2654435761u) >> 8 & 1023) / 1024.f - 0.5f;
@@ -167,8 +167,8 @@ kernels::ClassWork ProductWorks::Impl::LinearWork(kernels::GemmClass cls,
   k::ClassWork w;
   w.cls = cls;
   w.flops = rows * LinearFlopsPerRow(ls);
-  for (const Linear& l : ls) w.shapes += fmt::format("{}{} {}x{}", w.shapes.empty() ? "" : " ",
-                                                     l.name, l.IC, l.OC);
+  for (const Linear& l : ls)
+    w.shapes += fmt::format("{}{} {}x{}", w.shapes.empty() ? "" : " ", l.name, l.IC, l.OC);
   w.shapes += fmt::format(" x {} rows", rows);
   const bool fwd = cls == k::GemmClass::kFwd || cls == k::GemmClass::kHeadFwd;
   const bool dinp = cls == k::GemmClass::kDinp || cls == k::GemmClass::kHeadDinp;
@@ -180,11 +180,11 @@ kernels::ClassWork ProductWorks::Impl::LinearWork(kernels::GemmClass cls,
       } else if (fwd) {
         k::MatmulForward(pool, Y.p, X.p, W.p, nullptr, N, l.IC, l.OC, l.OC, site);
       } else if (bf16) {
-        k::MatmulBackwardBf16(pool, dinp ? G.p : nullptr, dinp ? nullptr : D.p, nullptr, Y.p,
-                              Yb.p, X.p, Xb.p, Wb.p, N, l.IC, l.OC, l.OC, false, site);
+        k::MatmulBackwardBf16(pool, dinp ? G.p : nullptr, dinp ? nullptr : D.p, nullptr, Y.p, Yb.p,
+                              X.p, Xb.p, Wb.p, N, l.IC, l.OC, l.OC, false, site);
       } else {
-        k::MatmulBackward(pool, dinp ? G.p : nullptr, dinp ? nullptr : D.p, nullptr, Y.p, X.p,
-                          W.p, N, l.IC, l.OC, l.OC, false, site);
+        k::MatmulBackward(pool, dinp ? G.p : nullptr, dinp ? nullptr : D.p, nullptr, Y.p, X.p, W.p,
+                          N, l.IC, l.OC, l.OC, false, site);
       }
     }
   };
@@ -236,8 +236,8 @@ kernels::ClassWork ProductWorks::Impl::LoraWork(double target) {
     const std::size_t N = rows;
     k::LoraForward(pool, Y.p, lh.p, nullptr, X.p, la.p, lb.p, N, C, r, C, C, 2.f, {});
     if (!run.train) return;
-    k::LoraBackward(pool, G.p, lga.p, lgb.p, ldh.p, nullptr, Y.p, X.p, lh.p, la.p, lb.p, N, C, r,
-                    C, C, 2.f, {});
+    k::LoraBackward(pool, G.p, lga.p, lgb.p, ldh.p, nullptr, Y.p, X.p, lh.p, la.p, lb.p, N, C, r, C,
+                    C, 2.f, {});
   };
   return w;
 }
@@ -263,24 +263,24 @@ std::vector<kernels::ClassWork> ProductWorks::Works(const std::string& precision
   std::vector<k::ClassWork> out;
   if (bf16 == m.run.bf16) {  // the block, head and attention run in the run's precision
     const bool dweight = m.run.train && m.run.lora_r == 0;
-    out.push_back(m.LinearWork(k::GemmClass::kFwd, m.block, k::GemmSite::kBlock, bf16,
-                               target_flops));
+    out.push_back(
+        m.LinearWork(k::GemmClass::kFwd, m.block, k::GemmSite::kBlock, bf16, target_flops));
     if (m.run.train)
-      out.push_back(m.LinearWork(k::GemmClass::kDinp, m.block, k::GemmSite::kBlock, bf16,
-                                 target_flops));
+      out.push_back(
+          m.LinearWork(k::GemmClass::kDinp, m.block, k::GemmSite::kBlock, bf16, target_flops));
     if (dweight)
-      out.push_back(m.LinearWork(k::GemmClass::kDweight, m.block, k::GemmSite::kBlock, bf16,
-                                 target_flops));
+      out.push_back(
+          m.LinearWork(k::GemmClass::kDweight, m.block, k::GemmSite::kBlock, bf16, target_flops));
     if (m.head.OC > 0) {
       const std::vector<Linear> h = {m.head};
-      out.push_back(m.LinearWork(k::GemmClass::kHeadFwd, h, k::GemmSite::kHead, bf16,
-                                 target_flops));
+      out.push_back(
+          m.LinearWork(k::GemmClass::kHeadFwd, h, k::GemmSite::kHead, bf16, target_flops));
       if (m.run.train)
-        out.push_back(m.LinearWork(k::GemmClass::kHeadDinp, h, k::GemmSite::kHead, bf16,
-                                   target_flops));
+        out.push_back(
+            m.LinearWork(k::GemmClass::kHeadDinp, h, k::GemmSite::kHead, bf16, target_flops));
       if (dweight)
-        out.push_back(m.LinearWork(k::GemmClass::kHeadDweight, h, k::GemmSite::kHead, bf16,
-                                   target_flops));
+        out.push_back(
+            m.LinearWork(k::GemmClass::kHeadDweight, h, k::GemmSite::kHead, bf16, target_flops));
     }
     out.push_back(m.AttentionWork(false, bf16, target_flops));
     if (m.run.train) out.push_back(m.AttentionWork(true, bf16, target_flops));

@@ -27,8 +27,8 @@ namespace cputrain::model {
 
 struct ProductRun {
   Shape shape;
-  int rows = 0;      // token rows of one pass of the group (its B/G * T)
-  int T = 0;         // positions per row
+  int rows = 0;       // token rows of one pass of the group (its B/G * T)
+  int T = 0;          // positions per row
   bool train = true;  // forward and backward; false: the forward's classes alone
   bool bf16 = false;  // train.precision: bf16 (the block, head and attention products in bf16)
   int lora_r = 0;     // LoRA's rank (0: none): its products, and a frozen base (no weight

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -62,6 +63,16 @@ std::optional<kernels::KernelChoice> Choose(model::ProductWorks& works,
   return c;
 }
 
+// Logs `text` a line per log line, so that each carries its stamp.
+void LogLines(const std::string& text) {
+  std::size_t b = 0;
+  while (b < text.size()) {
+    const std::size_t e = std::min(text.find('\n', b), text.size());
+    if (e > b) log::Info("{}", text.substr(b, e - b));
+    b = e + 1;
+  }
+}
+
 }  // namespace
 
 nlohmann::json KernelSetup::ToJson() const {
@@ -79,10 +90,10 @@ KernelSetup SetUpKernels(WorkerPool& pool, const model::ProductRun& run, double 
   k.fp32 = Choose(works, "fp32", planned_flops, resumed, cache);
   if (run.bf16) k.bf16 = Choose(works, "bf16", planned_flops, resumed, cache);
   for (const auto* c : {&k.fp32, &k.bf16}) {
-    if (*c) log::Info("{}", kernels::DescribeChoice(**c));
+    if (*c) LogLines(kernels::DescribeChoice(**c));
   }
   if (const std::string d = kernels::LibraryDiagnosis(k.fp32 ? &*k.fp32 : nullptr); !d.empty())
-    log::Info("{}", d);
+    LogLines(d);
   return k;
 }
 

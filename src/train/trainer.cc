@@ -34,6 +34,7 @@
 #include "train/resume.h"
 #include "train/run_outputs.h"
 #include "train/step.h"
+#include "train/train_state.h"
 
 namespace cputrain::train {
 namespace {
@@ -399,13 +400,35 @@ model::ProductRun ProductsOf(const Run& run, bool train) {
   return p;
 }
 
+// The kernels recorded in the state.bin beside `init_from`'s model.bin where they were chosen
+// on this machine (null otherwise, or where there is no readable state.bin: the kernels are
+// then chosen as for a fresh run). An evaluation or a prediction of a checkpoint runs the
+// products its training ran on, so its losses are the run's own to the last bit.
+nlohmann::json CheckpointKernels(const std::string& init_from) {
+  if (init_from.empty()) return nullptr;
+  try {
+    const std::filesystem::path model = model::ResolveModelFile(init_from);
+    const std::filesystem::path state = model.parent_path() / "state.bin";
+    if (model.filename() != "model.bin" || !std::filesystem::is_regular_file(state))
+      return nullptr;
+    const TrainStateReader reader(state.string());
+    const nlohmann::json& k = reader.state().kernels;
+    if (k.is_object() && k.value("machine", "") == kernels::MachineKey()) return k;
+  } catch (const std::exception&) {
+    // An unreadable state.bin only costs the choice: the weights are read and checked apart.
+  }
+  return nullptr;
+}
+
 // Sets the kernel of each class of the run's products (train/kernel_setup.h) for `steps` more
-// steps (0: one pass, no training).
+// steps (0: one pass, no training: the checkpoint's own kernels where it records them).
 void ChooseKernels(Run& run, int steps) {
   const model::ProductRun p = ProductsOf(run, steps > 0);
   const double flops = model::TrainFlopsPerToken(run.shape, p.T) * p.rows * std::max(1, run.k) *
                        std::max(1, steps) / (steps > 0 ? 1.0 : 3.0);
-  const nlohmann::json resumed = run.resume ? run.resume->state.kernels : nlohmann::json(nullptr);
+  const nlohmann::json resumed = run.resume  ? run.resume->state.kernels
+                                 : steps > 0 ? nlohmann::json(nullptr)
+                                             : CheckpointKernels(run.cfg.model.init_from);
   run.kernels = SetUpKernels(*(*run.groups)[0].pool, p, flops, resumed);
 }
 

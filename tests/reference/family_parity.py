@@ -206,27 +206,6 @@ def check_config(case: FamilyCase, exported, original, checks: tp.Checks) -> Non
                       "lm_head is tied to embed_tokens after loading the export")
 
 
-def fp32_distance(model, idx: np.ndarray, targets: np.ndarray,
-                  exact: Dict[str, np.ndarray]) -> float:
-    """How far transformers' own fp32 gradients are from float64's (`exact`, by named_parameters()
-    name): the worst tensor's relative 2-norm distance."""
-    m32 = copy.deepcopy(model)
-    tp.hf_loss(m32, torch.from_numpy(idx), torch.from_numpy(targets)).backward()
-    return max(float(np.linalg.norm(p.grad.double().numpy() - exact[n]) /
-                     max(np.linalg.norm(exact[n]), 1e-30))
-               for n, p in m32.named_parameters() if p.requires_grad and n in exact)
-
-
-def grads_bound(model, idx: np.ndarray, targets: np.ndarray, exact: Dict[str, np.ndarray]) -> float:
-    """llama_parity.check_grads' tolerance here: GRADS_TOL, or twice transformers' own fp32
-    distance from float64 where that is larger (module docstring)."""
-    own = fp32_distance(model, idx, targets, exact)
-    tol = max(lp.GRADS_TOL, 2 * own)
-    print(f"  transformers' own fp32 gradients are {own:.2e} from float64: bound {tol:.3g}",
-          flush=True)
-    return tol
-
-
 @dataclasses.dataclass
 class Reference:
     """The reference run (reference_training) and the bounds it sets."""
@@ -329,7 +308,7 @@ def check_lora(engine, case: FamilyCase, hf_dir: str, tmp: str, checks: tp.Check
     tp.check_logits(engine, hf_dir, model, V, T, 41, "PEFT adapter", tmp, checks,
                     adapter=adapter_dir, exact=True)
     lp.check_grads(engine, hf_dir, model, 43, "PEFT adapter", tmp, checks, adapter=adapter_dir,
-                   rename=lambda g: lo.peft_names(model, g), V=V, T=T, bound=grads_bound)
+                   rename=lambda g: lo.peft_names(model, g), V=V, T=T, bound=lp.grads_bound)
     run_dir = os.path.join(tmp, "lora-run")
     train_tokens, val_tokens, run_dir, ours, ours_val = tp.engine_train(
         engine, cfg, hf_dir, tmp, ("--adapter", adapter_dir), run_dir)
@@ -358,7 +337,7 @@ def check_case(engine, case: FamilyCase, tmp: str) -> int:
     norm0 = model.model.norm.weight.detach().clone()
     tp.check_logits(engine, hf_dir, model, V, T, 11, "imported model", tmp, checks, exact=True)
     lp.check_grads(engine, hf_dir, model, 21, "imported model", tmp, checks, V=V, T=T,
-                   bound=grads_bound)
+                   bound=lp.grads_bound)
 
     # 2. train
     train_tokens, val_tokens, run_dir, ours, ours_val = tp.engine_train(engine, cfg, hf_dir, tmp)
