@@ -409,8 +409,7 @@ nlohmann::json CheckpointKernels(const std::string& init_from) {
   try {
     const std::filesystem::path model = model::ResolveModelFile(init_from);
     const std::filesystem::path state = model.parent_path() / "state.bin";
-    if (model.filename() != "model.bin" || !std::filesystem::is_regular_file(state))
-      return nullptr;
+    if (model.filename() != "model.bin" || !std::filesystem::is_regular_file(state)) return nullptr;
     const TrainStateReader reader(state.string());
     const nlohmann::json& k = reader.state().kernels;
     if (k.is_object() && k.value("machine", "") == kernels::MachineKey()) return k;
