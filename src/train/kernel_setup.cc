@@ -83,12 +83,13 @@ nlohmann::json KernelSetup::ToJson() const {
 }
 
 KernelSetup SetUpKernels(WorkerPool& pool, const model::ProductRun& run, double planned_flops,
-                         const nlohmann::json& resumed) {
+                         const nlohmann::json& resumed, bool announce) {
   model::ProductWorks works(pool, run);
   const kernels::CalibrationCache cache;
   KernelSetup k;
   k.fp32 = Choose(works, "fp32", planned_flops, resumed, cache);
   if (run.bf16) k.bf16 = Choose(works, "bf16", planned_flops, resumed, cache);
+  if (!announce) return k;
   for (const auto* c : {&k.fp32, &k.bf16}) {
     if (*c) LogLines(kernels::DescribeChoice(**c));
   }

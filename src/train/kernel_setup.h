@@ -29,9 +29,9 @@ struct KernelSetup {
 
 // Chooses (above) and sets the kernels of `run`'s classes, measuring on `pool`; `planned_flops`:
 // the products of the planned run, per group (for the budget); `resumed`: the checkpoint's
-// "kernels" (null: a fresh start). Logs the choice per class, and what the libraries run narrower
-// than the CPU (kernels::LibraryDiagnosis).
+// "kernels" (null: a fresh start). Logs (where `announce`) the choice per class, and what the
+// libraries run narrower than the CPU (kernels::LibraryDiagnosis); topo prints them itself.
 KernelSetup SetUpKernels(WorkerPool& pool, const model::ProductRun& run, double planned_flops,
-                         const nlohmann::json& resumed);
+                         const nlohmann::json& resumed, bool announce = true);
 
 }  // namespace cputrain::train

@@ -400,21 +400,36 @@ model::ProductRun ProductsOf(const Run& run, bool train) {
   return p;
 }
 
-// The kernels recorded in the state.bin beside `init_from`'s model.bin where they were chosen
-// on this machine (null otherwise, or where there is no readable state.bin: the kernels are
-// then chosen as for a fresh run). An evaluation or a prediction of a checkpoint runs the
-// products its training ran on, so its losses are the run's own to the last bit.
+// The kernels recorded in the state.bin of the checkpoint `init_from` names where they were
+// chosen on this machine: the one beside its model.bin, else (an output directory holding a
+// Hugging Face export, as the task commands write) its newest checkpoint's. Null otherwise, or
+// where no state.bin is readable: the kernels are then chosen as for a fresh run. So evaluating
+// or predicting with a trained model runs the products its training ran on, and a task's
+// `evaluate` prints the loss its `train --do_eval` printed, to the last bit. Only the choice is
+// borrowed: the weights are read and checked apart.
 nlohmann::json CheckpointKernels(const std::string& init_from) {
   if (init_from.empty()) return nullptr;
+  namespace fs = std::filesystem;
+  std::vector<fs::path> states;
   try {
-    const std::filesystem::path model = model::ResolveModelFile(init_from);
-    const std::filesystem::path state = model.parent_path() / "state.bin";
-    if (model.filename() != "model.bin" || !std::filesystem::is_regular_file(state)) return nullptr;
-    const TrainStateReader reader(state.string());
-    const nlohmann::json& k = reader.state().kernels;
-    if (k.is_object() && k.value("machine", "") == kernels::MachineKey()) return k;
+    const fs::path model = model::ResolveModelFile(init_from);
+    if (model.filename() == "model.bin") states.push_back(model.parent_path() / "state.bin");
+    if (fs::is_directory(init_from)) {
+      if (const std::optional<std::string> d = model::LatestCheckpoint(init_from))
+        states.push_back(fs::path(*d) / "state.bin");
+    }
   } catch (const std::exception&) {
-    // An unreadable state.bin only costs the choice: the weights are read and checked apart.
+    return nullptr;  // Infer and EvaluateCheckpoint refuse the path themselves, naming it
+  }
+  for (const fs::path& state : states) {
+    try {
+      if (!fs::is_regular_file(state)) continue;
+      const TrainStateReader reader(state.string());
+      const nlohmann::json& k = reader.state().kernels;
+      if (k.is_object() && k.value("machine", "") == kernels::MachineKey()) return k;
+    } catch (const std::exception&) {
+      // An unreadable state.bin only costs the choice.
+    }
   }
   return nullptr;
 }
@@ -728,7 +743,7 @@ KernelSetup KernelsFor(const Config& cfg) {
   p.lora_r = lora ? lora->r : 0;
   const double flops = model::TrainFlopsPerToken(p.shape, p.T) * p.rows *
                        std::max(1, cfg.train.grad_accum_steps) * std::max(1, cfg.train.steps);
-  return SetUpKernels(pool, p, flops, nullptr);
+  return SetUpKernels(pool, p, flops, nullptr, /*announce=*/false);  // topo prints the choice
 }
 
 void Infer(const Config& cfg, RowSource& rows,
