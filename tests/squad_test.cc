@@ -26,10 +26,10 @@
 
 #include "common/subprocess.h"
 #include "data/tokenizer.h"
-#include "task/python_text.h"
 #include "task/qa/squad_eval.h"
 #include "task/qa/squad_features.h"
 #include "test_util.h"
+#include "text/python_text.h"
 
 namespace cputrain::task {
 namespace {

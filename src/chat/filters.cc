@@ -12,7 +12,7 @@
 
 #include "chat/jinja.h"
 #include "fmt/format.h"
-#include "task/python_text.h"
+#include "text/python_text.h"
 
 namespace cputrain::chat::jinja {
 namespace {

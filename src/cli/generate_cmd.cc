@@ -140,7 +140,9 @@ void AddGenerateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt with a trained checkpoint");
   cmd->add_option("--checkpoint", o->checkpoint,
                   "model.bin, a checkpoints/step_N directory, a run's out_dir (its newest "
-                  "checkpoint), e.g. out/quickstart, or a Hugging Face GPT-2 or Llama directory")
+                  "checkpoint), e.g. out/quickstart, or a Hugging Face directory of a decoder "
+                  "family (" +
+                      model::FamilyNames() + ")")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer,
                   "auto (from the model: its Hugging Face directory's tokenizer.json or vocab.json "

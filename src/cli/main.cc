@@ -1,4 +1,5 @@
-// cputrain-numa: train GPT-2 and Llama models on CPU servers, one replica group per socket.
+// cputrain-numa: train transformer models (the families of src/model/families) on CPU servers,
+// one replica group per socket.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/spelling.h"
+#include "model/family.h"
 
 namespace {
 
@@ -127,7 +129,9 @@ void DropEmptyListDefaults(CLI::App* app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cputrain-numa: NUMA-aware GPT-2 and Llama training on CPU servers",
+  CLI::App app{fmt::format("cputrain-numa: NUMA-aware training of transformer models ({}) on CPU "
+                           "servers",
+                           cputrain::model::FamilyNames()),
                "cputrain-numa"};
   app.require_subcommand(1);
   // Every option's default appears in --help (inherited by the subcommands added below).

@@ -9,6 +9,7 @@
 #include "cli/train_job.h"
 #include "common/error.h"
 #include "common/stop.h"
+#include "model/family.h"
 #include "mpi/bridge.h"
 #include "train/trainer.h"
 
@@ -24,10 +25,12 @@ void AddTrainCommand(CLI::App& app, const std::string& command_line) {
   auto opts = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a GPT-2 or Llama on the configured placement (one replica group per socket by "
-      "default); "
-      "writes out_dir/{metrics.jsonl, checkpoints/, latest, placement.json, config.yaml}; "
-      "continues from out_dir's newest checkpoint (train.resume: auto)");
+      fmt::format("Train a model of one of the families {} on the configured placement (one "
+                  "replica group per socket by default); "
+                  "writes out_dir/{{metrics.jsonl, checkpoints/, latest, placement.json, "
+                  "config.yaml}}; "
+                  "continues from out_dir's newest checkpoint (train.resume: auto)",
+                  model::FamilyNames()));
   opts->common.AddTo(cmd);
   cmd->add_option("--progress", opts->progress,
                   "auto (a bar on a terminal, else lines), bar, lines or quiet")

@@ -347,7 +347,8 @@ void AddModelKeys(std::vector<Key>& v) {
   v.push_back(
       StringKey("model", "init_from",
                 "checkpoint to start from (a model.bin, a checkpoint directory, a run's "
-                "out_dir, or a Hugging Face GPT-2 or Llama directory); empty = random init "
+                "out_dir, or a Hugging Face model directory of a family `train --help` lists); "
+                "empty = random init "
                 "from seed (the checkpoint gives the family and shape; a layers..max_seq_len "
                 "you set that disagrees is an error)",
                 [](Config& c) -> std::string& { return c.model.init_from; }));

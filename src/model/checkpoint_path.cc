@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "model/family.h"
 #include "model/hf.h"
 
 namespace cputrain::model {
@@ -137,8 +138,9 @@ std::string ResolveModelFile(const std::string& path) {
     dir = ResolveCheckpointDir(path);
   } catch (const InputError& e) {  // weights (not a resume) may also come from Hugging Face
     throw InputError(e.what(), e.hint() +
-                                   ", or a Hugging Face GPT-2 directory (config.json + "
-                                   "model.safetensors)");
+                                   ", or a Hugging Face model directory (config.json + "
+                                   "model.safetensors) of a family of " +
+                                   FamilyNames());
   }
   if (IsAdapterDir(dir)) {
     throw InputError(

@@ -13,7 +13,7 @@
 //   - what becomes of a split's logits: the prediction files it writes and its metrics (Finish);
 //   - any commands of its own (Extras: qa features, qa evaluate).
 // Adding a task: a folder under src/task/ with a class implementing Task, and one line in
-// task/registry.cc.
+// Tasks() in task/task.cc.
 //
 // Thread safety: a Task serves one command on the main thread. Split::Load is called from every
 // group's driver thread at once and must only read.
@@ -193,16 +193,19 @@ class Task {
   virtual void Defaults(Args& args) const { (void)args; }
   // Its own flags; the pointers stay valid while the Task lives.
   virtual std::vector<Option> Options() = 0;
-  // Checks among the flags once parsed (InputError naming them), before anything is read.
-  virtual void CheckFlags(const Args& args, Command command) const {
+  // Checks among the flags once parsed (InputError naming them), before anything is read, and
+  // keeps what it derives from them (the command, a GLUE task's table).
+  virtual void CheckFlags(const Args& args, Command command) {
     (void)args;
     (void)command;
   }
   // The head --model_name_or_path is first read with, before any data is (its family and
   // dimensions: CheckModel's shape).
   virtual model::HeadSpec ModelHead() const = 0;
-  // Refuses a model this task cannot run (a decoder for question answering), naming the flag.
-  virtual void CheckModel(const model::Shape& shape, const Args& args) const = 0;
+  // Refuses a model this task cannot run (a decoder for question answering), naming the flag,
+  // and keeps what the task needs of it later (its labels, its vocabulary): the one call that
+  // tells a task its model, so not const.
+  virtual void CheckModel(const model::Shape& shape, const Args& args) = 0;
   // Opens the tokenizer (--tokenizer_name, else the model's directory): before any split.
   virtual void OpenTokenizer(const Args& args) = 0;
   // Reads the file of `kind` (args.File(kind)) into rows, every row checked; args.Limit(kind)
@@ -255,7 +258,8 @@ const std::int32_t* OutsideVocabulary(const std::int32_t* begin, const std::int3
 [[noreturn]] void RefuseTokenId(int id, int V, const data::Tokenizer& tokenizer,
                                 const std::string& where);
 
-// The tasks the binary runs (task/registry.cc: one line each), in the order `--help` lists them.
+// The tasks the binary runs (Tasks() in task/task.cc: one line each), in the order `--help` lists
+// them.
 struct TaskEntry {
   const char* name;
   std::unique_ptr<Task> (*make)();

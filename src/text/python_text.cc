@@ -1,4 +1,4 @@
-#include "task/python_text.h"
+#include "text/python_text.h"
 
 #include <algorithm>
 #include <iterator>
@@ -15,7 +15,7 @@ struct LowerPair {
 struct TitleMap {
   char32_t from, to[3];  // unused places 0
 };
-#include "task/python_text_table.inc"
+#include "text/python_text_table.inc"
 
 template <std::size_t N>
 bool InRanges(const CodeRange (&table)[N], char32_t c) {

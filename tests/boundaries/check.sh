@@ -30,8 +30,12 @@ echo "public headers compiled on their own: $n"
 
 # Every header in a module folder that is not in the public tree is internal.
 internal=0
-for dir in src/common src/comm src/config src/data src/kernels src/model src/mpi src/optim \
-           src/report src/runtime src/task src/train src/cli topology alloc; do
+# Every module folder: each folder of src/ (so a new one is covered the day it is made), and the
+# two at the top level.
+module_dirs=()
+while IFS= read -r d; do module_dirs+=("src/$d"); done < <(cd "$here/src" && find . -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort)
+module_dirs+=(topology alloc)
+for dir in "${module_dirs[@]}"; do
   folder=$(basename "$dir")
   for h in "$here/$dir"/*.h; do
     name=$(basename "$h")
@@ -48,4 +52,38 @@ for dir in src/common src/comm src/config src/data src/kernels src/model src/mpi
 done
 echo "internal headers unreachable from outside their module: $internal"
 [[ $internal -ge 10 ]] || { echo "FAIL: only $internal internal headers found"; fail=1; }
+
+# 3. The folders are layers: the graph of which folder includes which (a source or header of
+#    folder A naming "B/...") has no cycle, so no two folders include each other and nothing
+#    climbs back to a folder above it. Printed bottom-up.
+python3 - "$here" "${module_dirs[@]}" <<'PY' || fail=1
+import os, re, sys
+here, dirs = sys.argv[1], sys.argv[2:]
+names = {os.path.basename(d): d for d in dirs}
+inc = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/', re.M)
+edges = {n: set() for n in names}
+for n, d in names.items():
+    for root, _, files in os.walk(os.path.join(here, d)):
+        for f in files:
+            if f.endswith((".h", ".cc", ".inc")):
+                for m in inc.findall(open(os.path.join(root, f), errors="replace").read()):
+                    if m in names and m != n:
+                        edges[n].add(m)
+order, state = [], {}
+def visit(n, path):
+    if state.get(n) == "done":
+        return True
+    if state.get(n) == "open":
+        cyc = path[path.index(n):] + [n]
+        print("FAIL: the folders include each other in a cycle: " + " -> ".join(cyc))
+        return False
+    state[n] = "open"
+    ok = all(visit(m, path + [n]) for m in sorted(edges[n]))
+    state[n] = "done"
+    order.append(n)
+    return ok
+ok = all(visit(n, []) for n in sorted(names))
+print("folder layers, bottom up: " + " < ".join(order))
+sys.exit(0 if ok else 1)
+PY
 exit $fail

@@ -127,14 +127,14 @@ std::vector<Option> ClassifyTask::Options() {
   };
 }
 
-void ClassifyTask::CheckFlags(const Args& args, Command command) const {
+void ClassifyTask::CheckFlags(const Args& args, Command command) {
   (void)args;
-  const_cast<ClassifyTask*>(this)->command_ = command;
+  command_ = command;
   if (!o_.task_name.empty() && FindGlueTask(o_.task_name) == nullptr) {
     throw InputError(fmt::format("--task_name '{}' is not a GLUE task", o_.task_name),
                      "use one of " + GlueTaskNames() + ", or leave it out for your own columns");
   }
-  const_cast<ClassifyTask*>(this)->glue_ = FindGlueTask(o_.task_name);
+  glue_ = FindGlueTask(o_.task_name);
   if (!o_.validation_mismatched_file.empty() && o_.task_name != "mnli") {
     throw InputError("--validation_mismatched_file is MNLI's", "add --task_name mnli");
   }
@@ -147,18 +147,31 @@ void ClassifyTask::CheckFlags(const Args& args, Command command) const {
   }
 }
 
-void ClassifyTask::CheckModel(const model::Shape& s, const Args& args) const {
-  auto* self = const_cast<ClassifyTask*>(this);
-  self->model_labels_ = s.labels;
-  self->model_problem_ = s.problem;
-  self->model_classifier_ = s.head == model::Head::kClassify;
-  self->model_vocab_ = s.V;
+namespace {
+
+// The families with a sequence classifier (hf_classify_architecture), for messages.
+std::string ClassifierFamilies() {
+  std::string out;
+  for (const model::Family* f : model::Families()) {
+    if (*f->hf_classify_architecture != '\0')
+      out += (out.empty() ? "" : ", ") + std::string(f->name);
+  }
+  return out;
+}
+
+}  // namespace
+
+void ClassifyTask::CheckModel(const model::Shape& s, const Args& args) {
+  model_labels_ = s.labels;
+  model_problem_ = s.problem;
+  model_classifier_ = s.head == model::Head::kClassify;
+  model_vocab_ = s.V;
   if (*model::FamilyOf(s.arch).hf_classify_architecture != '\0') return;
   throw InputError(
       fmt::format("--model_name_or_path '{}' is a {} model, which has no sequence classifier "
                   "here",
                   args.model, model::FamilyOf(s.arch).name),
-      "classify with BERT, DistilBERT, GPT-2 or Llama");
+      "classify with a model of a family that has one: " + ClassifierFamilies());
 }
 
 namespace {

@@ -77,13 +77,13 @@ class ClassifyTask final : public Task {
  public:
   const TaskInfo& info() const override;
   std::vector<Option> Options() override;
-  void CheckFlags(const Args& args, Command command) const override;
+  void CheckFlags(const Args& args, Command command) override;
   model::HeadSpec ModelHead() const override {
     model::HeadSpec h(model::Head::kClassify);
     h.pad_token = 0;  // the body's check only: Head() gives the real one
     return h;
   }
-  void CheckModel(const model::Shape& s, const Args& args) const override;
+  void CheckModel(const model::Shape& s, const Args& args) override;
   void OpenTokenizer(const Args& args) override;
   std::unique_ptr<Split> Read(SplitKind kind, const Args& args) override;
   model::HeadSpec Head(const model::Shape& model, Command command) const override;

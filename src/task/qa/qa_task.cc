@@ -104,7 +104,7 @@ class QaTask final : public Task {
     };
   }
   model::HeadSpec ModelHead() const override { return model::Head::kSpan; }
-  void CheckModel(const model::Shape& s, const Args& args) const override {
+  void CheckModel(const model::Shape& s, const Args& args) override {
     if (s.encoder()) return;
     throw InputError(fmt::format("--model_name_or_path '{}' is a {} model, a decoder: question "
                                  "answering fine-tunes an encoder",

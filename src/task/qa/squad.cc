@@ -13,7 +13,7 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/utf8.h"
-#include "task/python_text.h"
+#include "text/python_text.h"
 
 namespace cputrain::task {
 namespace {

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "common/error.h"
-#include "task/python_text.h"
+#include "text/python_text.h"
 
 namespace cputrain::task {
 namespace {

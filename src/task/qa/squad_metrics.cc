@@ -9,8 +9,8 @@
 #include "common/files.h"
 #include "common/log.h"
 #include "common/utf8.h"
-#include "task/python_text.h"
 #include "task/qa/squad_eval.h"
+#include "text/python_text.h"
 
 namespace cputrain::task {
 namespace {

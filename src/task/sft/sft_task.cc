@@ -227,10 +227,10 @@ class SftTask final : public Task {
     return "";
   }
   std::vector<Option> Options() override;
-  void CheckFlags(const Args& args, Command command) const override;
+  void CheckFlags(const Args& args, Command command) override;
   model::HeadSpec ModelHead() const override { return model::Head::kLm; }
-  void CheckModel(const model::Shape& s, const Args& args) const override {
-    const_cast<SftTask*>(this)->vocab_ = {s.V, s.Vp};
+  void CheckModel(const model::Shape& s, const Args& args) override {
+    vocab_ = {s.V, s.Vp};
     if (!s.encoder()) return;
     throw InputError(fmt::format("--model_name_or_path '{}' is a {} model, an encoder: sft "
                                  "fine-tunes a decoder",
@@ -289,9 +289,8 @@ std::vector<Option> SftTask::Options() {
   };
 }
 
-void SftTask::CheckFlags(const Args& args, Command command) const {
-  auto* self = const_cast<SftTask*>(this);
-  self->o_.data.max_length = args.max_seq_length;
+void SftTask::CheckFlags(const Args& args, Command command) {
+  o_.data.max_length = args.max_seq_length;
   if (command != Command::kTrain) return;
 }
 
