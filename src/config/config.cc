@@ -630,17 +630,20 @@ Key KernelKey(std::string key, std::vector<std::string> choices, std::string des
 void AddKernelKeys(std::vector<Key>& v) {
   v.push_back(KernelKey(
       "bf16_kernel", {"auto", "amx", "vdpbf16ps", "tile-model", "onednn"},
-      "which kernel runs train.precision: bf16's products: auto (ours on AMX where the CPU has "
-      "it and Linux grants it, else on VDPBF16PS), or one forced: amx, vdpbf16ps, tile-model "
+      "which kernel runs train.precision: bf16's products: auto (each class of products on the "
+      "kernel measured fastest here among ours on AMX where the CPU has it and Linux grants it, "
+      "ours on VDPBF16PS and oneDNN: docs/kernels.md), or one forced: amx, vdpbf16ps, tile-model "
       "(our AMX kernel on a portable model of the tiles: any CPU, slow; for tests) or onednn "
       "(builds with oneDNN); the environment's CPUTRAIN_BF16_KERNEL overrides auto "
       "(docs/bf16.md)",
       [](Config& c) -> std::string& { return c.train.bf16_kernel; }));
   v.push_back(KernelKey(
-      "fp32_kernel", {"auto", "openblas", "onednn"},
-      "which library runs the fp32 matrix products (fp32 training, and LoRA's adapters in "
-      "either precision): auto (OpenBLAS), openblas or onednn (builds with oneDNN); the "
-      "environment's CPUTRAIN_FP32_KERNEL overrides auto (docs/bf16.md)",
+      "fp32_kernel", {"auto", "openblas", "onednn", "own"},
+      "which kernel runs the fp32 matrix products (fp32 training, and LoRA's adapters in "
+      "either precision): auto (each class of products on the kernel measured fastest here, "
+      "cached per machine: docs/kernels.md), or for every class openblas, onednn (builds with "
+      "oneDNN) or own (our AVX2 + FMA kernel); the environment's CPUTRAIN_FP32_KERNEL overrides "
+      "auto",
       [](Config& c) -> std::string& { return c.train.fp32_kernel; }));
 }
 

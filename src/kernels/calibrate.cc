@@ -184,10 +184,9 @@ bool ApplyChoice(const KernelChoice& choice) {
 }
 
 double Budget(double planned_flops, double gflops) {
-  // 2% of the run's products at the prior's rate, at least kMinBudget; at most 5 s, past which
-  // longer timing would change no choice (the classes' shapes are capped: model/products.h).
+  // 2% of the run's products at the prior's rate, within [kMinBudget, kMaxBudget] (calibrate.h).
   const double run_s = gflops > 0 ? planned_flops / (gflops * 1e9) : 0;
-  return std::max(kMinBudget, std::min(5.0, kRunShare * run_s));
+  return std::clamp(kRunShare * run_s, kMinBudget, kMaxBudget);
 }
 
 KernelChoice Calibrate(const CalibrationRequest& req, const CalibrationCache& cache,

@@ -12,8 +12,10 @@
 // Timing: each candidate runs a class's work once to warm up (oneDNN creates its primitives,
 // caches fill), then `reps` timed runs, the candidates in turns so that a disturbance hits them
 // all alike; a candidate's time is its best run. A candidate over kDropRatio of the best after
-// the first timed round is not timed again. The work's size is set from the budget (Budget): at
-// most max(kMinBudget, kRunShare of the planned run), measured from the prior's own rate.
+// the first timed round is not timed again. The work's size is set from the budget (Budget):
+// kMaxBudget, or kRunShare of a planned run shorter than kMaxBudget / kRunShare (at least
+// kMinBudget), from the prior's own rate measured first. More time would choose no better: a tie
+// within kTie goes to the prior, and the rounds of a quiet machine spread by 1-2%.
 //
 // The choice is cached per machine (CalibrationCache: CPU vendor, family, model, stepping and ISA
 // flags, the binary's build id, the OpenBLAS and oneDNN versions and the variables that steer
@@ -78,8 +80,9 @@ struct KernelChoice {
 
 inline constexpr double kTie = 0.03;       // the prior keeps a class it is within 3% of
 inline constexpr double kDropRatio = 1.5;  // not timed again past 1.5x the best
-inline constexpr double kMinBudget = 0.3;  // seconds
-inline constexpr double kRunShare = 0.02;  // of the planned run
+inline constexpr double kMaxBudget = 1.0;   // seconds
+inline constexpr double kMinBudget = 0.05;  // seconds
+inline constexpr double kRunShare = 0.02;   // of the planned run
 
 // Times every candidate on every work (above) and picks per class; `candidates`' first is the
 // prior. Stops adding timed rounds once `budget_s` is spent (every candidate is timed at least
@@ -108,8 +111,8 @@ struct CalibrationRequest {
   int reps = 2;
 };
 
-// The budget in seconds for a run of `planned_flops` at `gflops`: max(kMinBudget, kRunShare of
-// the run's time).
+// The budget in seconds for a run of `planned_flops` at `gflops`: kRunShare of the run's time,
+// within [kMinBudget, kMaxBudget].
 double Budget(double planned_flops, double gflops);
 
 // The machine's key (one line): CPU, ISA flags, build id, library versions and the variables that

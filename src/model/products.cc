@@ -163,18 +163,28 @@ kernels::ClassWork ProductWorks::Impl::LinearWork(kernels::GemmClass cls,
                                                   kernels::GemmSite site, bool bf16,
                                                   double target) {
   namespace k = kernels;
-  const int rows = Rows(target, LinearFlopsPerRow(ls));
+  // The run's rows (up to max_rows) and each linear's input width stay: they set the shape each
+  // worker's GEMM has, which is what ranks the kernels (16 rows a worker ranked them by how they
+  // pack a weight, not by how they multiply). The work is sized to `target` by cutting each
+  // linear's output columns instead, to at least 16 a worker.
+  const int rows = max_rows;
+  std::vector<Linear> cut = ls;
+  const double per_linear = target / static_cast<double>(ls.size());
+  for (Linear& l : cut) {
+    const int oc = Floor16(per_linear / (2.0 * rows * l.IC));
+    l.OC = std::clamp(oc, std::min(l.OC, 16 * pool.size()), l.OC);
+  }
   k::ClassWork w;
   w.cls = cls;
-  w.flops = rows * LinearFlopsPerRow(ls);
-  for (const Linear& l : ls)
+  w.flops = rows * LinearFlopsPerRow(cut);
+  for (const Linear& l : cut)
     w.shapes += fmt::format("{}{} {}x{}", w.shapes.empty() ? "" : " ", l.name, l.IC, l.OC);
   w.shapes += fmt::format(" x {} rows", rows);
   const bool fwd = cls == k::GemmClass::kFwd || cls == k::GemmClass::kHeadFwd;
   const bool dinp = cls == k::GemmClass::kDinp || cls == k::GemmClass::kHeadDinp;
-  w.run = [this, ls, site, bf16, fwd, dinp, rows] {
+  w.run = [this, cut, site, bf16, fwd, dinp, rows] {
     const std::size_t N = rows;
-    for (const Linear& l : ls) {
+    for (const Linear& l : cut) {
       if (fwd && bf16) {
         k::MatmulForwardBf16(pool, Y.p, X.p, Xb.p, Wb.p, nullptr, N, l.IC, l.OC, l.OC, site);
       } else if (fwd) {

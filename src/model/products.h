@@ -6,9 +6,10 @@
 //
 // Sizes: the run's own shapes, except that each weight is capped at kMaxWeight floats (its output
 // columns cut; a 7B model's 4096 x 14336 MLP becomes 4096 x 1024) and attention at kMaxT positions,
-// and the token rows (or, for attention, the heads) are scaled to the target flops the
-// calibration asks for: a GEMM's speed per flop is set by its shape class and K, not by the last
-// rows of its M. The buffers (filled with small random values, first touched by the pool) are
+// and the work is scaled to the target flops the calibration asks for by cutting the linears'
+// output columns (at least 16 a worker; the rows and the input width stay the run's: timed at 16
+// rows a worker, the kernels ranked by how they pack a weight, not by how they multiply) and, for
+// attention, the number of heads. The buffers (filled with small random values, first touched by the pool) are
 // made on the first Works(), for the largest run: a choice read from the cache allocates nothing.
 //
 // Thread safety: one thread calls Works and the works' run(); they drive the pool.
@@ -38,7 +39,7 @@ struct ProductRun {
 class ProductWorks {
  public:
   static constexpr std::size_t kMaxWeight = std::size_t{4} << 20;  // floats (16 MB)
-  static constexpr int kMaxT = 1024;
+  static constexpr int kMaxT = 512;
 
   ProductWorks(WorkerPool& pool, const ProductRun& run);
   ~ProductWorks();
