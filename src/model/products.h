@@ -9,8 +9,9 @@
 // and the work is scaled to the target flops the calibration asks for by cutting the linears'
 // output columns (at least 16 a worker; the rows and the input width stay the run's: timed at 16
 // rows a worker, the kernels ranked by how they pack a weight, not by how they multiply) and, for
-// attention, the number of heads. The buffers (filled with small random values, first touched by the pool) are
-// made on the first Works(), for the largest run: a choice read from the cache allocates nothing.
+// attention, the number of heads. The buffers (filled with small random values, first touched by
+// the pool) are made on the first Works(), for the largest run: a choice read from the cache
+// allocates nothing.
 //
 // Thread safety: one thread calls Works and the works' run(); they drive the pool.
 #pragma once
