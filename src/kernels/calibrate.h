@@ -78,8 +78,8 @@ struct KernelChoice {
   const ClassChoice* Find(GemmClass c) const;
 };
 
-inline constexpr double kTie = 0.03;       // the prior keeps a class it is within 3% of
-inline constexpr double kDropRatio = 1.5;  // not timed again past 1.5x the best
+inline constexpr double kTie = 0.03;        // the prior keeps a class it is within 3% of
+inline constexpr double kDropRatio = 1.5;   // not timed again past 1.5x the best
 inline constexpr double kMaxBudget = 1.0;   // seconds
 inline constexpr double kMinBudget = 0.05;  // seconds
 inline constexpr double kRunShare = 0.02;   // of the planned run
