@@ -214,11 +214,11 @@ def check_grads(engine, checkpoint: str, model, seed: int, what: str, tmp: str,
                 T: Optional[int] = None, bound=None) -> None:
     """engine_logits CHECKPOINT IDS OUT GRADS on (B=2, T=maxT) ids and targets against hf_grads
     (compare_grads): the same tensor names and HF shapes, the loss and every tensor within
-    GRADS_TOL relative. adapter: engine_logits --adapter DIR, against `model` = the PeftModel;
+    the bound (below) relative. adapter: engine_logits --adapter DIR, against `model` = the PeftModel;
     rename maps hf_grads' dict (named_parameters() names) to the names of the engine's file.
     V, T: the model's vocabulary and positions (default LLAMA_RUN's: family_parity.py's differ);
-    bound(model, idx, targets, grads): the tolerance (default GRADS_TOL; family_parity.py's
-    depends on transformers' own fp32 gradients)."""
+    bound(model, idx, targets, grads): the tolerance (default grads_bound: GRADS_TOL, or twice
+    transformers' own fp32 distance from float64 where that is larger)."""
     V, T = V or LLAMA_RUN.vocab_size, T or LLAMA_RUN.max_seq_len
     idx, targets = tp.sample_ids(V, T, seed), tp.sample_ids(V, T, seed + 1)
     ids_path = os.path.join(tmp, "grads-ids.safetensors")
