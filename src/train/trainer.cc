@@ -388,16 +388,21 @@ void CheckPrecision(const Config& cfg) {
 }
 
 // The run's products by class, as its passes run them on one group (model/products.h).
-model::ProductRun ProductsOf(const Run& run, bool train) {
+model::ProductRun ProductsOf(const Config& cfg, const model::Shape& shape, int T, int group_rows,
+                             bool train) {
   model::ProductRun p;
-  p.shape = run.shape;
-  p.T = run.act_T > 0 ? std::min(run.act_T, run.T) : run.T;
-  p.rows = (*run.groups)[0].rows * p.T;
+  p.shape = shape;
+  p.T = T;
+  p.rows = group_rows * T;
   p.train = train;
-  p.bf16 = run.cfg.train.bf16;
-  const std::optional<model::LoraConfig> lora = LoraOf(run.cfg);
+  p.bf16 = cfg.train.bf16;
+  const std::optional<model::LoraConfig> lora = LoraOf(cfg);
   p.lora_r = lora ? lora->r : 0;
   return p;
+}
+model::ProductRun ProductsOf(const Run& run, bool train) {
+  const int T = run.act_T > 0 ? std::min(run.act_T, run.T) : run.T;
+  return ProductsOf(run.cfg, run.shape, T, (*run.groups)[0].rows, train);
 }
 
 // The kernels recorded in the state.bin of the checkpoint `init_from` names where they were
@@ -734,13 +739,9 @@ KernelSetup KernelsFor(const Config& cfg) {
       topo::PlanPlacement(topology, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   const std::unique_ptr<topo::Binder> binder = topo::MakeBinder(topology);
   WorkerPool pool(plan.groups.front().cpus, binder.get(), "calibrate");
-  model::ProductRun p;
-  p.shape = ModelShape(cfg);
-  p.T = cfg.data.seq_len;
-  p.rows = std::max<int>(1, cfg.data.batch_size / static_cast<int>(plan.groups.size())) * p.T;
-  p.bf16 = cfg.train.bf16;
-  const std::optional<model::LoraConfig> lora = LoraOf(cfg);
-  p.lora_r = lora ? lora->r : 0;
+  const model::ProductRun p = ProductsOf(
+      cfg, ModelShape(cfg), cfg.data.seq_len,
+      std::max<int>(1, cfg.data.batch_size / static_cast<int>(plan.groups.size())), true);
   const double flops = model::TrainFlopsPerToken(p.shape, p.T) * p.rows *
                        std::max(1, cfg.train.grad_accum_steps) * std::max(1, cfg.train.steps);
   return SetUpKernels(pool, p, flops, nullptr, /*announce=*/false);  // topo prints the choice
