@@ -5,20 +5,25 @@
 #      source distribution) (scripts/install-deps.sh --test, idempotent; both environments are
 #      cached outside the clone: scripts/peers-env.sh, scripts/llama-cpp-env.sh)
 #   2. format check: every tracked C/C++ file as clang-format 14 formats it (check_format.sh)
-#   3. Release build with -Wall -Wextra -Werror, then every CTest test (unit, numerics against
-#      the PyTorch fixtures, collectives, CLI end to end)
+#   3. Release build with -Wall -Wextra -Werror, then the tests whose point is the shipped code:
+#      every `numerics` test (parity with PyTorch, transformers, peft, TRL and llama.cpp, finite
+#      differences: the -march kernels and jemalloc as shipped), the allocator's jemalloc arenas
+#      (ASan builds map memory directly), the benchmarks' harness against PyTorch, the source
+#      checks (module_boundaries, function_length) and the tests registered only there (the AMX
+#      tile model interpreted element by element: minutes under ASan; bf16 over 1000 steps;
+#      mpirun's binding)
 #   3b. a foreign CPU: OPENBLAS_CORETYPE=Prescott (OpenBLAS's SSE3 fallback on a CPU it does not
 #      know): the quickstart's training shortened and a bench row must run, per class of
 #      products, the fastest kernel auto measured (tests/cli/foreign_cpu_test.sh)
-#   4. an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan) running the whole
-#      CTest suite again, CLI end to end included; any report fails the test that caused it.
-#      Left out there: the two source checks (module_boundaries, function_length: no code of
-#      ours runs) and the parity scripts' *_tile-model modes, whose kernel is the AMX tile model
-#      interpreted element by element (minutes under ASan); the tile model's own unit tests
-#      (bf16_gemm_test, amx_test) run under ASan.
+#   4. an AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan: clang, with libFuzzer's
+#      coverage instrumentation for step 5) running every other CTest test (unit, collectives,
+#      CLI end to end, every bad input); each test runs once, in one of the two builds; any
+#      report fails the test that caused it. The tile model's own unit tests (bf16_gemm_test,
+#      amx_test) run here.
 #      Under ASan the activation buffer has poisoned red zones between tensors and every NUMA
 #      buffer a poisoned tail (model/transformer.h), so an overrun of one tensor into the next reports
-#   5. the fuzzers (tests/fuzz/run.sh: libFuzzer targets built with clang, a bounded run each)
+#   5. the fuzzers (tests/fuzz/run.sh on build-asan: the seed corpus and past crashes replayed,
+#      then 20 s of libFuzzer per target)
 #   6. a ThreadSanitizer build of the lock-free code (collectives, bucket sync, worker pool) and
 #      its stress tests, plus multi-group training with comm threads: TSan must report nothing
 #   7. the MPI bridge under mpirun -n 2: parity with PyTorch, a mismatched rank, a killed rank,
@@ -51,6 +56,10 @@ bash scripts/install-deps.sh --test
 # mode hashes every header it includes); paths under the clone are hashed relative to it.
 export CCACHE_DIR=${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cputrain-numa/ccache}
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-6G}
+# -Werror is left out of the hash, so that the builds without it (the quickstart's in the fresh
+# root) take back the Release build's objects; a warning replayed from the cache would then not
+# fail a -Werror build, so the Release build's log is checked for warnings too.
+export CCACHE_IGNOREOPTIONS=-Werror
 export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 ccache --zero-stats >/dev/null
 
@@ -58,10 +67,22 @@ step "format check (clang-format 14)"
 bash scripts/check_format.sh
 
 step "build (Release, -Werror)"
-bash scripts/build.sh
+mkdir -p build
+bash scripts/build.sh 2>&1 | tee build/release-build.log
+if grep -n "warning:" build/release-build.log; then echo "the Release build warned (above)"; exit 1; fi
 
-step "unit, numerics and integration tests"
-ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900
+# The suite is split between the two builds, each test run once (README, Tests): the Release
+# build runs the product's own code where that is the point: the numerics (parity with PyTorch,
+# transformers, peft, TRL and llama.cpp, finite differences: -march code and jemalloc, as shipped),
+# the allocator's jemalloc arenas, the benchmarks' harness, the source checks and the tests
+# registered only there (the AMX tile model interpreted, bf16 over 1000 steps, mpirun's binding);
+# the ASan+UBSan build below runs every other test: the unit, CLI and integration tests, every
+# bad input among them.
+release_only='^(module_boundaries|function_length|bench_.*|cli_bf16_quickstart|mpi_binding|fuzz_replay_.*)$|_tile-model$|^(AllocTest|NodesBackingTest|Threads/AllocStressTest|AllocFreeStep|OurKernels/AllocFreeStepKernels)\.'
+step "Release: numerics tests (ctest -L numerics)"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 -L numerics
+step "Release: the allocator's jemalloc arenas, the benchmarks, source checks, Release-only tests"
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 900 -LE numerics -R "$release_only"
 
 # OpenBLAS's SSE3 fallback, as on a CPU newer than it (docs/kernels.md): the quickstart's
 # training shortened and a bench row, both on auto, must run the fastest kernels they measured.
@@ -73,17 +94,22 @@ bash tests/cli/foreign_cpu_test.sh build 200
 # UBSan stops too (built with -fno-sanitize-recover=undefined; halt_on_error for code built
 # otherwise) and prints the stack, LeakSanitizer checks at exit. The options reach the CLI binary
 # the end-to-end tests start, and gtest's death-test children. No suppressions.
-step "ASan+UBSan: whole ctest suite (build-asan)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_SANITIZE=address \
-  -DCPUTRAIN_WERROR=ON -DCPUTRAIN_BUILD_BENCH=OFF >/dev/null
+step "ASan+UBSan: every test the Release steps did not run (build-asan, clang)"
+# One sanitizer build serves the suite and the fuzzers (tests/fuzz/run.sh takes it as its build):
+# clang, with libFuzzer's coverage instrumentation (-DCPUTRAIN_FUZZ=ON: edge counters that only
+# the fuzz targets read; one compile of the libraries instead of two). Warnings are the gcc
+# Release build's to fail on.
+CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_SANITIZE=address \
+  -DCPUTRAIN_FUZZ=ON -DCPUTRAIN_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-  ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 900 \
-  -E '^(module_boundaries|function_length)$|_tile-model$'
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 900 -LE numerics \
+  -E "$release_only"
 
-step "fuzzers (tests/fuzz/run.sh)"
-bash tests/fuzz/run.sh
+# The seed corpus and every past crash replayed under ASan, then 20 s of fuzzing per target.
+step "fuzzers (tests/fuzz/run.sh, in build-asan)"
+FUZZ_BUILD_DIR=build-asan FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash tests/fuzz/run.sh
 
 step "ThreadSanitizer: collectives, bucket sync, worker pool, multi-group training"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_SANITIZE=thread -DCPUTRAIN_WERROR=ON \

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -162,6 +165,58 @@ nlohmann::json RunReferenceMaker(const std::string& python, const std::string& s
   nlohmann::json result = nlohmann::json::parse(Slurp(out));
   std::fprintf(stderr, "note: reference %s\n", result["versions"].dump().c_str());
   return result;
+}
+
+namespace {
+
+// What a made reference depends on: the maker and its sibling scripts, the arguments, the
+// documents, and the Python environment (its path and when its pyvenv.cfg was written).
+std::string ReferenceKey(const std::string& python, const std::string& script,
+                         const std::vector<std::string>& args,
+                         const std::vector<std::string>& docs) {
+  namespace fs = std::filesystem;
+  std::string key = python + '\n' + script + '\n';
+  std::vector<fs::path> scripts;
+  for (const auto& e : fs::directory_iterator(fs::path(script).parent_path())) {
+    if (e.path().extension() == ".py") scripts.push_back(e.path());
+  }
+  std::sort(scripts.begin(), scripts.end());
+  for (const fs::path& p : scripts) key += p.string() + '\n' + Slurp(p.string());
+  std::error_code ec;
+  const fs::path cfg = fs::path(python).parent_path().parent_path() / "pyvenv.cfg";
+  const auto when = fs::last_write_time(cfg, ec);
+  if (!ec) key += std::to_string(when.time_since_epoch().count());
+  for (const std::string& a : args) key += '\n' + a;
+  key += nlohmann::json(docs).dump();
+  return fmt::format("{}-{:016x}", fs::path(script).stem().string(), std::hash<std::string>{}(key));
+}
+
+}  // namespace
+
+MadeReference RunReferenceMakerOnce(const std::string& python, const std::string& script,
+                                    const std::vector<std::string>& args,
+                                    const std::vector<std::string>& docs) {
+  namespace fs = std::filesystem;
+  const fs::path cache = fs::path(CPUTRAIN_BINARY_DIR) / "tests" / "reference-cache";
+  const fs::path final_dir = cache / ReferenceKey(python, script, args, docs);
+  MadeReference made{final_dir.string(), nullptr};
+  if (fs::exists(final_dir / "out.json")) {
+    made.out = nlohmann::json::parse(Slurp((final_dir / "out.json").string()));
+    return made;
+  }
+  fs::create_directories(cache);
+  const fs::path mine = final_dir.string() + fmt::format(".tmp{}", getpid());
+  fs::remove_all(mine);
+  fs::create_directories(mine);
+  std::vector<std::string> with_dir = {mine.string()};
+  with_dir.insert(with_dir.end(), args.begin(), args.end());
+  const nlohmann::json out = RunReferenceMaker(python, script, with_dir, mine.string(), docs);
+  if (out.is_null()) return made;
+  std::error_code ec;
+  fs::rename(mine, final_dir, ec);
+  if (ec) fs::remove_all(mine, ec);  // another process published first: read theirs
+  made.out = nlohmann::json::parse(Slurp((final_dir / "out.json").string()));
+  return made;
 }
 
 SubprocessResult Tokenize(const std::vector<std::string>& args, const std::string& input) {

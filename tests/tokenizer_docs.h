@@ -32,6 +32,20 @@ nlohmann::json RunReferenceMaker(const std::string& python, const std::string& s
                                  const std::vector<std::string>& args, const std::string& dir,
                                  const std::vector<std::string>& docs);
 
+// A reference maker's directory and output, made once per build tree and environment.
+struct MadeReference {
+  std::string dir;     // the files the maker wrote; read-only for the tests
+  nlohmann::json out;  // its out.json; null (after ADD_FAILURE) if it could not run
+};
+// RunReferenceMaker(python, script, {DIR, args...}, DIR, docs) with DIR under
+// CPUTRAIN_BINARY_DIR/tests/reference-cache, keyed by the script's directory's *.py, the args,
+// the documents and the Python environment: ctest starts one process per test case, and the
+// makers take 10-25 s each, so the first process to finish publishes (a private directory
+// renamed into place) and the rest, later or concurrent, read what it made.
+MadeReference RunReferenceMakerOnce(const std::string& python, const std::string& script,
+                                    const std::vector<std::string>& args,
+                                    const std::vector<std::string>& docs);
+
 // `cputrain-numa tokenize ARGS` with `input` on its stdin.
 SubprocessResult Tokenize(const std::vector<std::string>& args, const std::string& input);
 

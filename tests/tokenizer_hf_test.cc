@@ -94,25 +94,27 @@ std::vector<std::string> AllDocuments() {
   return docs;
 }
 
-// The tokenizer.json files and the library's ids, made once per test binary run.
+// The tokenizer.json files and the library's ids, made once per build tree.
 struct Reference {
-  test::TempDir dir;
   std::vector<std::string> docs = AllDocuments();
-  json ids;  // make_hf_tokenizers.py's output; null if it could not run
+  std::string dir;  // made once per build (test::RunReferenceMakerOnce)
+  json ids;         // make_hf_tokenizers.py's output; null if it could not run
 };
 
 const Reference& Ref() {
   static Reference* r = [] {
     auto* ref = new Reference();
-    ref->ids = test::RunReferenceMaker(
-        kPeersPython, kSourceDir + "/tests/data/make_hf_tokenizers.py",
-        {ref->dir.path(), kSourceDir + "/third_party/gpt2"}, ref->dir.path(), ref->docs);
+    test::MadeReference made =
+        test::RunReferenceMakerOnce(kPeersPython, kSourceDir + "/tests/data/make_hf_tokenizers.py",
+                                    {kSourceDir + "/third_party/gpt2"}, ref->docs);
+    ref->dir = made.dir;
+    ref->ids = std::move(made.out);
     return ref;
   }();
   return *r;
 }
 
-std::string Dir(const std::string& name) { return Ref().dir.path() + "/" + name; }
+std::string Dir(const std::string& name) { return Ref().dir + "/" + name; }
 
 std::vector<int> Encode(const Tokenizer& t, std::string_view text, bool special = false) {
   std::vector<int> ids;

@@ -94,24 +94,26 @@ std::vector<std::string> AllDocuments() {
   return docs;
 }
 
-// The tokenizers and the libraries' ids, made once per test binary run.
+// The tokenizers and the libraries' ids, made once per build tree.
 struct Reference {
-  test::TempDir dir;
   std::vector<std::string> docs = AllDocuments();
-  json ref;  // make_wordpiece.py's output; null if it could not run
+  std::string dir;  // made once per build (test::RunReferenceMakerOnce)
+  json ref;         // make_wordpiece.py's output; null if it could not run
 };
 
 const Reference& Ref() {
   static Reference* r = [] {
     auto* ref = new Reference();
-    ref->ref = test::RunReferenceMaker(kPeersPython, kSourceDir + "/tests/data/make_wordpiece.py",
-                                       {ref->dir.path()}, ref->dir.path(), ref->docs);
+    test::MadeReference made = test::RunReferenceMakerOnce(
+        kPeersPython, kSourceDir + "/tests/data/make_wordpiece.py", {}, ref->docs);
+    ref->dir = made.dir;
+    ref->ref = std::move(made.out);
     return ref;
   }();
   return *r;
 }
 
-std::string Dir(const std::string& name) { return Ref().dir.path() + "/" + name; }
+std::string Dir(const std::string& name) { return Ref().dir + "/" + name; }
 
 // The library's character offsets of `doc` in bytes.
 std::vector<Offset> ByteOffsets(const std::string& doc, const json& char_offsets) {
