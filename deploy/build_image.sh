@@ -49,8 +49,13 @@ mkdir -p "$out"
 # mirror is named here, unlike the test roots' (tests/install/debian_root.sh, which take this
 # machine's apt sources): the image ships its sources.list, which should be Debian's public
 # mirror, as the Dockerfile's debian base image has, not the build machine's.
+# This machine's apt download cache seeds the root's (mmdebstrap's documented way to use a local
+# package cache): apt verifies each file against the mirror's index and downloads the rest; the
+# image's own cache is emptied at the end as always.
 mmdebstrap --variant=minbase --quiet \
   --include=openmpi-bin,openssh-server,openssh-client,hwloc-nox,numactl \
+  --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
+  --setup-hook='for d in /var/cache/apt/archives/*.deb; do [ -e "$d" ] || continue; cp -l "$d" "$1/var/cache/apt/archives/" 2>/dev/null || cp "$d" "$1/var/cache/apt/archives/"; done' \
   --customize-hook="copy-in $deb /tmp" \
   --customize-hook='chroot "$1" sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends /tmp/cputrain-numa_*.deb >/dev/null && rm /tmp/cputrain-numa_*.deb"' \
   --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*' \

@@ -53,6 +53,7 @@ debian_minbase "$tarball"
 root=$(mktemp -d /tmp/cputrain-deb-root.XXXXXX)
 trap 'rm -rf --one-file-system "$root"' EXIT
 debian_root_unpack "$tarball" "$root"
+debian_root_apt_archives "$root"
 cp "$deb" "$root/tmp/cputrain-numa.deb"
 echo "   root ready in $(since): $(du -sm "$root" | cut -f1) MiB"
 

@@ -60,6 +60,18 @@ debian_root_unpack() {
   fi
 }
 
+# debian_root_apt_archives ROOT: this machine's downloaded packages (/var/cache/apt/archives/*.deb,
+# what its own apt-get install left there) linked into ROOT's apt cache, as a local mirror would
+# serve them: apt in the root still resolves, verifies (each file against the root's own package
+# index, by size and SHA-256) and installs what the project's scripts ask for, and downloads
+# only what it does not find there. Hard links (the same file system), else nothing.
+debian_root_apt_archives() {
+  local root=$1
+  compgen -G '/var/cache/apt/archives/*.deb' >/dev/null || return 0
+  mkdir -p "$root/var/cache/apt/archives"
+  cp -l /var/cache/apt/archives/*.deb "$root/var/cache/apt/archives/" 2>/dev/null || true
+}
+
 # debian_root_run ROOT SCRIPT [VAR=VALUE...]: runs SCRIPT (a path inside the root) with bash as
 # root in ROOT, in a private mount namespace with /proc, /sys and /dev, with an environment of
 # its own (PATH, HOME, LANG and the given variables: nothing else of this machine's).

@@ -6,8 +6,9 @@
 #      build, prepare the Bible text, train 60 steps, plot, generate; the validation loss must
 #      fall;
 #   2. `bash scripts/install-deps.sh --test` (every Debian package CI uses, the GPT-2
-#      vocabulary from PyPI, the peers' Python environment from PyPI; llama-cpp-python built from
-#      its PyPI source distribution unless this machine has it current: copied in, see below),
+#      vocabulary from PyPI; the peers' Python environment from PyPI and llama-cpp-python built
+#      from its PyPI source distribution, unless this machine has them current: then linked or
+#      copied in, see below, as is its apt's download cache),
 #      then scripts/build.sh
 #      (configure with the tests, -Werror) and a few CTest cases that need what --test brings:
 #      the tokenizer against tiktoken, the committed PyTorch fixtures, the Hugging Face
@@ -17,8 +18,9 @@
 # Usage: tests/install/fresh_root_test.sh [SOURCE_TREE (default: this clone)]. The tree is copied
 # as git sees it (tracked and untracked files not ignored: no build trees, no third_party/).
 # Pointing it at a checkout of an older commit shows whether that commit installed on a fresh
-# machine. Needs root, mmdebstrap and the network to the Debian mirror and PyPI; ~20-25 minutes
-# on 2 cores, most of it apt, the peers' environment and two builds. The root (~12 GB at its
+# machine. Needs root, mmdebstrap and the network to the Debian mirror and PyPI; with CI's
+# caches (apt's downloads, the two Python environments, the compiler cache) most of its time is
+# apt unpacking ~500 packages. The root (~12 GB at its
 # largest) is deleted at the end.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -43,6 +45,11 @@ mkdir -p "$root/root/cputrain-numa"
 echo "   root ready in $(since): $(du -sm "$root" | cut -f1) MiB," \
   "$(chroot "$root" dpkg-query -W | wc -l) packages; the clone: $(du -sm "$root/root/cputrain-numa" | cut -f1) MiB"
 
+# The .deb files this machine's apt downloaded (CI's install step just did), as a local mirror:
+# apt in the root installs and verifies them itself (tests/install/debian_root.sh).
+debian_root_apt_archives "$root"
+echo "   this machine's apt archives linked in ($(find "$root/var/cache/apt/archives" -name '*.deb' | wc -l) .deb files)"
+
 # llama.cpp's environment (scripts/llama-cpp-env.sh: llama-cpp-python built from its pinned
 # sdist, 10+ minutes on 2 cores) is the one thing the root takes from this machine instead of
 # making it again: the same script made it here from the same pins (CI's install step just did,
@@ -53,6 +60,20 @@ if llama_site=$(bash "$here/scripts/llama-cpp-env.sh" 2>/dev/null); then
   mkdir -p "$root/root/.cache/cputrain-numa"
   cp -a "$(dirname "$llama_site")" "$root/root/.cache/cputrain-numa/llama-cpp"
   echo "   llama.cpp's environment taken from this machine ($(du -sm "$(dirname "$llama_site")" | cut -f1) MiB)"
+fi
+
+# The peers' environment likewise (scripts/peers-env.sh: 7.5 GB of PyPI wheels, PyTorch's CUDA
+# build among them, several minutes to download and unpack): CI's install step made it from
+# the same pinned requirements file (or found it current by the same stamp), for the same
+# bookworm Python, at the same path (/root/.cache/cputrain-numa/peers-venv, as root), so it is
+# linked in (hard links: Python writes its caches by rename, never into a linked file) and the
+# root's `install-deps.sh --test` finds it current. Made anywhere else, the root makes its own.
+peers_dir=$(bash "$here/scripts/peers-env.sh" --dir)
+if [ "$peers_dir" = /root/.cache/cputrain-numa/peers-venv ] && bash "$here/scripts/peers-env.sh" >/dev/null 2>&1; then
+  mkdir -p "$root/root/.cache/cputrain-numa"
+  cp -al "$peers_dir" "$root/root/.cache/cputrain-numa/peers-venv" 2>/dev/null ||
+    cp -a "$peers_dir" "$root/root/.cache/cputrain-numa/peers-venv"
+  echo "   the peers' environment taken from this machine ($(du -sm "$peers_dir" | cut -f1) MiB)"
 fi
 
 # The compiler cache of CI's builds (scripts/test.sh exports CCACHE_DIR), copied in for the
