@@ -345,8 +345,9 @@ TEST(ClassifyLabels, RegressionLabelInfWasAccepted) {
            {2, "line 3: the label is -inf, not a finite float32 number"},
            {3, "line 4: the label is 1e+39, not a finite float32 number"}}) {
     float v = 0;
+    const std::size_t r = row;  // clang 14 (the sanitizer build's) cannot capture a binding
     EXPECT_NE(LabelsError([&] {
-                task::RowTargets(l, {&t, 0}, row, nullptr, &v);
+                task::RowTargets(l, {&t, 0}, r, nullptr, &v);
               }).find(message),
               std::string::npos)
         << message;
