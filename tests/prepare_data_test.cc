@@ -800,7 +800,9 @@ TEST(PrepareDataCli, SigintIsHonouredAtEveryPointOfStartUp) {
     const ProcState st = Probe(child.pid());
     child.Signal(SIGINT);
     const SubprocessResult r = child.Wait();
-    EXPECT_TRUE(st.catches_sigint || st.bytes_read < (256u << 10))
+    // Below 640 KiB: what the process reads before main (clang's ASan runtime alone reads
+    // ~270 KB of /proc, shared libraries' headers and the like); the vocabulary is 0.8 MB+.
+    EXPECT_TRUE(st.catches_sigint || st.bytes_read < (640u << 10))
         << "after " << delay << " s the process had read " << st.bytes_read
         << " bytes (the vocabulary) without a SIGINT handler";
     if (!st.catches_sigint) continue;  // sent before main: ignored, as inherited

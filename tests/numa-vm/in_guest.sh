@@ -11,7 +11,10 @@ echo "== guest: $(nproc) CPUs, $(ls -d /sys/devices/system/node/node* | wc -l) N
 "$build/tests/topology_test" --gtest_brief=1 --gtest_filter='Topology.ThisMachine'
 out=$(mktemp -d)
 fixture=$src/tests/reference/fixtures/odd
-"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress lines \
+# The products on OpenBLAS, not measured: these runs check placement and memory, and under QEMU's
+# emulation (no KVM) auto's calibration took 4-8 s per run (the foreign-CPU test checks auto).
+kernel=(--set train.fp32_kernel=openblas)
+"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" "${kernel[@]}" --progress lines \
   --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
   --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" \
   --set "placement.group_by=$group_by"
@@ -22,7 +25,7 @@ rm -rf "$out"
 # LoRA: the frozen base is stored once per NUMA node (not per group), on that node, and every
 # group reads its own node's copy; the adapters train (the loss falls) and save as a PEFT adapter.
 out=$(mktemp -d)
-"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" "${kernel[@]}" --progress quiet \
   --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
   --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" \
   --set "placement.group_by=$group_by" --set train.lora.r=4 --set train.lora.alpha=8 \
@@ -43,7 +46,7 @@ for d in sorted(glob.glob("/sys/devices/system/node/node[0-9]*"), key=lambda p: 
     lists += [[c] for c in cpus[:2]]
 print(lists)')
 out=$(mktemp -d)
-"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+"$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" "${kernel[@]}" --progress quiet \
   --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
   --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" --set "placement.cpus=$cpus" \
   --set train.lora.r=4 --set train.lora.target_modules=c_attn,c_proj,c_fc --set optim.weight_decay=0
@@ -58,7 +61,7 @@ if [ "$group_by" = socket ]; then
   out=$(mktemp -d)
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     mpirun -n 2 --map-by socket --bind-to socket --mca btl self,vader \
-    "$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+    "$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" "${kernel[@]}" --progress quiet \
     --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
     --set "data.val=$fixture/val.bin" --set "train.out_dir=$out"
   /usr/bin/python3 - "$out/placement.json" <<'PY'
@@ -80,7 +83,7 @@ PY
   out=$(mktemp -d)
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     mpirun -n 2 --map-by socket --bind-to socket --mca btl self,vader \
-    "$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" --progress quiet \
+    "$build/src/cli/cputrain-numa" train --config "$fixture/config.yaml" "${kernel[@]}" --progress quiet \
     --set "model.init_from=$fixture/model.bin" --set "data.train=$fixture/train.bin" \
     --set "data.val=$fixture/val.bin" --set "train.out_dir=$out" --set train.lora.r=4
   /usr/bin/python3 "$src/tests/numa-vm/check_lora.py" "$out"
