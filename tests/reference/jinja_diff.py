@@ -447,6 +447,13 @@ class Reference:
                                                                 daemon=True)
         self.proc.start()
 
+    def close(self):
+        """Ends the worker. It was forked after Ours started chat_render, so it holds a copy of the
+        write end of chat_render's stdin: until it is gone, chat_render never sees end of file and
+        Ours.close() waited forever (the stall that kept this test out of CTest)."""
+        self.proc.kill()
+        self.proc.join()
+
     def __call__(self, template):
         self.conn.send(template)
         if self.conn.poll(self.timeout):
@@ -552,6 +559,7 @@ def main():
         slowest = sorted(slowest + [(time.monotonic() - start, where)], reverse=True)[:3]
         if args.verbose:
             print(f"{time.monotonic() - start:7.2f} s {where}", file=sys.stderr, flush=True)
+    reference.close()
     ours.close()
     print(f"{len(cases)} templates ({len(FIXED)} fixed, {len(cases) - len(FIXED) - args.count} from "
           f"{', '.join(corpus)}, {args.count} generated): "
