@@ -25,7 +25,8 @@
 #   5. the fuzzers (tests/fuzz/run.sh on build-asan: the seed corpus and past crashes replayed,
 #      then 20 s of libFuzzer per target)
 #   6. a ThreadSanitizer build of the lock-free code (collectives, bucket sync, worker pool) and
-#      its stress tests, plus multi-group training with comm threads: TSan must report nothing
+#      its stress tests; with --full (not in CI, for time: most of the libraries compiled again) also
+#      multi-group training with comm threads: TSan must report nothing
 #   7. the MPI bridge under mpirun -n 2: parity with PyTorch, a mismatched rank, a killed rank,
 #      a stopped rank (tests/mpi/mpi_tests.sh)
 #   8. the bridge across two hosts (network namespaces, Open MPI over TCP): parity, a killed
@@ -42,6 +43,13 @@
 # Exits non-zero if any step fails. .ci/run runs exactly this.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+full=
+case "${1:-}" in
+  --full) full=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--full]   (--full adds what CI leaves out for time: see above)" >&2
+     exit 2 ;;
+esac
 jobs=$(nproc)
 start=$(date +%s)
 step() { printf '\n==== [%4d s] %s\n' "$(($(date +%s) - start))" "$*"; }
@@ -111,18 +119,22 @@ ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:che
 step "fuzzers (tests/fuzz/run.sh, in build-asan)"
 FUZZ_BUILD_DIR=build-asan FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash tests/fuzz/run.sh
 
-step "ThreadSanitizer: collectives, bucket sync, worker pool, multi-group training"
+# The lock-free code's own tests here; multi-group training under TSan (train_test, which needs
+# most of the libraries compiled once more, for TSan) with --full only.
+step "ThreadSanitizer: collectives, bucket sync, worker pool${full:+, multi-group training}"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DCPUTRAIN_SANITIZE=thread -DCPUTRAIN_WERROR=ON \
   -DCPUTRAIN_BUILD_BENCH=OFF >/dev/null
 cmake --build build-tsan -j "$jobs" --target comm_kernels_test comm_collectives_test \
-  comm_bucket_test comm_stress_test worker_pool_test train_test
+  comm_bucket_test comm_stress_test worker_pool_test ${full:+train_test}
 for t in comm_kernels_test comm_collectives_test comm_bucket_test comm_stress_test worker_pool_test; do
   echo "-- $t (TSan)"
   TSAN_OPTIONS="halt_on_error=1 exitcode=66" "build-tsan/tests/$t" --gtest_brief=1
 done
-echo "-- train_test, 2 and 4 groups with inline and comm-thread sync, a replica each or shared (TSan)"
-TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/train_test --gtest_brief=1 \
-  --gtest_filter='Train.TwoGroup*:Fixtures/Parity.*odd_4groups*'
+if [ -n "$full" ]; then
+  echo "-- train_test, 2 and 4 groups with inline and comm-thread sync, a replica each or shared (TSan)"
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66" build-tsan/tests/train_test --gtest_brief=1 \
+    --gtest_filter='Train.TwoGroup*:Fixtures/Parity.*odd_4groups*'
+fi
 
 step "MPI bridge tests (tests/mpi)"
 bash tests/mpi/mpi_tests.sh build
