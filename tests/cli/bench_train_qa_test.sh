@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `bench train` on the task presets, both sides (smoke; no number is asserted), at their real
 # widths but 2 rows of 32 positions (--batch 2 --seq-len 32), one timed step each.
-# bert-base-qa, the question-answering target, in full: ours on 1x1 and 2x1 (random QA features
-# through TrainOptions::train_rows, split over the groups), transformers' BertForQuestionAnswering
-# eager and gloo DDP 2x1 (compile would take minutes). Checks what the full run reports: the
+# bert-base-qa, the question-answering target: ours on 1x1 and 2x1 (random QA features through
+# TrainOptions::train_rows, split over the groups), transformers' BertForQuestionAnswering eager
+# (compile would take minutes; DDP's rows, two more Python processes at 110M parameters, are
+# tests/cli/bench_train_lora_test.sh's on a small model). Checks what the full run reports: the
 # seq/s column and the summary's ratio line in the table; in the JSON records, sequences/s =
 # tokens/s / T on every row, each row's peak RSS, the PyTorch side's model (architecture, sdpa
 # attention, transformers' parameter count: 108,893,186, the count tests/llama_test.cc pins for
@@ -24,7 +25,7 @@ python=${2:?usage: bench_train_qa_test.sh BUILD_DIR PEERS_PYTHON}
   { echo "skipped: $python has no torch and transformers (bash scripts/install-deps.sh --peers)"; exit 77; }
 "$bin" bench train --quick --model bert-base-qa --batch 2 --seq-len 32 \
   --placement 1x1 --placement 2x1 --accum 0 --steps 1 --warmup 1 --pytorch --python "$python" \
-  --pytorch-setup eager --pytorch-setup ddp --json "$tmp/train.json" \
+  --pytorch-setup eager --json "$tmp/train.json" \
   >"$tmp/out.txt" 2>"$tmp/err.txt" || { cat "$tmp/out.txt" "$tmp/err.txt"; fail "bench train"; }
 cat "$tmp/out.txt"
 grep -q "seq/s .*tokens/s" "$tmp/out.txt" || fail "no seq/s column"
@@ -39,7 +40,7 @@ for model, (arch, model_type, params) in want.items():
     rows = [r for r in recs if r.get("model") == model and "impl" in r]
     ours = [r for r in rows if r["impl"] == "cputrain"]
     torch = [r for r in rows if r["impl"] == "pytorch"]
-    assert len(ours) == 2 and len(torch) == 2, rows
+    assert len(ours) == 2 and len(torch) == 1, rows
     for r in rows:
         assert r["T"] == 32 and r["B"] == 2, r
         assert abs(r["sequences_per_s"] * 32 - r["tokens_per_s"]) < 1e-6 * r["tokens_per_s"], r
