@@ -170,7 +170,8 @@ nlohmann::json RunReferenceMaker(const std::string& python, const std::string& s
 namespace {
 
 // What a made reference depends on: the maker and its sibling scripts, the arguments, the
-// documents, and the Python environment (its path and when its pyvenv.cfg was written).
+// documents, and the Python environment (its path and the stamp scripts/peers-env.sh keeps in it:
+// the requirements file's SHA-256 it was made from).
 std::string ReferenceKey(const std::string& python, const std::string& script,
                          const std::vector<std::string>& args,
                          const std::vector<std::string>& docs) {
@@ -182,10 +183,8 @@ std::string ReferenceKey(const std::string& python, const std::string& script,
   }
   std::sort(scripts.begin(), scripts.end());
   for (const fs::path& p : scripts) key += p.string() + '\n' + Slurp(p.string());
-  std::error_code ec;
-  const fs::path cfg = fs::path(python).parent_path().parent_path() / "pyvenv.cfg";
-  const auto when = fs::last_write_time(cfg, ec);
-  if (!ec) key += std::to_string(when.time_since_epoch().count());
+  const fs::path stamp = fs::path(python).parent_path().parent_path() / ".requirements.sha256";
+  if (fs::exists(stamp)) key += Slurp(stamp.string());
   for (const std::string& a : args) key += '\n' + a;
   key += nlohmann::json(docs).dump();
   return fmt::format("{}-{:016x}", fs::path(script).stem().string(), std::hash<std::string>{}(key));
