@@ -14,6 +14,7 @@
 // `cputrain-numa report RESULTS.json -o DIR`: report.h's charts and README.md from a results file.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <map>

@@ -23,6 +23,7 @@
 // scheduler puts them and all "nodes" are this machine's memory; the suite says so first.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

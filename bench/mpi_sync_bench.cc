@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

@@ -62,6 +62,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
 #include <fstream>
@@ -549,6 +550,7 @@ void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const L
       rows.all.push_back(RunOurs(ctx, m, plan.specs[i], tokens,
                                  fmt::format("{}/run-{}-{}", scratch, m.name, i), lora));
     }
+    if (check_auto_ > 0) RemeasureAutoMisses(ctx, m, lora, plan, tokens, scratch, &rows);
     if (pytorch_ && !torch_version_.empty()) RunPytorch(m, lora, &rows.all);
   } catch (...) {
     AddRecords(rows, report);
@@ -559,6 +561,45 @@ void TrainSuite::RunModel(const BenchContext& ctx, const ModelPreset& m, const L
   AddRecords(rows, report);
   PrintKernels(m, rows, plan, report);
   PrintSummaries(m, rows, plan, lora, report);
+}
+
+void TrainSuite::RemeasureAutoMisses(const BenchContext& ctx, const ModelPreset& m,
+                                     const LoraRun* lora, const RowPlan& plan,
+                                     const std::string& tokens, const std::string& scratch,
+                                     ModelRows* rows) const {
+  // Our rows are in plan.specs' order: the index of a label among them.
+  const auto index_of = [&](const std::string& label) -> int {
+    for (std::size_t i = 0; i < plan.specs.size() && i < rows->all.size(); ++i) {
+      if (rows->all[i].label == label && rows->all[i].ran()) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  for (const auto& [auto_label, forced] : plan.kernel_rows) {
+    const int a = index_of(auto_label);
+    int best = -1;
+    for (const std::string& f : forced) {
+      const int i = index_of(f);
+      if (i >= 0 && (best < 0 || rows->all[i].tokens_per_s > rows->all[best].tokens_per_s))
+        best = i;
+    }
+    if (a < 0 || best < 0) continue;
+    for (int again = 1; again <= 2; ++again) {
+      Row& ra = rows->all[a];
+      const Row& rb = rows->all[best];
+      if (ra.tokens_per_s * check_auto_ >= rb.tokens_per_s) break;
+      std::printf(
+          "  --check-auto: auto on %s %.1f tokens/s vs %s %.1f; measuring both again (%d/2)\n",
+          auto_label.c_str(), ra.tokens_per_s, rb.label.c_str(), rb.tokens_per_s, again);
+      for (const int i : {best, a}) {
+        Row r = RunOurs(ctx, m, plan.specs[i], tokens,
+                        fmt::format("{}/run-{}-{}-again{}", scratch, m.name, i, again), lora);
+        std::printf("    %s: %.1f tokens/s (core %.0f%%)\n", r.label.c_str(), r.tokens_per_s,
+                    r.slowest_core_pct);
+        if (r.ran() && r.tokens_per_s > rows->all[i].tokens_per_s) rows->all[i] = std::move(r);
+      }
+    }
+  }
+  std::fflush(stdout);
 }
 
 }  // namespace train_suite

@@ -1,6 +1,8 @@
 // The command-line surface of `bench` and `report` that does not depend on bench/: the `report`
 // subcommand's arguments, shared by bench/bench_cli.cc and no_bench_cmd.cc (commands.h says why
 // the commands themselves are defined in bench/).
+#include <CLI/CLI.hpp>
+
 #include "cli/commands.h"
 
 namespace cputrain::cli {

@@ -3,11 +3,17 @@
 // (0 success, 2 usage/config/input error, 1 runtime failure).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+
+// CLI11 (header-only: ~8 s of compile per file that includes it) is declared here and included
+// by the files that register or parse options.
+namespace CLI {
+class App;
+class Validator;
+}  // namespace CLI
 
 namespace cputrain::cli {
 

@@ -2,6 +2,7 @@
 // every replica group of the placement plan, without training.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <memory>

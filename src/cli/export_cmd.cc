@@ -7,6 +7,7 @@
 // model/peft.h).
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>

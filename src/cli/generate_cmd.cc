@@ -3,6 +3,7 @@
 // the checkpoint's weights in memory first (model/peft.h).
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

@@ -1,6 +1,7 @@
 // `bench` and `report` in a cputrain-numa built without the benchmarks (CPUTRAIN_BUILD_BENCH=OFF):
 // the subcommands exist, with the same help, and say how to get them. The real ones are in
 // bench/bench_cli.cc; the report is there too because it reads the bench record schema.
+#include <CLI/CLI.hpp>
 #include <memory>
 
 #include "cli/commands.h"

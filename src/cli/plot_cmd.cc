@@ -1,6 +1,7 @@
 // `cputrain-numa plot METRICS.jsonl -o loss.svg`: training and validation loss against step.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 #include <vector>

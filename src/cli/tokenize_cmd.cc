@@ -2,6 +2,7 @@
 // (docs/data.md), to check a tokenizer against another implementation or to feed ids elsewhere.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>

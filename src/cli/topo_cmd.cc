@@ -1,6 +1,7 @@
 // `cputrain-numa topo`: the machine and the placement plan, as text or one JSON document.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>

@@ -1,6 +1,7 @@
 // `cputrain-numa train`: trains with the config (default: the built-in quickstart config).
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <memory>
 

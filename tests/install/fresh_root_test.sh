@@ -11,9 +11,9 @@
 #      copied in, see below, as is its apt's download cache),
 #      then scripts/build.sh
 #      (configure with the tests, -Werror) and a few CTest cases that need what --test brings:
-#      the tokenizer against tiktoken, the committed PyTorch fixtures, the Hugging Face
-#      round trips (fp32; the bf16 modes and the newer families' parity run in CI's own suite)
-#      and the config tests.
+#      the tokenizer against tiktoken, the committed PyTorch fixtures, a Hugging Face export and
+#      import through transformers (the other families, modes and round trips run in CI's own
+#      suite) and the config tests.
 # No step may reach npm (the root's PATH has no node; nothing installs one).
 # Usage: tests/install/fresh_root_test.sh [SOURCE_TREE (default: this clone)]. The tree is copied
 # as git sees it (tracked and untracked files not ignored: no build trees, no third_party/).
@@ -39,11 +39,21 @@ debian_minbase "$tarball"
 root=$(mktemp -d /var/tmp/cputrain-fresh-root.XXXXXX)
 trap 'rm -rf --one-file-system "$root"' EXIT
 debian_root_unpack "$tarball" "$root"
-mkdir -p "$root/root/cputrain-numa"
+# The clone goes to the same path in the root as here (a user clones anywhere): the test
+# binaries are compiled with the clone's and the build's absolute paths (CPUTRAIN_SOURCE_DIR,
+# CPUTRAIN_BINARY_DIR), so only then does the root's build take back CI's compiled objects for
+# them (ccache hashes the command line). A clone in a system directory goes to
+# /root/cputrain-numa instead.
+case "$src" in
+  / | /proc* | /sys* | /dev* | /run* | /usr* | /etc* | /bin* | /sbin* | /lib* | /boot* | /var/lib*)
+    clone=/root/cputrain-numa ;;
+  *) clone=$src ;;
+esac
+mkdir -p "$root$clone"
 (cd "$src" && git ls-files -z --cached --others --exclude-standard | xargs -0 -r ls -d 2>/dev/null |
-  tar -cf - -T -) | tar -C "$root/root/cputrain-numa" -xf -
+  tar -cf - -T -) | tar -C "$root$clone" -xf -
 echo "   root ready in $(since): $(du -sm "$root" | cut -f1) MiB," \
-  "$(chroot "$root" dpkg-query -W | wc -l) packages; the clone: $(du -sm "$root/root/cputrain-numa" | cut -f1) MiB"
+  "$(chroot "$root" dpkg-query -W | wc -l) packages; the clone ($clone): $(du -sm "$root$clone" | cut -f1) MiB"
 
 # The .deb files this machine's apt downloaded (CI's install step just did), as a local mirror:
 # apt in the root installs and verifies them itself (tests/install/debian_root.sh).
@@ -85,14 +95,14 @@ ccache_env=()
 if [ -n "${CCACHE_DIR:-}" ] && [ -d "$CCACHE_DIR" ]; then
   mkdir -p "$root/root/.cache/cputrain-numa"
   cp -a "$CCACHE_DIR" "$root/root/.cache/cputrain-numa/ccache"
-  ccache_env=(CCACHE_DIR=/root/.cache/cputrain-numa/ccache CCACHE_BASEDIR=/root/cputrain-numa
+  ccache_env=(CCACHE_DIR=/root/.cache/cputrain-numa/ccache CCACHE_BASEDIR="$clone"
     CCACHE_NOHASHDIR=1 CCACHE_IGNOREOPTIONS=-Werror)
   echo "   CI's compiler cache copied in ($(du -sm "$CCACHE_DIR" | cut -f1) MiB)"
 fi
 
 cat >"$root/tmp/inside.sh" <<'INSIDE'
 set -euo pipefail
-cd /root/cputrain-numa
+cd "$CLONE"
 t0=$(date +%s)
 lap() { echo "   [$(($(date +%s) - t0)) s] $*"; }
 if command -v node >/dev/null || command -v npm >/dev/null; then
@@ -138,11 +148,13 @@ bash scripts/build.sh "${launcher[@]}" >/tmp/build.log 2>&1 || {
   tail -n 40 /tmp/build.log; echo "the build failed (above)"; exit 1; }
 [ "${#launcher[@]}" = 0 ] || ccache --show-stats | grep -E 'Hits|Misses' | head -n 3
 lap "scripts/build.sh passed"
+# One transformers round trip per direction (each is ~25 s of PyTorch's imports; the rest run in
+# CI's own suite).
 ctest --test-dir build --output-on-failure -j 2 --timeout 600 -E '_family_|bf16' \
-  -R 'Gpt2Tokenizer\.|MakeTokenizer\.|reference_fixtures_fresh|reference_hf_fixture_fresh|transformers|HfGpt2\.|CliHf\.|Config'
+  -R 'Gpt2Tokenizer\.|MakeTokenizer\.|reference_fixtures_fresh|reference_hf_fixture_fresh|^transformers_hf_(export|import-train)$|HfGpt2\.|CliHf\.|^(Family)?Config'
 lap "ctest cases passed"
 INSIDE
 
-debian_root_run "$root" /tmp/inside.sh CI=true "${ccache_env[@]}" 2>&1 | tee /tmp/cputrain-fresh-root.log
+debian_root_run "$root" /tmp/inside.sh CI=true CLONE="$clone" ${ccache_env[@]+"${ccache_env[@]}"} 2>&1 | tee /tmp/cputrain-fresh-root.log
 [ "${PIPESTATUS[0]}" = 0 ] || fail "inside the fresh root (above; log: /tmp/cputrain-fresh-root.log)"
 echo "fresh_root: passed in $(since)"
