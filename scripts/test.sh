@@ -110,19 +110,18 @@ bash tests/cli/foreign_cpu_test.sh build 200
 # waiting for them. Each logs to build/<name>.log, printed when it is joined; a failure fails the
 # run there. Nothing timed runs beside them (the Release steps and the foreign CPU's bench row
 # are done by then). Each chain is its own process group, ended if this script exits early.
-bg_pids=()
-trap 'for p in "${bg_pids[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
+declare -A bg_pid=()
+trap 'for p in "${bg_pid[@]}"; do kill -- "-$p" 2>/dev/null || true; done' EXIT
 bg_start() {  # NAME COMMAND...: runs COMMAND in the background, logging to build/NAME.log
   local name=$1
   shift
   setsid bash -c "$*" >"build/$name.log" 2>&1 &
-  bg_pids+=("$!")
-  eval "bg_$name=$!"
+  bg_pid[$name]=$!
 }
 bg_join() {  # NAME: waits for NAME, prints its log, fails the run if it failed
-  local name=$1 pid rc=0
-  pid=$(eval "echo \$bg_$name")
-  wait "$pid" || rc=$?
+  local name=$1 rc=0
+  wait "${bg_pid[$name]}" || rc=$?
+  unset "bg_pid[$name]"
   sed "s/^/[$name] /" "build/$name.log"
   [ "$rc" = 0 ] || { echo "FAILED: $name (exit $rc; log build/$name.log)"; exit 1; }
 }
