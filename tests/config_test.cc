@@ -203,9 +203,9 @@ TEST(Config, HugeModelDimensionsOverflowedOrExhaustedMemory) {
       << e;
   e = ErrorOf("model:\n  layers: 1000000000\n");
   EXPECT_NE(e.find("x.yaml:2: model.layers is 1000000000, more than 4096"), std::string::npos) << e;
-  e = ErrorOf("model: {max_seq_len: 100000}\n");
-  EXPECT_NE(e.find("model.max_seq_len is 100000, more than 65536"), std::string::npos) << e;
-  EXPECT_EQ(ErrorOf("model: {layers: 4096, channels: 65536, heads: 65536, max_seq_len: 65536}"),
+  e = ErrorOf("model: {max_seq_len: 200000}\n");
+  EXPECT_NE(e.find("model.max_seq_len is 200000, more than 131072"), std::string::npos) << e;
+  EXPECT_EQ(ErrorOf("model: {layers: 4096, channels: 65536, heads: 65536, max_seq_len: 131072}"),
             "(no error)");
 }
 

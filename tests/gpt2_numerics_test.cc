@@ -295,6 +295,44 @@ TEST(Gpt2, ShapeProblemsAreFoundWithoutAllocating) {
       << big.Problem();
 }
 
+// Generation's KV cache holds the positions fed, not the model's maxT (131,072 for Llama 3.1):
+// it starts at 1024 and doubles, each layer's rows moved to the new layout, up to maxT.
+TEST(KvCache, GrowsByDoublingUpToMaxTAndKeepsEveryLayersRows) {
+  const Shape s{3000, 64, 64, 2, 2, 16};
+  KvCache c(s, 3);
+  ASSERT_EQ(c.capacity, 1024);
+  ASSERT_EQ(c.row, 16u);
+  EXPECT_EQ(c.k.size(), 2u * 1024 * 16);
+  EXPECT_EQ(c.scratch.size(), 3u * 1024);
+  auto value = [](int l, int p, int i, int kv) {
+    return static_cast<float>(((l * 4096 + p) * 16 + i) * 2 + kv);
+  };
+  const int filled = 1000;
+  for (int l = 0; l < 2; ++l)
+    for (int p = 0; p < filled; ++p)
+      for (int i = 0; i < 16; ++i) {
+        const std::size_t at = (static_cast<std::size_t>(l) * c.capacity + p) * 16 + i;
+        c.k[at] = value(l, p, i, 0);
+        c.v[at] = value(l, p, i, 1);
+      }
+  c.positions = filled;
+  c.Reserve(1024);  // fits: nothing moves
+  EXPECT_EQ(c.capacity, 1024);
+  c.Reserve(1025);
+  EXPECT_EQ(c.capacity, 2048);
+  c.Reserve(2500);  // doubling past maxT stops at maxT
+  EXPECT_EQ(c.capacity, 3000);
+  EXPECT_EQ(c.k.size(), 2u * 3000 * 16);
+  EXPECT_EQ(c.scratch.size(), 3u * 3000);
+  for (int l = 0; l < 2; ++l)
+    for (int p = 0; p < filled; ++p)
+      for (int i = 0; i < 16; ++i) {
+        const std::size_t at = (static_cast<std::size_t>(l) * 3000 + p) * 16 + i;
+        ASSERT_EQ(c.k[at], value(l, p, i, 0)) << l << " " << p << " " << i;
+        ASSERT_EQ(c.v[at], value(l, p, i, 1)) << l << " " << p << " " << i;
+      }
+}
+
 // Regression: the attention buffer (B,NH,T,T) of a huge batch wrapped around size_t in
 // Activations' offsets (B=2^31-1, T=65536), sizing a small buffer for a huge model run.
 TEST(Gpt2, HugeBatchActivationSizesWrappedAround) {

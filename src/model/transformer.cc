@@ -189,10 +189,32 @@ std::size_t Bf16Operands::DoutElems(const Shape& s, int B, int T) {
   return static_cast<std::size_t>(B) * T * w;
 }
 
-KvCache::KvCache(const Shape& s, int threads)
-    : k(static_cast<std::size_t>(s.L) * s.maxT * s.kv_heads() * s.head_size()),
-      v(k.size()),
-      scratch(static_cast<std::size_t>(threads) * s.maxT) {}  // AttentionDecode's
+KvCache::KvCache(const Shape& s, int threads_)
+    : layers(s.L),
+      max_positions(s.maxT),
+      threads(threads_),
+      row(static_cast<std::size_t>(s.kv_heads()) * s.head_size()) {
+  Reserve(std::min(s.maxT, 1024));
+}
+
+void KvCache::Reserve(int n) {
+  if (n <= capacity) return;
+  CPUTRAIN_CHECK(n <= max_positions, "a KV cache past the model's positions");
+  int grown = std::max(capacity, 1);
+  while (grown < n) grown = static_cast<int>(std::min<long long>(2LL * grown, max_positions));
+  const std::size_t old_layer = static_cast<std::size_t>(capacity) * row,
+                    new_layer = static_cast<std::size_t>(grown) * row,
+                    filled = static_cast<std::size_t>(positions) * row;
+  for (std::vector<float>* c : {&k, &v}) {
+    std::vector<float> next(static_cast<std::size_t>(layers) * new_layer);
+    for (int l = 0; l < layers && filled > 0; ++l) {
+      std::copy_n(c->data() + l * old_layer, filled, next.data() + l * new_layer);
+    }
+    c->swap(next);
+  }
+  scratch.assign(static_cast<std::size_t>(threads) * grown, 0.f);  // AttentionDecode's
+  capacity = grown;
+}
 
 namespace {
 
@@ -260,7 +282,7 @@ void DecodeAttention(WorkerPool& pool, const Net& n, int l, Activations::Layer& 
   const Shape& s = n.s;
   const int pos0 = cache.positions;
   const std::size_t kvw = static_cast<std::size_t>(n.KV) * n.hs;
-  const std::size_t layer0 = static_cast<std::size_t>(l) * s.maxT * kvw;
+  const std::size_t layer0 = static_cast<std::size_t>(l) * cache.capacity * kvw;
   for (int t = 0; t < T; ++t) {
     const float* row = A.qkv + static_cast<std::size_t>(t) * n.Q;
     const std::size_t at = layer0 + static_cast<std::size_t>(pos0 + t) * kvw;
@@ -305,6 +327,7 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   const int C = n.C;
   const std::size_t N = n.N;
   const int pos0 = cache ? cache->positions : 0;
+  if (cache) cache->Reserve(pos0 + T);
   auto P = [&](Tensor t, int l = 0) { return n.P(t, l); };
   auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC,
                     int ldo) { n.Linear(pool, bf16, out, inp, w, b, l, IC, OC, ldo); };

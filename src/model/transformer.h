@@ -185,14 +185,22 @@ struct Bf16Operands {
 };
 
 // A KV cache for generation: the keys and values of every position fed so far, per layer,
-// (L, maxT, NKV * head size) each (after the q/k norm and the rotary embedding). A windowed
-// layer's new position attends to the cached positions of its window only.
+// (L, capacity, NKV * head size) each (after the q/k norm and the rotary embedding). A windowed
+// layer's new position attends to the cached positions of its window only. The capacity starts
+// at min(maxT, 1024) positions and doubles as positions are fed (Reserve), up to maxT: a model of
+// 131,072 positions does not hold a cache of all of them for a short generation.
 struct KvCache {
   // For a pool of `threads` workers (the attention's scratch).
   KvCache(const Shape& s, int threads);
+  // Room for n positions (n <= maxT): grows the capacity by doubling (at most to maxT), moving
+  // every layer's filled rows to the new layout. Called by Forward before it appends.
+  void Reserve(int n);
   std::vector<float> k, v;
   std::vector<float> scratch;
   int positions = 0;  // filled: [0, positions)
+  int capacity = 0;   // positions each layer has room for
+  int layers = 0, max_positions = 0, threads = 0;
+  std::size_t row = 0;  // floats a position takes in a layer: NKV * head size
 };
 
 // Forward over B rows of T tokens (acts.inputs, and acts.targets if with_loss). Returns the sum
