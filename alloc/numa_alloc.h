@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -113,6 +114,15 @@ void ReleaseUnusedMemory();
 
 // "jemalloc" or "direct" (sanitizer builds), for logs.
 const char* BackendName();
+
+// What NUMA node os_node can still give this process, in bytes, as the kernel estimates it
+// (memory_info.cc): /proc/meminfo's MemAvailable (free pages plus the page cache and slab it can
+// reclaim), split over the nodes in proportion to each node's free and reclaimable pages
+// (/sys/devices/system/node/node<N>/meminfo) where there are several; and at most what the
+// process's cgroup leaves under its limit (memory.max - memory.current, cgroup v2: a container's
+// or a Kubernetes pod's limit, where the out-of-memory killer would act first). 0 if the kernel
+// says nothing (no /proc). Thread-safe; reads the files on every call.
+std::uint64_t AvailableOnNode(int os_node);
 
 // count elements of T on a NUMA node: owns memory from AllocateOnNode, frees it on destruction.
 // It does NOT touch the pages and constructs nothing: the caller zero-fills or initializes the

@@ -47,6 +47,8 @@ void AddEvalCommand(CLI::App& app);
 void AddPlotCommand(CLI::App& app);
 // export --format hf|llmc --checkpoint X -o OUT (export_cmd.cc).
 void AddExportCommand(CLI::App& app);
+// plan --model_name_or_path DIR [the task commands' flags]: the memory plan alone (plan_cmd.cc).
+void AddPlanCommand(CLI::App& app);
 
 // bench <suite> (the benchmark suites) and report RESULTS.json -o DIR (their charts and
 // README.md). Declared here and defined in bench/bench_cli.cc (library cputrain_bench_cli) when

@@ -145,6 +145,7 @@ int main(int argc, char** argv) {
   cputrain::cli::AddEvalCommand(app);
   cputrain::cli::AddPlotCommand(app);
   cputrain::cli::AddExportCommand(app);
+  cputrain::cli::AddPlanCommand(app);
   cputrain::cli::AddReportCommand(app);
   cputrain::cli::AddPrepareDataCommand(app);
   cputrain::cli::AddTokenizeCommand(app);

@@ -288,7 +288,7 @@ bool IsHfDir(const std::string& path) {
          fs::symlink_status(fs::path(path) / kHfConfigFile, ec).type() != fs::file_type::not_found;
 }
 
-Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
+Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head, bool need_weights) {
   std::string path;
   json cfg = ReadConfig(dir, &path);
   const std::string type = cfg.contains("model_type") && cfg["model_type"].is_string()
@@ -315,7 +315,7 @@ Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head) {
                   "cputrain-numa runs model_type " + types);
   }
   std::error_code ec;
-  if (!fs::exists(fs::path(dir) / kHfWeightsFile, ec) &&
+  if (need_weights && !fs::exists(fs::path(dir) / kHfWeightsFile, ec) &&
       !fs::exists(fs::path(dir) / kHfIndexFile, ec)) {
     throw InputError(fmt::format("'{}' has config.json but neither {} nor {}", dir, kHfWeightsFile,
                                  kHfIndexFile),

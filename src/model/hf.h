@@ -31,8 +31,10 @@ bool IsHfDir(const std::string& path);
 // when the directory has no weights.
 // head: the task head to read it with (its checkpoint may have been saved with another head, or
 // none: a pretraining checkpoint), and a classifier's outputs and loss when set (shape.h,
-// HeadSpec); unset: the head its architectures name.
-Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head = std::nullopt);
+// HeadSpec); unset: the head its architectures name. need_weights false: config.json alone
+// (`cputrain-numa plan` sizes a model before its weights are downloaded).
+Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head = std::nullopt,
+                  bool need_weights = true);
 
 // Loads the weights of <dir> into params (layout.total() floats); config.json's shape must be
 // layout.shape(). Padding rows are zero. An encoder's task head that the weights lack (a

@@ -29,6 +29,7 @@
 #include "topology/topology.h"
 #include "train/batches.h"
 #include "train/kernel_setup.h"
+#include "train/memory_plan.h"
 #include "train/placement_check.h"
 #include "train/replica_group.h"
 #include "train/resume.h"
@@ -463,6 +464,26 @@ void PlanAndShape(Run& run, const Names& names = {}) {
   CheckBatch(cfg.data, run.shape, run.R, static_cast<int>(run.plan.groups.size()), names);
 }
 
+// The memory plan of the groups BuildGroups makes (train/memory_plan.h), printed; the run is
+// refused where a node of this machine cannot hold it (a simulated machine's nodes are not
+// checked).
+void CheckMemory(const Run& run, const Names& names) {
+  const int G = static_cast<int>(run.plan.groups.size());
+  const MemoryRun m =
+      MemoryRunOf(run.cfg, run.shape, run.B / (run.R * G),
+                  run.act_T > 0 ? std::min(run.act_T, run.T) : run.T, run.rank == 0);
+  const std::vector<NodeMemory> nodes = PlanMemory(run.plan, m);
+  const std::function<uint64_t(int)> available =
+      run.topology.simulated ? std::function<uint64_t(int)>() : alloc::AvailableOnNode;
+  const std::string text = DescribeMemory(nodes, available);
+  for (std::size_t at = 0; at < text.size();) {  // a line each: every log line has its stamp
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    log::Info("{}", text.substr(at, end - at));
+    at = end + 1;
+  }
+  CheckMemoryFits(nodes, available, MemoryFixes(m, names));
+}
+
 // Builds the groups on their nodes, their initial state, and the Stepper.
 void BuildGroups(Run& run) {
   const Config& cfg = run.cfg;
@@ -511,6 +532,7 @@ void SetUp(Run& run, const TrainOptions& options) {
   if (!options.overwrite) run.resume = FindResumePoint(cfg, run.rank == 0, options.names);
   if (run.resume) CheckResumable(*run.resume, cfg, run.shape, *run.train, options.names);
   if (run.resume) CheckLoraResumable(*run.resume, cfg, run.shape, options.names);
+  CheckMemory(run, options.names);
   BuildGroups(run);
   ChooseKernels(run, cfg.train.steps - (run.resume ? run.resume->state.step : 0));
   if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
@@ -729,6 +751,29 @@ TrainResult Train(const Config& cfg, const TrainOptions& options) {
   if (saved != result.last_step) result.checkpoint = Save(run, result.last_step, lr, false);
   out.Finish();
   return result;
+}
+
+MemoryRun MemoryRunOf(const Config& cfg, const model::Shape& shape, int rows, int T, bool writer) {
+  MemoryRun m;
+  m.shape = shape;
+  m.rows = rows;
+  m.T = T;
+  m.bf16 = cfg.train.bf16;
+  m.lora = LoraOf(cfg);
+  m.snapshot = cfg.train.checkpoint_every > 0 && writer;
+  return m;
+}
+
+std::string MemoryFixes(const MemoryRun& m, const Names& names) {
+  std::string fixes =
+      fmt::format("lower {} or {}", names.Key("data.batch_size"), names.Key("data.seq_len"));
+  if (!m.lora || !m.lora->on()) {
+    fixes += fmt::format(", train a LoRA adapter ({}) instead of every weight",
+                         names.Key("train.lora.r"));
+  } else if (m.bf16 && !m.lora->base_bf16) {
+    fixes += ", keep the frozen base in bf16 (train.lora.base_dtype: bf16)";
+  }
+  return fixes + ", or spread the groups over more NUMA nodes or machines (placement, mpirun)";
 }
 
 KernelSetup KernelsFor(const Config& cfg) {

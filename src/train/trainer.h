@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "model/shape.h"
 #include "train/kernel_setup.h"
+#include "train/memory_plan.h"
 #include "train/rows.h"
 
 namespace cputrain::train {
@@ -122,6 +123,12 @@ TrainResult Train(const Config& config, const TrainOptions& options);
 // batch (B / groups rows of T) over train.steps steps: what `topo` prints. Throws as Train would
 // for a kernel that cannot run here.
 KernelSetup KernelsFor(const Config& cfg);
+
+// The memory plan's view of a run of cfg (train/memory_plan.h): a model of `shape`, `rows`
+// sequences per group of T positions; writer: this process writes the checkpoints (rank 0).
+MemoryRun MemoryRunOf(const Config& cfg, const model::Shape& shape, int rows, int T, bool writer);
+// What the command can change when the plan does not fit, in its own words (names).
+std::string MemoryFixes(const MemoryRun& m, const Names& names);
 
 // The shape a random init of `m` has (model.arch and its dimensions); the family-specific keys
 // of another family are ignored (GPT-2 has no kv_heads, ...: config validation refuses them).

@@ -1,0 +1,185 @@
+// train/memory_plan.h: the sizes train/replica_group.cc allocates, per node, before it does.
+#include "train/memory_plan.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string_view>
+
+#include "comm/comm.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "model/params.h"
+#include "model/transformer.h"
+
+namespace cputrain::train {
+namespace {
+
+std::string Size(std::uint64_t bytes) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0, kMiB = 1024.0 * 1024.0;
+  return bytes >= (std::uint64_t{1} << 30) ? fmt::format("{:.2f} GiB", bytes / kGiB)
+                                           : fmt::format("{:.1f} MiB", bytes / kMiB);
+}
+
+// Builds the per-node lines, merging the same kind of buffer of several groups on one node.
+class Planner {
+ public:
+  void Add(int node, const std::string& what, std::uint64_t bytes, const std::string& note) {
+    if (bytes == 0) return;
+    NodeMemory& n = nodes_[node];
+    n.node = node;
+    for (MemoryLine& l : n.lines) {
+      if (l.what == what) {
+        l.bytes += bytes;
+        ++counts_[{node, what}];
+        return;
+      }
+    }
+    n.lines.push_back({what, bytes, note});
+    counts_[{node, what}] = 1;
+  }
+  void AddGroup(int node, int g) {
+    nodes_[node].node = node;
+    nodes_[node].groups.push_back(g);
+  }
+  std::vector<NodeMemory> Done() {
+    std::vector<NodeMemory> out;
+    for (auto& [node, n] : nodes_) {
+      for (MemoryLine& l : n.lines) {
+        const int c = counts_[{node, l.what}];
+        if (c > 1) l.note += fmt::format(", {} groups", c);
+      }
+      out.push_back(std::move(n));
+    }
+    return out;
+  }
+
+ private:
+  std::map<int, NodeMemory> nodes_;
+  std::map<std::pair<int, std::string>, int> counts_;
+};
+
+bool SharesReplica(const topo::Plan& plan) {  // as train/replica_group.cc's ShareReplica
+  if (plan.groups.size() < 2 || plan.groups[0].numa_node < 0) return false;
+  return std::all_of(plan.groups.begin(), plan.groups.end(),
+                     [&](const topo::Group& g) { return g.numa_node == plan.groups[0].numa_node; });
+}
+
+int NodeOf(const topo::Group& g) { return g.numa_node >= 0 ? g.numa_node : 0; }
+
+// The frozen base of a LoRA run, once per node (ReplicaGroups' NodeBase).
+void AddBases(const topo::Plan& plan, const MemoryRun& run, std::uint64_t base_floats, Planner* p) {
+  std::vector<int> seen;
+  for (const topo::Group& g : plan.groups) {
+    const int node = NodeOf(g);
+    if (std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+    seen.push_back(node);
+    p->Add(node, "frozen base", 4 * base_floats,
+           run.lora->base_bf16 ? "fp32 as read; its products' pages are given back once the "
+                                 "bf16 copy holds them, after this peak"
+                               : "fp32, one copy per NUMA node");
+    if (run.bf16) p->Add(node, "frozen base, bf16 copy", 2 * base_floats, "what the products read");
+  }
+}
+
+}  // namespace
+
+std::uint64_t NodeMemory::total() const {
+  std::uint64_t t = 0;
+  for (const MemoryLine& l : lines) t += l.bytes;
+  return t;
+}
+
+std::vector<NodeMemory> PlanMemory(const topo::Plan& plan, const MemoryRun& run) {
+  const model::ParamLayout model_layout(run.shape);
+  std::unique_ptr<model::Lora> lora;
+  if (run.lora && run.lora->on()) lora = std::make_unique<model::Lora>(model_layout, *run.lora);
+  const std::uint64_t trained = lora ? lora->layout().total() : model_layout.total();
+  const int G = static_cast<int>(plan.groups.size());
+  const bool shared = SharesReplica(plan);
+  const std::string what = lora ? "the adapters'" : "the model's";
+  Planner p;
+  for (int g = 0; g < G; ++g) {
+    const topo::Group& pg = plan.groups[g];
+    const int node = NodeOf(pg);
+    const int threads = std::max<int>(1, static_cast<int>(pg.cpus.size()));
+    p.AddGroup(node, g);
+    if (!shared || g == 0) {
+      p.Add(node, "parameters", 4 * trained,
+            fmt::format("{} fp32{}", what, shared ? ", one replica the node's groups share" : ""));
+    }
+    p.Add(node, "gradients", 4 * trained, "fp32");
+    p.Add(node, "AdamW moments", 8 * comm::ShardBounds(trained, G, g).size(),
+          G > 1 ? "m and v of the group's ZeRO-1 shard" : "m and v");
+    const model::Activations act(run.shape, run.rows, run.T, threads);
+    p.Add(node, "activations", 4 * act.floats(),
+          fmt::format("{} rows x T={} a group, saved for the backward", run.rows, run.T));
+    p.Add(node, "token rows", 4 * model::Activations::TokenInts(run.shape, run.rows, run.T),
+          "inputs and targets");
+    p.Add(node, "small buffers", 4 * 16, "reductions' scalars");
+    if (lora) {
+      p.Add(node, "adapter activations", 4 * lora->ActFloats(run.rows, run.T), "LoRA");
+    }
+    if (run.bf16) {
+      if ((!shared || g == 0) && !lora) p.Add(node, "parameters, bf16 copy", 2 * trained, "");
+      const std::uint64_t scratch = model::Bf16Operands::InElems(run.shape, run.rows, run.T) +
+                                    model::Bf16Operands::DoutElems(run.shape, run.rows, run.T) +
+                                    model::Bf16Operands::AttnElems(threads, run.T);
+      p.Add(node, "bf16 operands", 2 * scratch, "the products' converted inputs");
+    }
+  }
+  if (lora) AddBases(plan, run, model_layout.total(), &p);
+  if (run.snapshot && G > 0) {
+    p.Add(NodeOf(plan.groups[0]), "checkpoint snapshot", 3 * 4 * trained,
+          "parameters and moments, copied for the background save");
+  }
+  return p.Done();
+}
+
+std::string DescribeMemory(const std::vector<NodeMemory>& nodes,
+                           const std::function<std::uint64_t(int)>& available) {
+  std::string out =
+      "memory plan, per NUMA node (train/memory_plan.h; the program itself comes on top):";
+  for (const NodeMemory& n : nodes) {
+    const std::uint64_t a = available ? available(n.node) : 0;
+    out += fmt::format("\n  node {}: {} planned{} (groups {})", n.node, Size(n.total()),
+                       a ? fmt::format(", {} available", Size(a)) : std::string(),
+                       fmt::join(n.groups, ", "));
+    for (const MemoryLine& l : n.lines) {
+      out += fmt::format("\n    {:<24} {:>10}  {}", l.what, Size(l.bytes), l.note);
+    }
+  }
+  return out;
+}
+
+void CheckMemoryFits(const std::vector<NodeMemory>& nodes,
+                     const std::function<std::uint64_t(int)>& available, const std::string& fixes) {
+  for (const NodeMemory& n : nodes) {
+    const std::uint64_t a = available ? available(n.node) : 0;
+    if (a == 0 || n.total() <= a) continue;
+    std::vector<MemoryLine> top = n.lines;
+    std::sort(top.begin(), top.end(),
+              [](const MemoryLine& x, const MemoryLine& y) { return x.bytes > y.bytes; });
+    top.resize(std::min<std::size_t>(top.size(), 3));
+    std::string largest;
+    for (const MemoryLine& l : top)
+      largest += fmt::format("{}{} {}", largest.empty() ? "" : ", ", l.what, Size(l.bytes));
+    const std::string message =
+        fmt::format("the run needs {} on NUMA node {} and the node can give {} (largest: {})",
+                    Size(n.total()), n.node, Size(a), largest);
+    const char* check = std::getenv("CPUTRAIN_MEMORY_CHECK");
+    if (check && std::string_view(check) == "off") {
+      log::Warn("{}; running anyway (CPUTRAIN_MEMORY_CHECK=off)", message);
+      continue;
+    }
+    throw InputError(message, fmt::format("{}; or, to run anyway (the kernel may end the run when "
+                                          "memory runs out), CPUTRAIN_MEMORY_CHECK=off",
+                                          fixes));
+  }
+}
+
+}  // namespace cputrain::train

@@ -1,0 +1,167 @@
+// train/memory_plan.h: the plan is what ReplicaGroups allocates, buffer by buffer and node by node
+// (fp32 and bf16, full fine-tunes and LoRA, a replica per node or one shared), and a node that
+// cannot hold it refuses the run naming both figures and the fixes.
+#include "train/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "alloc/numa_alloc.h"
+#include "common/error.h"
+#include "model/lora.h"
+#include "topology/placement.h"
+#include "topology/topology.h"
+#include "train/replica_group.h"
+
+namespace cputrain::train {
+namespace {
+
+struct Case {
+  const char* name;
+  const char* topology;
+  topo::GroupBy by;
+  bool bf16, lora;
+};
+
+// Every buffer ReplicaGroups holds, summed per node under the plan's line names.
+std::map<int, std::map<std::string, std::uint64_t>> Allocated(const ReplicaGroups& groups) {
+  std::map<int, std::map<std::string, std::uint64_t>> out;
+  for (int g = 0; g < groups.size(); ++g) {
+    const ReplicaGroup& grp = groups[g];
+    auto& n = out[grp.node];
+    n["parameters"] += grp.params.bytes();
+    n["gradients"] += grp.grads.bytes();
+    n["AdamW moments"] += grp.m.bytes() + grp.v.bytes();
+    n["activations"] += grp.acts.bytes();
+    n["token rows"] += grp.tokens.bytes();
+    n["small buffers"] += grp.scalars.bytes();
+    n["adapter activations"] += grp.lora_acts.bytes();
+    n["parameters, bf16 copy"] += grp.params_bf16.bytes();
+    n["bf16 operands"] += grp.scratch_bf16.bytes();
+  }
+  for (const ReplicaGroups::NodeBase& b : groups.bases()) {
+    out[b.node]["frozen base"] += b.params.bytes();
+    out[b.node]["frozen base, bf16 copy"] += b.bf16.bytes();
+  }
+  return out;
+}
+
+class MemoryPlanMatches : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MemoryPlanMatches, WhatReplicaGroupsAllocates) {
+  const Case& c = GetParam();
+  const topo::Topology topology = topo::LoadTopology(c.topology);
+  topo::PlacementConfig pc;
+  pc.group_by = c.by;
+  const topo::Plan plan = topo::PlanPlacement(topology, pc, nullptr);
+  alloc::Configure(alloc::OptionsFor(topology));
+  model::Shape shape{32, 50, model::Shape::PadVocab(50), 2, 2, 16};
+  const int rows = 3, T = 12;
+  model::LoraConfig lora;
+  lora.r = c.lora ? 4 : 0;
+  MemoryRun run;
+  run.shape = shape;
+  run.rows = rows;
+  run.T = T;
+  run.bf16 = c.bf16;
+  if (c.lora) run.lora = lora;
+  const std::vector<NodeMemory> planned = PlanMemory(plan, run);
+  ReplicaGroups groups(topology, plan, shape, rows, T, plan.groups.size() > 1, c.bf16,
+                       c.lora ? &lora : nullptr);
+  const auto allocated = Allocated(groups);
+  std::size_t nodes_with_memory = 0;
+  for (const auto& [node, lines] : allocated) {
+    std::uint64_t sum = 0;
+    for (const auto& [what, bytes] : lines) sum += bytes;
+    nodes_with_memory += sum > 0;
+  }
+  ASSERT_EQ(planned.size(), nodes_with_memory);
+  for (const NodeMemory& n : planned) {
+    ASSERT_TRUE(allocated.count(n.node)) << "node " << n.node;
+    const auto& have = allocated.at(n.node);
+    std::uint64_t total = 0;
+    for (const auto& [what, bytes] : have) total += bytes;
+    for (const MemoryLine& l : n.lines) {
+      ASSERT_TRUE(have.count(l.what)) << l.what;
+      EXPECT_EQ(l.bytes, have.at(l.what)) << "node " << n.node << ": " << l.what;
+    }
+    EXPECT_EQ(n.total(), total) << "node " << n.node << "\n" << DescribeMemory(planned, {});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Runs, MemoryPlanMatches,
+    ::testing::Values(Case{"fp32_one_group", "synthetic:pack:1 numa:1 core:2 pu:1",
+                           topo::GroupBy::kSocket, false, false},
+                      Case{"bf16_two_nodes", "synthetic:pack:2 numa:1 core:2 pu:1",
+                           topo::GroupBy::kSocket, true, false},
+                      Case{"fp32_shared_replica", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
+                           topo::GroupBy::kL3, false, false},
+                      Case{"lora_two_nodes", "synthetic:pack:2 numa:1 core:2 pu:1",
+                           topo::GroupBy::kSocket, false, true},
+                      Case{"lora_bf16_shared", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
+                           topo::GroupBy::kL3, true, true}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+TEST(MemoryPlan, TheSnapshotOfPeriodicSavesIsOnGroupZerosNode) {
+  const topo::Plan plan = topo::PlanPlacement(
+      topo::LoadTopology("synthetic:pack:2 numa:1 core:2 pu:1"), topo::PlacementConfig{}, nullptr);
+  MemoryRun run;
+  run.shape = model::Shape{32, 50, model::Shape::PadVocab(50), 2, 2, 16};
+  run.snapshot = true;
+  const std::vector<NodeMemory> nodes = PlanMemory(plan, run);
+  ASSERT_EQ(nodes.size(), 2u);
+  const std::uint64_t params = 4 * model::ParamLayout(run.shape).total();
+  bool found = false;
+  for (const MemoryLine& l : nodes[0].lines) {
+    if (l.what == "checkpoint snapshot") found = l.bytes == 3 * params;
+  }
+  EXPECT_TRUE(found) << DescribeMemory(nodes, {});
+  for (const MemoryLine& l : nodes[1].lines) EXPECT_NE(l.what, "checkpoint snapshot");
+}
+
+TEST(MemoryPlan, ANodeThatCannotHoldItsPlanRefusesTheRunNamingBothFiguresAndTheFixes) {
+  const topo::Plan plan = topo::PlanPlacement(
+      topo::LoadTopology("synthetic:pack:2 numa:1 core:2 pu:1"), topo::PlacementConfig{}, nullptr);
+  MemoryRun run;
+  run.shape = model::Shape{32, 50, model::Shape::PadVocab(50), 2, 2, 16};
+  const std::vector<NodeMemory> nodes = PlanMemory(plan, run);
+  ASSERT_EQ(nodes.size(), 2u);
+  const std::uint64_t need1 = nodes[1].total();
+  const auto tight = [&](int node) -> std::uint64_t { return node == 1 ? need1 - 1 : 1ull << 40; };
+  unsetenv("CPUTRAIN_MEMORY_CHECK");
+  try {
+    CheckMemoryFits(nodes, tight, "lower --per_device_train_batch_size");
+    FAIL() << "not refused";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("NUMA node 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("largest: "), std::string::npos) << what;
+    EXPECT_NE(e.hint().find("--per_device_train_batch_size"), std::string::npos) << e.hint();
+    EXPECT_NE(e.hint().find("CPUTRAIN_MEMORY_CHECK=off"), std::string::npos) << e.hint();
+  }
+  // Exactly enough fits; an unknown figure (0) never refuses.
+  const std::uint64_t most = std::max(need1, nodes[0].total());
+  EXPECT_NO_THROW(CheckMemoryFits(
+      nodes, [&](int) { return most; }, ""));
+  EXPECT_NO_THROW(CheckMemoryFits(
+      nodes, [](int) -> std::uint64_t { return 0; }, ""));
+  setenv("CPUTRAIN_MEMORY_CHECK", "off", 1);
+  EXPECT_NO_THROW(CheckMemoryFits(nodes, tight, ""));
+  unsetenv("CPUTRAIN_MEMORY_CHECK");
+}
+
+TEST(MemoryPlan, ThisMachineSaysWhatItsNodesCanGive) {
+  // One node at least, and no more than the machine's memory (MemAvailable is at most MemTotal).
+  const std::uint64_t a = alloc::AvailableOnNode(0);
+  EXPECT_GT(a, 0u);
+  EXPECT_LT(a, 1ull << 50);
+}
+
+}  // namespace
+}  // namespace cputrain::train
