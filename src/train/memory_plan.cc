@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "model/params.h"
 #include "model/transformer.h"
+#include "train/replica_group.h"
 
 namespace cputrain::train {
 namespace {
@@ -63,12 +64,6 @@ class Planner {
   std::map<std::pair<int, std::string>, int> counts_;
 };
 
-bool SharesReplica(const topo::Plan& plan) {  // as train/replica_group.cc's ShareReplica
-  if (plan.groups.size() < 2 || plan.groups[0].numa_node < 0) return false;
-  return std::all_of(plan.groups.begin(), plan.groups.end(),
-                     [&](const topo::Group& g) { return g.numa_node == plan.groups[0].numa_node; });
-}
-
 int NodeOf(const topo::Group& g) { return g.numa_node >= 0 ? g.numa_node : 0; }
 
 // The frozen base of a LoRA run, once per node (ReplicaGroups' NodeBase).
@@ -100,7 +95,7 @@ std::vector<NodeMemory> PlanMemory(const topo::Plan& plan, const MemoryRun& run)
   if (run.lora && run.lora->on()) lora = std::make_unique<model::Lora>(model_layout, *run.lora);
   const std::uint64_t trained = lora ? lora->layout().total() : model_layout.total();
   const int G = static_cast<int>(plan.groups.size());
-  const bool shared = SharesReplica(plan);
+  const bool shared = ShareReplica(plan);  // the groups' choice (train/replica_group.h)
   const std::string what = lora ? "the adapters'" : "the model's";
   Planner p;
   for (int g = 0; g < G; ++g) {
