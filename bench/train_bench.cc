@@ -226,6 +226,10 @@ void TrainSuite::AddOptions(CLI::App* cmd) {
                   "LoRA instead of full fine-tunes, both sides: r=R[,alpha=A (default 2R)]"
                   "[,targets=NAME+NAME (default PEFT's for the family)][,base=bf16 (our bf16 "
                   "rows' frozen base)]; PyTorch runs transformers + peft");
+  cmd->add_flag("--gradient_checkpointing", checkpoint_,
+                "every row recomputes each block in the backward from its input, both sides "
+                "(ours: train.gradient_checkpointing; PyTorch: transformers' "
+                "gradient_checkpointing_enable, non-reentrant)");
   cmd->add_flag("--kernels", kernels_,
                 "also run every placement with each kernel that runs here forced for every class "
                 "(train.fp32_kernel, and train.bf16_kernel for the bf16 rows), beside auto's "
@@ -449,6 +453,11 @@ void TrainSuite::PrintHeader() const {
         lora_.Text().c_str(), peft_version_.empty() ? "(not installed)" : peft_version_.c_str(),
         cpu_.c_str());
   }
+  if (checkpoint_) {
+    std::printf(
+        "gradient checkpointing: every row (ours: train.gradient_checkpointing; PyTorch: "
+        "gradient_checkpointing_enable(use_reentrant=False))\n");
+  }
   if (pytorch_ && !torch_version_.empty()) {
     std::printf("PyTorch: %s; torch %s (%s); IPEX %s\n", python_.c_str(), torch_version_.c_str(),
                 torch_blas_.c_str(),
@@ -469,6 +478,7 @@ void TrainSuite::Run(const BenchContext& ctx, SuiteRecords* report) {
   qa_seed_ = ctx.config.data.Seed(ctx.config.model.seed);  // as RowProcess seeds them
   warmup_run_ = warmup_ >= 0 ? warmup_ : (ctx.quick ? 1 : 2);
   quick_ = ctx.quick;
+  checkpoint_ = checkpoint_ || ctx.config.train.gradient_checkpointing;
   const std::vector<ModelPreset> models = ResolveModels(ctx);
   const std::vector<std::unique_ptr<LoraRun>> loras = ResolveLoras(ctx, models);
   cpu_ = CpuName(MachineInfo());

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "kernels/bf16.h"
 #include "model/transformer.h"
+#include "train/memory_plan.h"
 #include "train/trainer.h"
 
 namespace cputrain::bench::train_suite {
@@ -67,35 +68,15 @@ bool SharedReplica(const topo::Plan& plan) {
                      [&](const topo::Group& g) { return g.numa_node == plan.groups[0].numa_node; });
 }
 
-// Our run's memory at its peak, as train/replica_group.cc allocates it: per group gradients
-// (4 B per trained param), activations and (bf16) operand scratch; parameters (4 B/param, plus a
-// 2 B/param bf16 copy) once per replica (groups all on one known NUMA node share group 0's);
-// the AdamW moments (8 B per trained param) sharded over the groups; plus 256 MiB for the
-// program, its pools and libraries. LoRA (lora non-null): what trains is the adapters'
-// buffer; the frozen base is kept once per replica, in fp32 (plus the bf16 copy on a bf16 row)
-// or, with a bf16 base, in bf16 alone; the adapters' activations come on top (Lora::ActFloats).
-uint64_t OursBytes(const model::Shape& s, int B, int T, const topo::Plan& plan, bool bf16,
-                   const LoraRun* lora = nullptr, bool base_bf16 = false) {
-  const double P = static_cast<double>(s.ParamCount());
-  const double n = lora ? static_cast<double>(lora->trainable()) : P;  // what trains
-  const std::size_t G = plan.groups.size();
-  const double replicas = SharedReplica(plan) ? 1 : static_cast<double>(G);
-  const int rows = std::max(1, B / static_cast<int>(G));
-  const double base = !lora ? 0 : base_bf16 ? 2 * P : (bf16 ? 6 : 4) * P;  // frozen weights
-  double bytes =
-      n * (4 * replicas + 4 * static_cast<double>(G) + 8) + base * replicas + 256.0 * (1 << 20);
-  for (const topo::Group& g : plan.groups) {
-    const int threads = std::max<int>(1, static_cast<int>(g.cpus.size()));
-    bytes += 4.0 * static_cast<double>(model::Activations(s, rows, T, threads).floats());
-    if (lora) bytes += 4.0 * static_cast<double>(lora->lora().ActFloats(rows, T));
-    if (bf16) {
-      bytes += 2.0 * static_cast<double>(model::Bf16Operands::InElems(s, rows, T) +
-                                         model::Bf16Operands::DoutElems(s, rows, T) +
-                                         model::Bf16Operands::AttnElems(threads, T));
-    }
-  }
-  if (bf16) bytes += 2 * n * replicas;
-  return static_cast<uint64_t>(bytes);
+// Our run's memory at its peak: the trainer's own plan of what its groups allocate
+// (train/memory_plan.h, the same sizes as train/replica_group.cc's buffers, summed over the
+// nodes) plus 256 MiB for the program, its pools and libraries.
+uint64_t OursBytes(const Config& cfg, const ModelPreset& m, const topo::Plan& plan) {
+  const int rows = std::max(1, m.B / static_cast<int>(plan.groups.size()));
+  const train::MemoryRun run = train::MemoryRunOf(cfg, m.shape, rows, m.T, false);
+  uint64_t bytes = uint64_t{256} << 20;
+  for (const train::NodeMemory& n : train::PlanMemory(plan, run)) bytes += n.total();
+  return bytes;
 }
 
 // A row's placement as its record says it: groups, threads per group, comm threads, simulated;
@@ -297,7 +278,8 @@ void ReadKernels(const nlohmann::json& res, const PlacementSpec& spec, Row* row)
 Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const PlacementSpec& spec,
                         const std::string& tokens, const std::string& out_dir,
                         const LoraRun* lora) const {
-  const Config cfg = RowConfig(ctx, m, spec, tokens, out_dir, lora, warmup_run_ + steps_run_);
+  Config cfg = RowConfig(ctx, m, spec, tokens, out_dir, lora, warmup_run_ + steps_run_);
+  cfg.train.gradient_checkpointing = checkpoint_;
   const topo::Topology topo = topo::LoadTopology(cfg.topology);
   const topo::Plan plan = topo::PlanPlacement(topo, cfg.placement, std::getenv("OMP_NUM_THREADS"));
   const int G = static_cast<int>(plan.groups.size());
@@ -330,7 +312,7 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
   };
   if (m.B % G != 0) return skip(fmt::format("B={} not divisible by G={}", m.B, G));
   // The memory guard: a row that would not fit in what is available now is skipped.
-  const uint64_t need = OursBytes(m.shape, m.B, m.T, plan, cfg.train.bf16, lora, base_bf16);
+  const uint64_t need = OursBytes(cfg, m, plan);
   rec["mem_estimate_bytes"] = need;
   rec["mem_available_bytes"] = MemAvailable();
   if (const std::string why = MemoryVerdict(need); !why.empty()) return skip(why);

@@ -162,7 +162,8 @@ std::vector<std::string> TrainSuite::PytorchModelArgs(const ModelPreset& m,
   // train the same model; sdpa attention, PyTorch's fast one. A family whose bench trains the
   // script's own model (GPT-2's nanoGPT, its recorded history: docs/benchmarks.md) keeps it,
   // except under LoRA: PEFT names the modules of transformers' models (c_attn).
-  if (!model::FamilyOf(m.shape.arch).bench.script_model || lora) {
+  // transformers' gradient checkpointing needs its model too.
+  if (!model::FamilyOf(m.shape.arch).bench.script_model || lora || checkpoint_) {
     argv.insert(argv.end(),
                 {"--hf-config", nlohmann::json::parse(model::HfConfigJson(m.shape)).dump(),
                  "--attn", "sdpa"});
@@ -191,6 +192,7 @@ std::vector<std::string> TrainSuite::PytorchModelArgs(const ModelPreset& m,
     const std::vector<std::string> la = lora->PytorchArgs();
     argv.insert(argv.end(), la.begin(), la.end());
   }
+  if (checkpoint_) argv.push_back("--gradient-checkpointing");
   return argv;
 }
 

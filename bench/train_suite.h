@@ -256,10 +256,13 @@ class TrainSuite : public Suite {
   std::string script_;
   std::vector<std::string> torch_setups_;  // --pytorch-setup; empty = all
   std::optional<std::string> lora_text_;   // --lora, as given (even "")
-  LoraSpec lora_;                          // parsed (lora_.on(): every row is a LoRA fine-tune)
-  int batch_ = 0, seq_len_ = 0;            // 0 = the preset's
-  bool kernels_ = false;                   // --kernels: forced-kernel twins of every row
-  double check_auto_ = 0;                  // --check-auto R (0: off)
+  // --gradient_checkpointing (or train.gradient_checkpointing in the config): every row, both
+  // sides, recomputes each block in the backward.
+  bool checkpoint_ = false;
+  LoraSpec lora_;                // parsed (lora_.on(): every row is a LoRA fine-tune)
+  int batch_ = 0, seq_len_ = 0;  // 0 = the preset's
+  bool kernels_ = false;         // --kernels: forced-kernel twins of every row
+  double check_auto_ = 0;        // --check-auto R (0: off)
   mutable std::vector<std::string> auto_failures_;  // --check-auto's misses
   uint64_t qa_seed_ = 0;    // a task head's random rows (RandomQaRows, RandomClassifyRows)
   std::string row_result_;  // --row-process

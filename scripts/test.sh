@@ -90,7 +90,7 @@ if grep -n "warning:" build/release-build.log; then echo "the Release build warn
 # registered only there (the AMX tile model interpreted, bf16 over 1000 steps, mpirun's binding);
 # the ASan+UBSan build below runs every other test: the unit, CLI and integration tests, every
 # bad input among them.
-release_only='^(module_boundaries|function_length|bench_.*|cli_bf16_quickstart|mpi_binding|fuzz_replay_.*)$|_tile-model$|^(AllocTest|NodesBackingTest|Threads/AllocStressTest|AllocFreeStep|OurKernels/AllocFreeStepKernels)\.|^ChatTemplateBudget\.EmptyLoopBodyCountsEveryIteration$|^HfTokenizer\.AVocabularyOfMillionsOfIds$'
+release_only='^(module_boundaries|function_length|bench_.*|cli_bf16_quickstart|cli_gradient_checkpointing|mpi_binding|fuzz_replay_.*)$|_tile-model$|^(AllocTest|NodesBackingTest|Threads/AllocStressTest|AllocFreeStep|OurKernels/AllocFreeStepKernels)\.|^ChatTemplateBudget\.EmptyLoopBodyCountsEveryIteration$|^HfTokenizer\.AVocabularyOfMillionsOfIds$'
 # The collectives' matrix and stress tests (every group count and thread layout: the slowest
 # tests under ASan) run under ThreadSanitizer below, the sanitizer their lock-free code needs.
 tsan_only='^(GroupsByThreads/CommMatrixTest|Layouts/CommStressTest)\.'

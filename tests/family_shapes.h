@@ -88,4 +88,14 @@ inline model::Shape SmallEncoder(model::Arch arch) {
   return s;
 }
 
+// The same body with a 3-label classifier head (its dropout 0.1; tests/unpadded_test.cc,
+// tests/gradient_checkpointing_test.cc).
+inline model::Shape SmallEncoderClassifier(model::Arch arch) {
+  model::Shape s = SmallEncoder(arch);
+  s.head = model::Head::kClassify;
+  s.labels = 3;
+  s.head_dropout = 0.1f;
+  return s;
+}
+
 }  // namespace cputrain::test

@@ -25,6 +25,7 @@ struct Case {
   const char* topology;
   topo::GroupBy by;
   bool bf16, lora;
+  bool checkpoint = false;
 };
 
 // Every buffer ReplicaGroups holds, summed per node under the plan's line names.
@@ -68,10 +69,15 @@ TEST_P(MemoryPlanMatches, WhatReplicaGroupsAllocates) {
   run.rows = rows;
   run.T = T;
   run.bf16 = c.bf16;
+  run.checkpoint = c.checkpoint;
   if (c.lora) run.lora = lora;
   const std::vector<NodeMemory> planned = PlanMemory(plan, run);
-  ReplicaGroups groups(topology, plan, shape, rows, T, plan.groups.size() > 1, c.bf16,
-                       c.lora ? &lora : nullptr);
+  GroupOptions o;
+  o.comm_pools = plan.groups.size() > 1;
+  o.bf16 = c.bf16;
+  o.checkpoint = c.checkpoint;
+  o.lora = c.lora ? &lora : nullptr;
+  ReplicaGroups groups(topology, plan, shape, rows, T, o);
   const auto allocated = Allocated(groups);
   std::size_t nodes_with_memory = 0;
   for (const auto& [node, lines] : allocated) {
@@ -104,7 +110,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"lora_two_nodes", "synthetic:pack:2 numa:1 core:2 pu:1",
                            topo::GroupBy::kSocket, false, true},
                       Case{"lora_bf16_shared", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
-                           topo::GroupBy::kL3, true, true}),
+                           topo::GroupBy::kL3, true, true},
+                      Case{"checkpointed_two_nodes", "synthetic:pack:2 numa:1 core:2 pu:1",
+                           topo::GroupBy::kSocket, false, false, true},
+                      Case{"lora_bf16_checkpointed", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
+                           topo::GroupBy::kL3, true, true, true}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 TEST(MemoryPlan, TheSnapshotOfPeriodicSavesIsOnGroupZerosNode) {

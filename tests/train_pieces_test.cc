@@ -252,7 +252,7 @@ StepRun RunSteps(int B, int rows, comm::Distributed* dist, int steps) {
   alloc::Configure(alloc::OptionsFor(topology));
   const model::Shape shape{16, 50, model::Shape::PadVocab(50), 2, 2, 16};
   const int T = 8;
-  ReplicaGroups groups(topology, plan, shape, rows, T, false);
+  ReplicaGroups groups(topology, plan, shape, rows, T, {});
   groups.InitParams(
       [&](WorkerPool& pool, float* p) { model::RandomInit(pool, groups.layout(), 7, p); });
   Stepper stepper(groups, B, T, /*bucket_floats=*/1000, dist);
@@ -295,7 +295,7 @@ std::pair<std::vector<float>, double> OneStepGradient(int k) {
   alloc::Configure(alloc::OptionsFor(topology));
   const model::Shape shape{16, 50, model::Shape::PadVocab(50), 2, 2, 16};
   const int T = 8, rows = 4 / k;
-  ReplicaGroups groups(topology, plan, shape, rows, T, false);
+  ReplicaGroups groups(topology, plan, shape, rows, T, {});
   groups.InitParams(
       [&](WorkerPool& pool, float* p) { model::RandomInit(pool, groups.layout(), 7, p); });
   Stepper stepper(groups, rows, T, /*bucket_floats=*/1000, nullptr, k);

@@ -21,6 +21,7 @@
 #include "model/lora.h"
 #include "model/params.h"
 #include "model/transformer.h"
+#include "pass_buffers.h"
 #include "runtime/worker_pool.h"
 
 namespace cputrain {
@@ -31,13 +32,7 @@ namespace m = model;
 constexpr int kB = 4, kT = 12;
 constexpr int kLengths[kB] = {kT, 5, 1, 9};  // row 0 unpadded; row 2 its [CLS] alone
 
-m::Shape Classifier(m::Arch arch) {
-  m::Shape s = test::SmallEncoder(arch);
-  s.head = m::Head::kClassify;
-  s.labels = 3;
-  s.head_dropout = 0.1f;
-  return s;
-}
+m::Shape Classifier(m::Arch arch) { return test::SmallEncoderClassifier(arch); }
 
 // Rows of kB: tokens of each real position, padding (id 0) past each row's length.
 std::vector<int> Tokens(const m::Shape& s) {
@@ -76,24 +71,16 @@ PassResult Pass(WorkerPool& pool, const m::ParamLayout& layout, const std::vecto
   acts.dropout.row0 = 3;  // as a second group's rows would be
   std::vector<float> lora_acts(lora ? lora->ActFloats(kB, kT) : 0);
   m::LoraPass lp{lora, lora_params ? lora_params->data() : nullptr, lora_acts.data()};
-  std::vector<uint16_t> wb, in, dout, attn;
-  m::Bf16Operands ops;
-  if (bf16) {
-    wb.resize(layout.total());
-    kernels::ConvertToBf16(pool, wb.data(), params.data(), params.size());
-    in.resize(m::Bf16Operands::InElems(s, kB, kT));
-    dout.resize(m::Bf16Operands::DoutElems(s, kB, kT));
-    attn.resize(m::Bf16Operands::AttnElems(pool.size(), kT));
-    ops = {wb.data(), in.data(), dout.data(), attn.data()};
-  }
+  std::unique_ptr<test::Bf16Buffers> b16;
+  if (bf16) b16 = std::make_unique<test::Bf16Buffers>(pool, layout, params, kB, kT);
+  const m::Bf16Operands* ops = b16 ? &b16->ops : nullptr;
   PassResult r;
   const m::LoraPass* lpp = lora ? &lp : nullptr;
-  r.loss = m::Forward(pool, layout, params.data(), acts, kB, kT, true, bf16 ? &ops : nullptr,
-                      nullptr, lpp);
+  r.loss = m::Forward(pool, layout, params.data(), acts, kB, kT, true, ops, nullptr, lpp);
   r.grads.assign(lora ? lora->layout().total() : layout.total(), 0.f);
   m::Backward(
       pool, layout, params.data(), r.grads.data(), acts, kB, kT, 1.f / kB, [](std::size_t) {},
-      false, bf16 ? &ops : nullptr, lpp);
+      false, ops, lpp);
   const m::Activations::Packed* packed = acts.Unpad(kB, kT);
   r.rows =
       packed ? static_cast<std::size_t>(packed->row_start[kB]) : static_cast<std::size_t>(kB) * kT;
@@ -130,18 +117,9 @@ TEST_P(UnpaddedTest, ClassifierPassEqualsThePaddedPass) {
   const m::ParamLayout layout(s);
   std::vector<float> params(layout.total());
   m::RandomInit(pool_, layout, 5, params.data());
-  std::unique_ptr<m::Lora> lora;
   std::vector<float> lora_params;
-  if (c.lora) {
-    m::LoraConfig cfg;
-    cfg.r = 4;
-    cfg.alpha = 8.f;
-    cfg.dropout = 0.1f;
-    cfg.init = m::LoraConfig::Init::kRandom;  // B nonzero: every adapter term counts
-    lora = std::make_unique<m::Lora>(layout, cfg);
-    lora_params.resize(lora->layout().total());
-    m::LoraInit(pool_, *lora, 17, params.data(), lora_params.data());
-  }
+  std::unique_ptr<m::Lora> lora =
+      c.lora ? test::LiveLora(pool_, layout, params, &lora_params) : nullptr;
   const std::vector<float>* lp = c.lora ? &lora_params : nullptr;
   const PassResult packed = Pass(pool_, layout, params, lora.get(), lp, true, c.bf16);
   const PassResult padded = Pass(pool_, layout, params, lora.get(), lp, false, c.bf16);

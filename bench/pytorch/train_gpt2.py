@@ -131,6 +131,9 @@ def parse():
     p.add_argument("--lora-save", metavar="NAME,NAME", help="PEFT's modules_to_save")
     p.add_argument("--base-dtype", choices=["fp32", "bf16"], default="fp32",
                    help="with --lora-r: the frozen base's dtype (bf16: torch.bfloat16 weights)")
+    p.add_argument("--gradient-checkpointing", action="store_true",
+                   help="with --hf-config: transformers' gradient_checkpointing_enable "
+                        "(use_reentrant=False), as the Trainer's --gradient_checkpointing")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--threads", type=int)
     mode.add_argument("--ddp", type=int)
@@ -139,6 +142,8 @@ def parse():
         missing = [f"--{k}" for k in SHAPE_KEYS if getattr(args, k) is None]
         if missing:
             p.error(f"{', '.join(missing)} required (or --hf-config)")
+        if args.gradient_checkpointing:
+            p.error("--gradient-checkpointing needs an --hf-config (transformers' model)")
     else:
         text = args.hf_config
         if not text.lstrip().startswith("{"):
@@ -450,6 +455,12 @@ def run(args, rank=0, world=1, init_file=None):
         model, info = build_cls(args, torch)
     else:
         model, info = build_hf(args, torch) if args.hf_config else (build(args, torch), {})
+    if args.gradient_checkpointing:
+        # On the transformers model under PEFT's wrapper (non-reentrant: no input that requires
+        # grad is needed under a frozen base).
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        info["gradient_checkpointing"] = True
     model.train()  # dropout on where the model has it (the encoders' configs)
     if world > 1:
         import torch.distributed as dist

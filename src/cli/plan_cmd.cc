@@ -30,7 +30,7 @@ struct PlanOptions {
   int batch = 8, seq_len = 128, lora_r = 0, save_steps = 500;
   double lora_alpha = 16;
   std::string lora_targets;
-  bool bf16 = false;
+  bool bf16 = false, checkpoint = false;
 };
 
 // 8030261248 -> "8,030,261,248".
@@ -81,6 +81,7 @@ void RunPlan(const PlanOptions& o) {
   }
   Config cfg = common.Load();
   cfg.train.bf16 = o.bf16;
+  cfg.train.gradient_checkpointing = cfg.train.gradient_checkpointing || o.checkpoint;
   cfg.train.checkpoint_every = o.save_steps;
   const topo::Topology t = topo::LoadTopology(cfg.topology);
   const topo::Plan plan = topo::PlanPlacement(t, cfg.placement, std::getenv("OMP_NUM_THREADS"));
@@ -89,18 +90,20 @@ void RunPlan(const PlanOptions& o) {
   const std::function<std::uint64_t(int)> available =
       t.simulated ? std::function<std::uint64_t(int)>() : alloc::AvailableOnNode;
   std::printf(
-      "%s: %s, %s parameters; %s, %d row(s) x %d positions per group, %zu group(s)%s\n",
+      "%s: %s, %s parameters; %s, %d row(s) x %d positions per group, %zu group(s)%s%s\n",
       o.preset.empty() ? o.model_dir.c_str() : o.preset.c_str(), shape.ToString().c_str(),
       Grouped(shape.ParamCount()).c_str(),
       run.lora && run.lora->on() ? fmt::format("LoRA r={}", o.lora_r).c_str() : "full fine-tune",
-      o.batch, o.seq_len, plan.groups.size(), o.bf16 ? ", bf16 products" : "");
+      o.batch, o.seq_len, plan.groups.size(), o.bf16 ? ", bf16 products" : "",
+      run.checkpoint ? ", gradient checkpointing" : "");
   std::printf("%s\n", train::DescribeMemory(nodes, available).c_str());
   if (t.simulated) std::printf("not checked against this machine: the topology is simulated\n");
   std::fflush(stdout);
   train::Names names;
   names.keys = {{"data.batch_size", "--per_device_train_batch_size"},
                 {"data.seq_len", "--max_seq_length"},
-                {"train.lora.r", "--lora_r"}};
+                {"train.lora.r", "--lora_r"},
+                {"train.gradient_checkpointing", "--gradient_checkpointing"}};
   train::CheckMemoryFits(nodes, available, train::MemoryFixes(run, names));
   std::printf("fits: every node can hold its plan\n");
 }
@@ -128,6 +131,9 @@ void AddPlanCommand(CLI::App& app) {
   cmd->add_option("--lora_target_modules", o->lora_targets,
                   "modules to adapt, comma-separated PEFT names (default: the family's)");
   cmd->add_flag("--bf16", o->bf16, "bf16 products (train.precision: bf16): the bf16 copies");
+  cmd->add_flag("--gradient_checkpointing", o->checkpoint,
+                "recompute each block in the backward: one layer's activations and each block's "
+                "input instead of every layer's (train.gradient_checkpointing)");
   cmd->add_option("--save_steps", o->save_steps,
                   "checkpoint every N steps (the background save's snapshot; 0: at the end only)")
       ->check(CLI::Range(0, 1 << 30));

@@ -143,6 +143,9 @@ void AddTrainOptions(CLI::App* cmd, TaskCommand& c) {
                   "accepted for run_*.py's command lines (a no-op: the engine's collectives)");
   cmd->add_flag("--resume-fallback", a.resume_fallback,
                 "resume from the newest good checkpoint if the newest is damaged (as train's)");
+  cmd->add_flag(Flag("gradient_checkpointing"), a.gradient_checkpointing,
+                "recompute each block in the backward from its input: one layer's activations "
+                "instead of every layer's, the same gradients (train.gradient_checkpointing)");
   AddLoraOptions(cmd, a);
 }
 

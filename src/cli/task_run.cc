@@ -185,6 +185,7 @@ Config BaseConfig(const TaskCommand& c, const std::string& init_from, const std:
   cfg.data.seq_len = a.max_seq_length;
   cfg.data.batch_size = 1;
   cfg.train.bf16 = a.bf16;
+  cfg.train.gradient_checkpointing = cfg.train.gradient_checkpointing || a.gradient_checkpointing;
   cfg.train.out_dir = a.output_dir;
   return cfg;
 }
@@ -206,7 +207,8 @@ train::Names TaskNames() {
             {"model.max_seq_len", "the model's max_position_embeddings (--model_name_or_path)"},
             {"train.resume_fallback", "--resume-fallback"},
             {"train.lora", "--lora_r / --lora_alpha / --lora_target_modules"},
-            {"train.lora.r", "--lora_r"}};
+            {"train.lora.r", "--lora_r"},
+            {"train.gradient_checkpointing", "--gradient_checkpointing"}};
   n.fresh_start = "start a new run: another --output_dir, or --overwrite_output_dir";
   return n;
 }

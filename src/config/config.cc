@@ -553,6 +553,12 @@ void AddTrainKeys(std::vector<Key>& v) {
                       "true skips it, saying which and why, for the newest good one (also: "
                       "train --resume-fallback)",
                       [](Config& c) -> bool& { return c.train.resume_fallback; }));
+  v.push_back(BoolKey("train", "gradient_checkpointing",
+                      "keep only each block's input and recompute the block in the backward "
+                      "(Hugging Face's gradient_checkpointing): the activations of one layer "
+                      "instead of all of them, for about a third more compute; gradients "
+                      "bit-identical (docs/memory-plan.md)",
+                      [](Config& c) -> bool& { return c.train.gradient_checkpointing; }));
   v.push_back(IntKey("train", "keep_checkpoints",
                      "newest checkpoint directories kept in out_dir/checkpoints; 0 = all", 0,
                      [](Config& c) -> int& { return c.train.keep_checkpoints; }));

@@ -91,6 +91,8 @@ struct TrainConfig {
   int keep_checkpoints = 3;     // newest step directories kept; 0 = all
   bool skip_nonfinite = false;  // on_nonfinite: skip_step (true) or stop (false)
   bool bf16 = false;            // precision: bf16 (true) or fp32 (false)
+  // Recompute each block in the backward from its kept input (model/transformer.h, Activations).
+  bool gradient_checkpointing = false;
   // Which kernel runs bf16's products: auto | amx | vdpbf16ps | tile-model | onednn
   // (kernels/bf16.h: Bf16Kernel; auto = AMX, else VDPBF16PS)
   std::string bf16_kernel = "auto";

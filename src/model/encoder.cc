@@ -85,6 +85,45 @@ struct Pass {
   }
 };
 
+// Block l from x (N,C), the previous block's output, into a.layers[l]: the forward's, and the
+// backward's recompute under gradient checkpointing (transformer.h, Activations), which runs the
+// same kernels in the same order (the same bits; the block's output ln2, kept per layer, is
+// written again with them).
+void BlockForward(WorkerPool& pool, const Pass& pass, const Bf16Operands* bf16, int l,
+                  const float* x) {
+  namespace k = kernels;
+  const Net& n = pass.n;
+  Activations& a = pass.a;
+  const int B = pass.B, T = pass.T, C = n.C;
+  const std::size_t N = n.N;
+  auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int IC, int OC) {
+    n.Linear(pool, bf16, out, inp, w, b, l, IC, OC, OC);
+  };
+  auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b) {
+    k::LayerNormForward(pool, out, mean, rstd, inp, n.P(w, l), n.P(b, l), N, C, n.s.norm_eps);
+  };
+  const float hidden_p = pass.P(n.s.hidden_dropout);
+  Activations::Layer& A = a.layers[l];
+  linear(A.qkv, x, kQkvw, kQkvb, C, n.Q);
+  const k::AttentionOptions opt = pass.Attn(l);
+  if (bf16) {
+    k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, n.NH, n.KV,
+                            opt);
+  } else {
+    k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, n.NH, n.KV, opt);
+  }
+  linear(A.attproj, A.atty, kAttprojw, kAttprojb, C, C);
+  if (n.kind.attn_out_dropout) pass.Drop(pool, A.attproj, hidden_p, l, kAttnOut);
+  k::ResidualForward(pool, A.residual2, x, A.attproj, N * C);
+  norm(A.ln1, A.ln1_mean, A.ln1_rstd, A.residual2, kLn1w, kLn1b);
+  linear(A.fch, A.ln1, kFcw, kFcb, C, n.F);
+  k::GeluErfForward(pool, A.fch_gelu, A.fch, N * n.F);
+  linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, n.F, C);
+  pass.Drop(pool, A.fcproj, hidden_p, l, kMlpOut);
+  k::ResidualForward(pool, A.residual3, A.ln1, A.fcproj, N * C);
+  norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual3, kLn2w, kLn2b);
+}
+
 }  // namespace
 
 double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const float* params,
@@ -114,26 +153,8 @@ double EncoderForwardPass(WorkerPool& pool, const ParamLayout& layout, const flo
   pass.Drop(pool, a.encoded, hidden_p, -1, kEmbOrHead);
   const float* x = a.encoded;
   for (int l = 0; l < s.L; ++l) {
-    Activations::Layer& A = a.layers[l];
-    linear(A.qkv, x, kQkvw, kQkvb, l, C, n.Q);
-    const k::AttentionOptions opt = pass.Attn(l);
-    if (bf16) {
-      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, C, n.NH, n.KV,
-                              opt);
-    } else {
-      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, C, n.NH, n.KV, opt);
-    }
-    linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, C, C);
-    if (n.kind.attn_out_dropout) pass.Drop(pool, A.attproj, hidden_p, l, kAttnOut);
-    k::ResidualForward(pool, A.residual2, x, A.attproj, N * C);
-    norm(A.ln1, A.ln1_mean, A.ln1_rstd, A.residual2, kLn1w, kLn1b, l);
-    linear(A.fch, A.ln1, kFcw, kFcb, l, C, n.F);
-    k::GeluErfForward(pool, A.fch_gelu, A.fch, N * n.F);
-    linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, l, n.F, C);
-    pass.Drop(pool, A.fcproj, hidden_p, l, kMlpOut);
-    k::ResidualForward(pool, A.residual3, A.ln1, A.fcproj, N * C);
-    norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual3, kLn2w, kLn2b, l);
-    x = A.ln2;
+    BlockForward(pool, pass, bf16, l, x);
+    x = a.layers[l].ln2;
   }
   if (s.head == Head::kClassify) {
     return ClassifyForward(pool, n, a, x, bf16, with_loss, pass.ClassifierDropout());
@@ -189,6 +210,9 @@ void EncoderBackwardPass(WorkerPool& pool, const ParamLayout& layout, const floa
   for (int l = s.L - 1; l >= 0; --l) {
     Activations::Layer& A = a.layers[l];
     const float* x = l > 0 ? a.layers[l - 1].ln2 : a.encoded;
+    // Gradient checkpointing: the block's views again from its kept input (the last block's are
+    // still the forward's).
+    if (a.checkpointed() && l < s.L - 1) BlockForward(pool, pass, bf16, l, x);
     // a.dresidual: d of the block's output ln2. Through norm2: dln = d residual3, which flows to
     // ln1 directly and through the MLP.
     norm_back(a.dresidual, A.residual3, A.ln2_mean, A.ln2_rstd, kLn2w, kLn2b, l);

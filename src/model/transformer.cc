@@ -24,8 +24,8 @@ constexpr std::size_t kRedZoneFloats = kAsan ? 16 : 0;
 
 }  // namespace
 
-Activations::Activations(const Shape& shape, int B, int T, int threads)
-    : shape_(shape), B_(B), T_(T), threads_(threads) {
+Activations::Activations(const Shape& shape, int B, int T, int threads, bool checkpoint)
+    : shape_(shape), B_(B), T_(T), threads_(threads), checkpoint_(checkpoint) {
   // An upper bound of what Bind takes, in long double so that it cannot overflow: every size_t
   // product in Bind is below it, so none overflows once it is below kMaxParams (2^40 floats).
   const long double N = static_cast<long double>(B) * T, L = shape.L;
@@ -116,6 +116,13 @@ void Activations::Bind(float* base, int* tokens) {
   float* proj_out = take_if(!kind.sandwich_norm, N * C);
   auto proj = [&] { return kind.sandwich_norm ? take(N * C) : proj_out; };
   for (Layer& l : layers) {
+    // Gradient checkpointing: every layer after the first shares the first's views but for its
+    // own output (the next block's input), which Backward recomputes the block from.
+    if (checkpoint_ && &l != &layers[0]) {
+      l = layers[0];
+      (kind.encoder ? l.ln2 : l.residual3) = take(N * C);
+      continue;
+    }
     l.ln1 = take(N * C);
     l.ln1_mean = take_if(!kind.rms_norm, N);
     l.ln1_rstd = take(N);
@@ -309,6 +316,102 @@ void DropPadRows(WorkerPool& pool, float* dx, const int* inputs, std::size_t N, 
   });
 }
 
+// The embeddings' gradients from a.dresidual (d of the blocks' input): added to the LM head's
+// share when tied (written by the head's backward); an untied model's starts at zero here (each
+// row the batch does not use stays zero). Frozen (LoRA, not saved): nothing to do.
+void EmbeddingBackward(WorkerPool& pool, const Net& n, Activations& a, bool tied, bool acc) {
+  const Shape& s = n.s;
+  const int B = n.B, T = n.T, C = n.C;
+  float* dwte = n.G(kWte);
+  float* dwpe = n.G(kWpe);
+  if (dwte && !tied && !acc) ZeroFill(pool, dwte, n.layout.info(kWte).numel);
+  if (dwte || dwpe) {
+    // nn.Embedding(padding_idx): the padding row learns nothing through the lookup (a tied
+    // head's gradient into it stays), in the families whose embedding has one.
+    if (s.pad_token >= 0 && n.kind.embed_padding_idx)
+      DropPadRows(pool, a.dresidual, a.inputs, n.N, C, s.pad_token);
+    if (n.kind.embed_scale) kernels::ScaleInPlace(pool, a.dresidual, n.N * C, EmbedScale(s));
+    kernels::EncoderBackward(pool, dwte, dwpe, a.dresidual, a.inputs, B, T, C, acc);
+  }
+  // Positions past this batch's T (a task's dynamic padding): no gradient, not a stale one.
+  if (dwpe && !acc)
+    std::fill(dwpe + static_cast<std::size_t>(T) * C, dwpe + static_cast<std::size_t>(s.maxT) * C,
+              0.f);
+}
+
+// One decoder block's pass, shared by Forward and by Backward's recompute (gradient
+// checkpointing): the same kernels in the same order, so the recomputed views hold the same bits.
+struct DecoderBlock {
+  WorkerPool& pool;
+  const Net& n;
+  Activations& a;
+  const Bf16Operands* bf16;
+  KvCache* cache;  // generation (B == 1), else null
+
+  void Linear(float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC,
+              int ldo) const {
+    n.Linear(pool, bf16, out, inp, w, b, l, IC, OC, ldo);
+  }
+  void Norm(float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
+            int l) const {
+    if (n.kind.rms_norm) {
+      kernels::RmsNormForward(pool, out, rstd, inp, n.P(w, l), n.N, n.C, n.s.norm_eps,
+                              n.norm_offset);
+    } else {
+      kernels::LayerNormForward(pool, out, mean, rstd, inp, n.P(w, l), n.P(b, l), n.N, n.C,
+                                n.s.norm_eps);
+    }
+  }
+  // Block l from x (B,T,C), the residual stream entering it, into a.layers[l]. whole = false: a
+  // recompute for the block's backward, which stops where the backward stops reading: the MLP's
+  // output product and its post-norm run only where a post-norm reads them (Gemma), and the block's
+  // output (residual3, kept per layer) is not written again.
+  void Forward(int l, const float* x, bool whole) const {
+    namespace k = kernels;
+    const int B = n.B, T = n.T, C = n.C;
+    const std::size_t N = n.N;
+    const int pos0 = cache ? cache->positions : 0;
+    Activations::Layer& A = a.layers[l];
+    Norm(A.ln1, A.ln1_mean, A.ln1_rstd, x, kLn1w, kLn1b, l);
+    Linear(A.qkv, A.ln1, kQkvw, kQkvb, l, C, n.Q, n.Q);
+    if (n.kind.qk_norm) {
+      k::QkNormForward(pool, A.qkv, A.qk_saved, A.qk_rstd, n.P(kQNormw, l), n.P(kKNormw, l), N,
+                       n.NH, n.KV, n.hs, n.s.norm_eps, n.norm_offset);
+    }
+    if (n.kind.rope) {
+      const auto [cos, sin] = RopeOf(n.s, a, l);
+      k::RopeForward(pool, A.qkv, cos, sin, B, T, n.NH, n.KV, n.hs, pos0,
+                     cache ? nullptr : a.packed_positions());
+    }
+    if (cache) {
+      DecodeAttention(pool, n, l, A, *cache, T);
+    } else if (bf16) {
+      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, n.A, n.NH,
+                              n.KV, AttentionOf(n, l, a));
+    } else {
+      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, n.A, n.NH, n.KV, AttentionOf(n, l, a));
+    }
+    Linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, n.A, C, C);
+    const float* attn_out = A.attproj;
+    if (n.kind.sandwich_norm) {
+      Norm(A.attn_post, nullptr, A.attn_post_rstd, A.attproj, kLnPostAttnw, kNumTensors, l);
+      attn_out = A.attn_post;
+    }
+    k::ResidualForward(pool, A.residual2, x, attn_out, N * C);
+    Norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual2, kLn2w, kLn2b, l);
+    Linear(A.fch, A.ln2, kFcw, kFcb, l, C, n.Fin, n.Fin);
+    if (!whole && !n.kind.sandwich_norm) return;
+    MlpActivation(pool, n, A, N);
+    Linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, l, n.F, C, C);
+    const float* mlp_out = A.fcproj;
+    if (n.kind.sandwich_norm) {
+      Norm(A.mlp_post, nullptr, A.mlp_post_rstd, A.fcproj, kLnPostMlpw, kNumTensors, l);
+      mlp_out = A.mlp_post;
+    }
+    if (whole) k::ResidualForward(pool, A.residual3, A.residual2, mlp_out, N * C);
+  }
+};
+
 }  // namespace
 
 double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params, Activations& a,
@@ -328,72 +431,26 @@ double Forward(WorkerPool& pool, const ParamLayout& layout, const float* params,
   const std::size_t N = n.N;
   const int pos0 = cache ? cache->positions : 0;
   if (cache) cache->Reserve(pos0 + T);
-  auto P = [&](Tensor t, int l = 0) { return n.P(t, l); };
-  auto linear = [&](float* out, const float* inp, Tensor w, Tensor b, int l, int IC, int OC,
-                    int ldo) { n.Linear(pool, bf16, out, inp, w, b, l, IC, OC, ldo); };
-  auto norm = [&](float* out, float* mean, float* rstd, const float* inp, Tensor w, Tensor b,
-                  int l) {
-    if (n.kind.rms_norm) {
-      k::RmsNormForward(pool, out, rstd, inp, P(w, l), N, C, s.norm_eps, n.norm_offset);
-    } else {
-      k::LayerNormForward(pool, out, mean, rstd, inp, P(w, l), P(b, l), N, C, s.norm_eps);
-    }
-  };
+  const DecoderBlock block{pool, n, a, bf16, cache};
 
   a.PoisonRedZones();  // from here on, the activations are accessed view by view
   if (n.kind.rope && !a.rope_ready) FillRopeTables(s, n.hs, a);
-  const float* wpe = P(kWpe);
-  k::EncoderForward(pool, a.encoded, a.inputs, P(kWte),
+  const float* wpe = n.P(kWpe);
+  k::EncoderForward(pool, a.encoded, a.inputs, n.P(kWte),
                     wpe ? wpe + static_cast<std::size_t>(pos0) * C : nullptr, B, T, C);
   if (n.kind.embed_scale) k::ScaleInPlace(pool, a.encoded, N * C, EmbedScale(s));
   const float* x = a.encoded;  // (B,T,C): the residual stream entering block l
   for (int l = 0; l < s.L; ++l) {
-    Activations::Layer& A = a.layers[l];
-    norm(A.ln1, A.ln1_mean, A.ln1_rstd, x, kLn1w, kLn1b, l);
-    linear(A.qkv, A.ln1, kQkvw, kQkvb, l, C, n.Q, n.Q);
-    if (n.kind.qk_norm) {
-      k::QkNormForward(pool, A.qkv, A.qk_saved, A.qk_rstd, P(kQNormw, l), P(kKNormw, l), N, n.NH,
-                       n.KV, n.hs, s.norm_eps, n.norm_offset);
-    }
-    if (n.kind.rope) {
-      const auto [cos, sin] = RopeOf(s, a, l);
-      k::RopeForward(pool, A.qkv, cos, sin, B, T, n.NH, n.KV, n.hs, pos0,
-                     cache ? nullptr : a.packed_positions());
-    }
-    if (cache) {
-      DecodeAttention(pool, n, l, A, *cache, T);
-    } else if (bf16) {
-      k::AttentionForwardBf16(pool, A.atty, A.att, A.qkv, bf16->in, bf16->attn, B, T, n.A, n.NH,
-                              n.KV, AttentionOf(n, l, a));
-    } else {
-      k::AttentionForward(pool, A.atty, A.att, A.qkv, B, T, n.A, n.NH, n.KV, AttentionOf(n, l, a));
-    }
-    linear(A.attproj, A.atty, kAttprojw, kAttprojb, l, n.A, C, C);
-    const float* attn_out = A.attproj;
-    if (n.kind.sandwich_norm) {
-      norm(A.attn_post, nullptr, A.attn_post_rstd, A.attproj, kLnPostAttnw, kNumTensors, l);
-      attn_out = A.attn_post;
-    }
-    k::ResidualForward(pool, A.residual2, x, attn_out, N * C);
-    norm(A.ln2, A.ln2_mean, A.ln2_rstd, A.residual2, kLn2w, kLn2b, l);
-    linear(A.fch, A.ln2, kFcw, kFcb, l, C, n.Fin, n.Fin);
-    MlpActivation(pool, n, A, N);
-    linear(A.fcproj, A.fch_gelu, kFcprojw, kFcprojb, l, n.F, C, C);
-    const float* mlp_out = A.fcproj;
-    if (n.kind.sandwich_norm) {
-      norm(A.mlp_post, nullptr, A.mlp_post_rstd, A.fcproj, kLnPostMlpw, kNumTensors, l);
-      mlp_out = A.mlp_post;
-    }
-    k::ResidualForward(pool, A.residual3, A.residual2, mlp_out, N * C);
-    x = A.residual3;
+    block.Forward(l, x, true);
+    x = a.layers[l].residual3;
   }
   if (cache) cache->positions += T;
-  norm(a.lnf, a.lnf_mean, a.lnf_rstd, x, kLnfw, kLnfb, 0);
+  block.Norm(a.lnf, a.lnf_mean, a.lnf_rstd, x, kLnfw, kLnfb, 0);
   // A classifier (model/head.h): the last real token's state through its score.
   if (s.head == Head::kClassify) return ClassifyForward(pool, n, a, a.lnf, bf16, with_loss, {});
   // LM head (tied to the embedding or its own tensor), real vocabulary only: logits (N, Vp),
   // columns [0, V).
-  linear(a.logits, a.lnf, layout.head(), kNumTensors, 0, C, s.V, s.Vp);
+  block.Linear(a.logits, a.lnf, layout.head(), kNumTensors, 0, C, s.V, s.Vp);
   if (!with_loss) return 0.0;
   k::CrossEntropyForward(pool, a.losses, a.lse, a.logits, a.targets, N, s.V, s.Vp);
   double sum = 0;  // in position order: the same for any pool size
@@ -457,9 +514,13 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
   norm_back(a.dresidual, a.dln, x_last, a.lnf_mean, a.lnf_rstd, kLnfw, kLnfb, 0);
   on_ready(n.trained().output_begin());
 
+  const DecoderBlock block{pool, n, a, bf16, nullptr};
   for (int l = s.L - 1; l >= 0; --l) {
     Activations::Layer& A = a.layers[l];
     const float* x = l > 0 ? a.layers[l - 1].residual3 : a.encoded;
+    // Gradient checkpointing: the block's views again from its kept input (the last block's are
+    // still the forward's).
+    if (a.checkpointed() && l < s.L - 1) block.Forward(l, x, false);
     // a.dresidual holds d residual3 = d (the MLP's output) = d residual2 (before ln2's share is
     // added); the MLP's output is fcproj, or its post-norm's.
     const float* dmlp = post_norm_back(a.dresidual, A.fcproj, A.mlp_post_rstd, kLnPostMlpw, l);
@@ -500,25 +561,7 @@ void Backward(WorkerPool& pool, const ParamLayout& layout, const float* params, 
     norm_back(a.dresidual, a.dln, x, A.ln1_mean, A.ln1_rstd, kLn1w, kLn1b, l);
     on_ready(n.trained().block_begin(l));
   }
-  // The embedding's gradient: added to the LM head's share when tied (written above); an untied
-  // model's starts at zero here (each row the batch does not use stays zero). Frozen (LoRA, not
-  // saved): nothing to do.
-  float* dwte = G(kWte);
-  float* dwpe = G(kWpe);
-  const bool tied = lm && layout.head() == kWte;
-  if (dwte && !tied && !acc) ZeroFill(pool, dwte, layout.info(kWte).numel);
-  if (dwte || dwpe) {
-    // nn.Embedding(padding_idx): the padding row learns nothing through the lookup (a tied
-    // head's gradient into it stays), in the families whose embedding has one.
-    if (s.pad_token >= 0 && n.kind.embed_padding_idx)
-      DropPadRows(pool, a.dresidual, a.inputs, N, C, s.pad_token);
-    if (n.kind.embed_scale) k::ScaleInPlace(pool, a.dresidual, N * C, EmbedScale(s));
-    k::EncoderBackward(pool, dwte, dwpe, a.dresidual, a.inputs, B, T, C, acc);
-  }
-  // Positions past this batch's T (a task's dynamic padding): no gradient, not a stale one.
-  if (dwpe && !acc)
-    std::fill(dwpe + static_cast<std::size_t>(T) * C, dwpe + static_cast<std::size_t>(s.maxT) * C,
-              0.f);
+  EmbeddingBackward(pool, n, a, lm && layout.head() == kWte, acc);
   on_ready(0);
 }
 

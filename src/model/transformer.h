@@ -33,10 +33,21 @@ struct LoraPass;  // model/lora.h
 // tensors: whole-range passes (gradient buckets, AdamW over [lo,hi), allgather, zero-fill,
 // checkpoints) run over them, so there only the allocator's tail past total() is poisoned
 // (alloc/backend_direct.cc). tests/asan_poison_test.cc proves both.
+//
+// Gradient checkpointing (checkpoint = true; HF's gradient_checkpointing): only each block's
+// output (the next block's input: a decoder's residual3, an encoder's ln2) is kept per layer;
+// every other view of every layer is one working set the blocks share. Forward runs as always
+// (each block overwrites the working set); Backward runs each block's forward again from its kept
+// input before that block's backward (the last block's is still there), with the same kernels in
+// the same order, so every gradient is bit-identical to the stored path's (tested per family).
+// Cost: one more forward of L-1 blocks, less a decoder's MLP output product where no post-norm
+// reads it. Memory: L-1 working sets fewer; the attention probabilities, (B,NH,T,T) per layer,
+// are most of it at long T.
 class Activations {
  public:
-  Activations(const Shape& shape, int B, int T, int threads);
+  Activations(const Shape& shape, int B, int T, int threads, bool checkpoint = false);
   std::size_t floats() const { return total_; }
+  bool checkpointed() const { return checkpoint_; }
   int B() const { return B_; }
   int T() const { return T_; }
   // The ints `tokens` holds for B rows of T: 2*B*T (inputs, targets) for a decoder; an encoder's
@@ -155,6 +166,7 @@ class Activations {
  private:
   Shape shape_;
   int B_, T_, threads_;
+  bool checkpoint_ = false;
   Packed packed_;
   std::size_t total_ = 0;
   float* base_ = nullptr;

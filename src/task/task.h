@@ -61,6 +61,7 @@ struct Args {
   int max_train_samples = 0, max_eval_samples = 0, max_predict_samples = 0;
   bool bf16 = false, do_train = false, do_eval = false, do_predict = false;
   bool overwrite_output_dir = false, resume_fallback = false;
+  bool gradient_checkpointing = false;  // train.gradient_checkpointing
   uint64_t seed = 42;
   std::string progress = "auto";
   // The Trainer's report_to: none, tensorboard or all (train.report_to; train/reports.h).

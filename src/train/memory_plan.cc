@@ -110,9 +110,11 @@ std::vector<NodeMemory> PlanMemory(const topo::Plan& plan, const MemoryRun& run)
     p.Add(node, "gradients", 4 * trained, "fp32");
     p.Add(node, "AdamW moments", 8 * comm::ShardBounds(trained, G, g).size(),
           G > 1 ? "m and v of the group's ZeRO-1 shard" : "m and v");
-    const model::Activations act(run.shape, run.rows, run.T, threads);
+    const model::Activations act(run.shape, run.rows, run.T, threads, run.checkpoint);
     p.Add(node, "activations", 4 * act.floats(),
-          fmt::format("{} rows x T={} a group, saved for the backward", run.rows, run.T));
+          fmt::format("{} rows x T={} a group, {}", run.rows, run.T,
+                      run.checkpoint ? "one layer's and each block's input (gradient checkpointing)"
+                                     : "every layer's, saved for the backward"));
     p.Add(node, "token rows", 4 * model::Activations::TokenInts(run.shape, run.rows, run.T),
           "inputs and targets");
     p.Add(node, "small buffers", 4 * 16, "reductions' scalars");

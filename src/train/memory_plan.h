@@ -47,6 +47,7 @@ struct MemoryRun {
   int rows = 1;  // sequences per group in a micro-batch
   int T = 1;     // positions of the longest row
   bool bf16 = false;
+  bool checkpoint = false;  // gradient checkpointing (model/transformer.h, Activations)
   std::optional<model::LoraConfig> lora;  // a LoRA fine-tune (r > 0), or a full one
   bool snapshot = false;                  // periodic checkpoints (train.checkpoint_every > 0)
 };

@@ -28,10 +28,10 @@ bool ShareReplica(const topo::Plan& plan) {
 }
 
 ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& plan,
-                             const model::Shape& shape, int rows, int T, bool comm_pools, bool bf16,
-                             const model::LoraConfig* lora)
+                             const model::Shape& shape, int rows, int T, const GroupOptions& o)
     : model_layout_(shape),
-      lora_(lora && lora->on() ? std::make_unique<model::Lora>(model_layout_, *lora) : nullptr),
+      lora_(o.lora && o.lora->on() ? std::make_unique<model::Lora>(model_layout_, *o.lora)
+                                   : nullptr),
       binder_(topo::MakeBinder(topology)),
       groups_(plan.groups.size()),
       shared_(ShareReplica(plan)) {
@@ -44,12 +44,12 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
     grp.node = pg.numa_node >= 0 ? pg.numa_node : 0;
     grp.rows = rows;
     grp.pool = std::make_unique<WorkerPool>(pg.cpus, binder_.get(), fmt::format("g{}", g));
-    if (comm_pools && !pg.comm_cpus.empty()) {
+    if (o.comm_pools && !pg.comm_cpus.empty()) {
       grp.comm_pool =
           std::make_unique<WorkerPool>(pg.comm_cpus, binder_.get(), fmt::format("c{}", g));
     }
     grp.owned = comm::ShardBounds(trained.total(), G, g);  // all of it when G = 1
-    grp.act = std::make_unique<model::Activations>(shape, rows, T, grp.pool->size());
+    grp.act = std::make_unique<model::Activations>(shape, rows, T, grp.pool->size(), o.checkpoint);
     grp.replica = shared_ ? 0 : g;
     if (grp.replica == g) grp.params = alloc::NodeBuffer<float>(grp.node, trained.total());
     grp.grads = alloc::NodeBuffer<float>(grp.node, trained.total());
@@ -67,7 +67,7 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
         nb.node = grp.node;
         nb.first_group = g;
         nb.params = alloc::NodeBuffer<float>(grp.node, model_layout_.total());
-        if (bf16) nb.bf16 = alloc::NodeBuffer<uint16_t>(grp.node, model_layout_.total());
+        if (o.bf16) nb.bf16 = alloc::NodeBuffer<uint16_t>(grp.node, model_layout_.total());
         bases_.push_back(std::move(nb));
         it = bases_.end() - 1;
       }
@@ -76,7 +76,7 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
       grp.lora_pass.lora = lora_.get();
       grp.lora_pass.acts = grp.lora_acts.data();
     }
-    if (bf16) {
+    if (o.bf16) {
       // The trainable buffer of a LoRA run has no bf16 copy: the adapters and saved modules run
       // in fp32 (model/lora.h); the base's bf16 copy is its node's.
       if (grp.replica == g && !lora_)
@@ -92,13 +92,13 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
   }
   for (ReplicaGroup& grp : groups_) {
     grp.weights = groups_[grp.replica].params.data();
-    if (bf16) grp.bf16ops.weights = grp.weights_bf16 = groups_[grp.replica].params_bf16.data();
+    if (o.bf16) grp.bf16ops.weights = grp.weights_bf16 = groups_[grp.replica].params_bf16.data();
     grp.lora_pass.params = grp.weights;
   }
   for (const NodeBase& nb : bases_) {
     for (int g : nb.groups) {
       groups_[g].base = nb.params.data();
-      if (bf16) {
+      if (o.bf16) {
         groups_[g].weights_bf16 = nullptr;
         groups_[g].bf16ops.weights = nb.bf16.data();
       }

@@ -98,16 +98,22 @@ struct ReplicaGroup {
 // parameter replica.
 bool ShareReplica(const topo::Plan& plan);
 
+// What the groups' buffers are made for, beside their rows and positions.
+struct GroupOptions {
+  // Also start the plan's comm CPUs as a pool per group (only useful when gradients are synced).
+  bool comm_pools = false;
+  bool bf16 = false;        // also the bf16 weight copy and scratch of train.precision: bf16
+  bool checkpoint = false;  // gradient checkpointing's activations (model/transformer.h)
+  // Train adapters over a frozen base (one copy per node) instead of every weight; null: none.
+  const model::LoraConfig* lora = nullptr;
+};
+
 class ReplicaGroups {
  public:
   // One group per plan group, each training `rows` rows of T tokens of `shape`, its buffers
-  // zero-filled by its own workers (first touch on its node). comm_pools: also start the plan's
-  // comm CPUs as a pool per group (only useful when gradients are synced). bf16: also the bf16
-  // weight copy and scratch of train.precision: bf16.
-  // lora: train adapters over a frozen base (one copy per node) instead of every weight.
+  // zero-filled by its own workers (first touch on its node).
   ReplicaGroups(const topo::Topology& topology, const topo::Plan& plan, const model::Shape& shape,
-                int rows, int T, bool comm_pools, bool bf16 = false,
-                const model::LoraConfig* lora = nullptr);
+                int rows, int T, const GroupOptions& options);
   ReplicaGroups(const ReplicaGroups&) = delete;
   ReplicaGroups& operator=(const ReplicaGroups&) = delete;
 

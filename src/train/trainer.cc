@@ -490,10 +490,14 @@ void BuildGroups(Run& run) {
   const int G = static_cast<int>(run.plan.groups.size());
   alloc::Configure(alloc::OptionsFor(run.topology));
   const std::optional<model::LoraConfig> lora = LoraOf(cfg);
+  GroupOptions o;
+  o.comm_pools = G > 1 || run.dist;
+  o.bf16 = cfg.train.bf16;
+  o.checkpoint = cfg.train.gradient_checkpointing;
+  o.lora = lora ? &*lora : nullptr;
   run.groups =
       std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape, run.B / (run.R * G),
-                                      run.act_T > 0 ? std::min(run.act_T, run.T) : run.T,
-                                      G > 1 || run.dist, cfg.train.bf16, lora ? &*lora : nullptr);
+                                      run.act_T > 0 ? std::min(run.act_T, run.T) : run.T, o);
   InitState(run);
   run.stepper = std::make_unique<Stepper>(
       *run.groups, run.B, run.T, static_cast<std::size_t>(cfg.comm.bucket_mb * 1e6 / sizeof(float)),
@@ -759,6 +763,7 @@ MemoryRun MemoryRunOf(const Config& cfg, const model::Shape& shape, int rows, in
   m.rows = rows;
   m.T = T;
   m.bf16 = cfg.train.bf16;
+  m.checkpoint = cfg.train.gradient_checkpointing;
   m.lora = LoraOf(cfg);
   m.snapshot = cfg.train.checkpoint_every > 0 && writer;
   return m;
@@ -767,6 +772,10 @@ MemoryRun MemoryRunOf(const Config& cfg, const model::Shape& shape, int rows, in
 std::string MemoryFixes(const MemoryRun& m, const Names& names) {
   std::string fixes =
       fmt::format("lower {} or {}", names.Key("data.batch_size"), names.Key("data.seq_len"));
+  if (!m.checkpoint) {
+    fixes += fmt::format(", recompute the activations in the backward ({})",
+                         names.Key("train.gradient_checkpointing"));
+  }
   if (!m.lora || !m.lora->on()) {
     fixes += fmt::format(", train a LoRA adapter ({}) instead of every weight",
                          names.Key("train.lora.r"));
