@@ -18,6 +18,10 @@ struct NodePolicy {
   // Otherwise mappings are MADV_NOHUGEPAGE, so a small allocation never faults in a 2 MiB page
   // (which would also fill pages jemalloc believes untouched) whatever the system THP mode.
   bool huge_pages = false;
+  // MAP_NORESERVE: the mapping is not counted against the kernel's overcommit heuristic, so a
+  // reservation larger than what is free can be made; only the pages touched ever exist
+  // (ReserveOnNode's, never an arena's).
+  bool noreserve = false;
   // mbind's nodemask with only os_node set, and its maxnode argument.
   std::vector<unsigned long> nodemask;
   unsigned long maxnode = 0;

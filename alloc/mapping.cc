@@ -28,7 +28,7 @@ bool HugePageAdviceRefused() { return g_huge_page_advice_refused.load(std::memor
 void* MapOnNode(void* new_addr, std::size_t size, std::size_t alignment, const NodePolicy& policy,
                 MapError* error) {
   constexpr int kProt = PROT_READ | PROT_WRITE;
-  constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS;
+  const int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | (policy.noreserve ? MAP_NORESERVE : 0);
   const bool huge = policy.huge_pages;
   // A huge page can only back a 2 MiB-aligned 2 MiB range: align the mappings so all of them can.
   if (huge && alignment < kHugePageBytes) alignment = kHugePageBytes;

@@ -252,6 +252,28 @@ void FreeOnNode(void* p) noexcept {
   if (p != nullptr) internal::Free(p);
 }
 
+namespace {
+std::size_t PageRounded(std::size_t bytes) {
+  return (bytes + PageBytes() - 1) / PageBytes() * PageBytes();
+}
+}  // namespace
+
+void* ReserveOnNode(int os_node, std::size_t bytes) {
+  NodePolicy policy = PolicyFor(os_node, 0);  // the node's binding, without huge pages
+  if (bytes == 0) return nullptr;
+  policy.noreserve = true;
+  MapError error;
+  void* p = nullptr;
+  if (bytes <= static_cast<std::size_t>(PTRDIFF_MAX) - PageBytes())
+    p = internal::MapOnNode(nullptr, PageRounded(bytes), PageBytes(), policy, &error);
+  if (p == nullptr) ThrowAllocationFailed(policy, bytes, error);
+  return p;
+}
+
+void UnreserveOnNode(void* p, std::size_t bytes) noexcept {
+  if (p != nullptr) munmap(p, PageRounded(bytes));
+}
+
 std::vector<int> PageBacking::nodes() const {
   std::vector<int> out;
   for (const auto& [node, count] : pages_on_node) out.push_back(node);

@@ -86,6 +86,17 @@ void* AllocateOnNode(int os_node, std::size_t bytes);
 // (the direct backend aborts with a message).
 void FreeOnNode(void* p) noexcept;
 
+// `bytes` of address space on os_node (bound as AllocateOnNode's, never huge pages), mapped with
+// MAP_NORESERVE and not from an arena: no page exists until it is touched, and the kernel's
+// overcommit heuristic does not count the untouched rest, so a buffer of which only parts are
+// ever used may be larger than the memory free (train/replica_group.cc: a bf16 frozen base's
+// fp32 buffer, whose block products are never written). Pages given back with
+// madvise(MADV_DONTNEED) read as zeros again. Not counted by AllocatedBytesOnNode. Throws as
+// AllocateOnNode; bytes == 0 returns nullptr.
+void* ReserveOnNode(int os_node, std::size_t bytes);
+// Unmaps a ReserveOnNode of `bytes` (nullptr is ignored).
+void UnreserveOnNode(void* p, std::size_t bytes) noexcept;
+
 // Where the pages of [p, p + bytes) are, from move_pages(2) in query mode (every page, in batches).
 // Ranges are rounded out to whole pages (the base page size, also inside a huge page).
 struct PageBacking {
@@ -140,18 +151,27 @@ class NodeBuffer {
       : data_(static_cast<T*>(AllocateOnNode(os_node, BytesFor(os_node, count, sizeof(T))))),
         size_(count),
         node_(os_node) {}
-  ~NodeBuffer() { FreeOnNode(data_); }
+  // A reservation (ReserveOnNode): only the elements touched take memory.
+  struct Reserved {};
+  NodeBuffer(int os_node, std::size_t count, Reserved)
+      : data_(static_cast<T*>(ReserveOnNode(os_node, BytesFor(os_node, count, sizeof(T))))),
+        size_(count),
+        node_(os_node),
+        reserved_(true) {}
+  ~NodeBuffer() { Free(); }
 
   NodeBuffer(NodeBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)),
         size_(std::exchange(other.size_, 0)),
-        node_(std::exchange(other.node_, -1)) {}
+        node_(std::exchange(other.node_, -1)),
+        reserved_(std::exchange(other.reserved_, false)) {}
   NodeBuffer& operator=(NodeBuffer&& other) noexcept {
     if (this != &other) {
-      FreeOnNode(data_);
+      Free();
       data_ = std::exchange(other.data_, nullptr);
       size_ = std::exchange(other.size_, 0);
       node_ = std::exchange(other.node_, -1);
+      reserved_ = std::exchange(other.reserved_, false);
     }
     return *this;
   }
@@ -174,10 +194,18 @@ class NodeBuffer {
  private:
   // count * element_bytes, or RuntimeError naming the node if that overflows.
   static std::size_t BytesFor(int os_node, std::size_t count, std::size_t element_bytes);
+  void Free() noexcept {
+    if (reserved_) {
+      UnreserveOnNode(data_, size_ * sizeof(T));
+    } else {
+      FreeOnNode(data_);
+    }
+  }
 
   T* data_ = nullptr;
   std::size_t size_ = 0;
   int node_ = -1;
+  bool reserved_ = false;
 };
 
 namespace internal {

@@ -379,8 +379,17 @@ RowPlan TrainSuite::PlanRows(const BenchContext& ctx, const topo::Topology& topo
     if (fp32_twins) AddKernelRows(&plan, "fp32");
     return plan;
   }
-  // bf16 twins: every placement again in train.precision: bf16, right after its fp32 row.
-  if (!kernels::DetectBf16().trains()) {
+  // bf16 twins: every placement again in train.precision: bf16, right after its fp32 row. Where
+  // the CPU has no bf16 instructions, only on the tile model named (train.bf16_kernel:
+  // tile-model: a test backend, whose speed means nothing; its memory figures hold).
+  const bool tile_model = ctx.config.train.bf16_kernel == "tile-model";
+  if (tile_model && !kernels::DetectBf16().trains()) {
+    log::Warn(
+        "bench train: the bf16 rows run on the tile model (train.bf16_kernel: tile-model), "
+        "a portable model of AMX: their memory is what a bf16 CPU's would be, their speed "
+        "is not");
+  }
+  if (!kernels::DetectBf16().trains() && !tile_model) {
     log::Warn("bench train: --precision bf16 needs AVX512_BF16 ({}); the bf16 rows are skipped",
               kernels::DetectBf16().Describe());
     report->Add({{"kind", "bf16_unavailable"}, {"cpu", kernels::DetectBf16().Describe()}});

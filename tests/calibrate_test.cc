@@ -309,5 +309,27 @@ TEST(Calibrate, InferenceAndLoraHaveTheirOwnClasses) {
   EXPECT_NE(works.Workload("fp32").find("LoRA rank 4"), std::string::npos);
 }
 
+// The LoRA class's product is C x C on the model's own width: its buffers must hold C columns
+// even where the linear classes cut theirs (kMaxWeight / C: 1024 for C = 4096, Llama 3.1 8B's);
+// it wrote 4x past its output buffer, which the sanitizer build reports.
+TEST(Calibrate, TheLoraClassFitsItsBuffersOnAWideModel) {
+  WorkerPool pool({0, 1}, nullptr, "calibrate_test");
+  model::ProductRun run;
+  run.shape = model::Shape(64, 256, 256, 1, 32, 4096);
+  run.rows = 64;
+  run.T = 64;
+  run.train = true;
+  run.lora_r = 16;
+  model::ProductWorks works(pool, run);
+  bool lora = false;
+  for (const ClassWork& w : works.Works("fp32", 1e8)) {
+    if (w.cls != GemmClass::kLora) continue;
+    lora = true;
+    EXPECT_NE(w.shapes.find("4096x4096"), std::string::npos) << w.shapes;
+    w.run();
+  }
+  EXPECT_TRUE(lora);
+}
+
 }  // namespace
 }  // namespace cputrain::kernels

@@ -498,6 +498,18 @@ TEST(FamilyPresets, HaveThePublishedParameterCounts) {
   EXPECT_EQ(real("qwen2.5-0.5b"), 494'032'768u);
   EXPECT_EQ(real("qwen3-0.6b"), 596'049'920u);
   EXPECT_EQ(real("gemma3-270m"), 268'098'176u);
+  // The 7-8B presets are untied, and their vocabularies need no padding: transformers' counts.
+  for (const auto& [name, count] :
+       std::vector<std::pair<const char*, std::uint64_t>>{{"llama3-8b-lora", 8'030'261'248u},
+                                                          {"qwen2.5-7b-lora", 7'615'616'512u},
+                                                          {"mistral-7b-lora", 7'248'023'552u}}) {
+    const Preset* p = FindPreset(name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ(p->shape.Problem(), "") << name;
+    EXPECT_FALSE(p->shape.tied) << name;
+    EXPECT_EQ(p->shape.Vp, p->shape.V) << name;
+    EXPECT_EQ(p->shape.ParamCount(), count) << name;
+  }
   const Shape& g = FindPreset("gemma3-270m")->shape;
   EXPECT_EQ(g.head_size(), 256);
   for (int l = 0; l < g.L; ++l) EXPECT_EQ(g.windowed(l), (l + 1) % 6 != 0) << l;

@@ -248,8 +248,13 @@ void CheckFiniteInFileOrder(const std::string& path, const ParamLayout& layout,
 
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params,
                     uint64_t head_seed) {
+  LoadCheckpoint(path, layout, params, head_seed, [](Tensor, int) {});
+}
+
+void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params,
+                    uint64_t head_seed, TensorDone done) {
   if (IsHfDir(path)) {
-    LoadHf(path, layout, params, head_seed);  // refuses a weight that is not finite, by name
+    LoadHf(path, layout, params, head_seed, done);  // refuses a weight that is not finite, by name
     return;
   }
   InputFile f = InputFile::Open(path, kCheckpointKind);
@@ -271,6 +276,8 @@ void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* p
   if (trailer) CheckTrailer(f, &crc);
   CheckModelDigest(path, {f.size(), crc});
   CheckFiniteInFileOrder(path, layout, params);
+  for (const TensorInfo& info : layout.tensors())
+    for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) done(info.t, l);
 }
 
 FileDigest SaveCheckpoint(const std::string& path, const ParamLayout& layout, const float* params) {

@@ -44,6 +44,11 @@ Shape ReadCheckpointShape(const std::string& path, std::optional<HeadSpec> head 
 // head_seed: for a Hugging Face encoder checkpoint without the task head (hf.h, LoadHf).
 void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params,
                     uint64_t head_seed = 0);
+// The same, telling `done` of each tensor copy once it is complete and checked (params.h,
+// TensorDone): a Hugging Face directory's as it is read, layer by layer (at most one tensor's
+// parts pending); our own files' after the whole file is read and checked.
+void LoadCheckpoint(const std::string& path, const ParamLayout& layout, float* params,
+                    uint64_t head_seed, TensorDone done);
 
 // Throws the InputError LoadCheckpoint throws if `got`, the digest of the model.bin at `path`,
 // differs from the one the state.bin beside it records; nothing if it records none.

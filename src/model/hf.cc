@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -208,8 +209,10 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 }
 
 // Reads `name` (exactly `shape`) into buf.
-void Read(Weights& w, const std::string& name, const std::vector<std::uint64_t>& shape,
-          std::vector<float>& buf) {
+// Tensor `name` of the weights, checked to have `shape`, as fp32 into out (its numel floats; the
+// file's numel is known once the shape is checked).
+void ReadTo(Weights& w, const std::string& name, const std::vector<std::uint64_t>& shape,
+            float* out) {
   auto [file, t] = w.Find(name);
   if (!t) {
     throw InputError(fmt::format("the weights ({}) have no tensor '{}'", w.Describe(), name),
@@ -222,8 +225,72 @@ void Read(Weights& w, const std::string& name, const std::vector<std::uint64_t>&
                     file->path(), name, fmt::join(t->shape, ", "), fmt::join(shape, ", ")),
         "config.json and the weights do not belong together");
   }
-  buf.resize(t->numel);
-  file->ReadF32(*t, buf.data());
+  file->ReadF32(*t, out);
+}
+
+std::uint64_t Numel(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape) n *= d;
+  return n;
+}
+
+void Read(Weights& w, const std::string& name, const std::vector<std::uint64_t>& shape,
+          std::vector<float>& buf) {
+  buf.resize(Numel(shape));
+  ReadTo(w, name, shape, buf.data());
+}
+
+// Reads every placed tensor of `w` into params, layer by layer: each tensor copy is zeroed first
+// (its padding rows), checked finite part by part, and told to done once its every part is in; a
+// task head the weights lack (no `as_stored` name in them) is initialized from head_seed, its
+// name added to *initialized. Tensors no placement covers are zeros, told to done at the end.
+void ReadPlaced(Weights& w, const std::string& dir, const ParamLayout& layout,
+                std::vector<Placed> placed,
+                const std::function<std::string(const Placed&)>& as_stored, uint64_t head_seed,
+                float* params, TensorDone done, std::vector<std::string>* initialized) {
+  // The tensors outside the blocks first, then the blocks' layer by layer (params.h, TensorDone).
+  auto rank = [&](const Placed& p) { return layout.info(p.t).per_layer ? p.layer + 1 : 0; };
+  std::stable_sort(placed.begin(), placed.end(),
+                   [&](const Placed& a, const Placed& b) { return rank(a) < rank(b); });
+  std::map<std::pair<int, int>, int> parts;  // (tensor, layer) -> parts not yet read
+  for (const Placed& p : placed) ++parts[{static_cast<int>(p.t), p.layer}];
+  for (const TensorInfo& info : layout.tensors())
+    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l)
+      if (!parts.count({static_cast<int>(info.t), l}))
+        std::fill_n(params + layout.offset(info.t, l), info.numel, 0.0f);
+  std::vector<float> buf;
+  std::set<std::pair<int, int>> started;
+  for (const Placed& p : placed) {
+    const std::pair<int, int> key{static_cast<int>(p.t), p.layer};
+    float* dst = params + layout.offset(p.t, p.layer);
+    if (started.insert(key).second) std::fill_n(dst, layout.info(p.t).numel, 0.0f);
+    const std::string name = as_stored(p);
+    if (p.head && w.Find(name).second == nullptr) {
+      // A pretrained body without this task's head: a new head, as transformers makes one.
+      RandomInitTensor(layout, p.t, head_seed, params);
+      initialized->push_back(name);
+    } else {
+      // Read in place where our rows are the file's (no transpose): no second copy of the tensor.
+      const float* got = dst + p.row_begin * p.cols;
+      if (p.transpose) {
+        Read(w, name, p.shape, buf);
+        got = buf.data();
+      } else {
+        ReadTo(w, name, p.shape, dst + p.row_begin * p.cols);
+      }
+      const std::size_t n = p.rows * p.cols;
+      if (const std::size_t i = FirstNonFinite(got, n); i < n) {
+        throw InputError(
+            fmt::format("checkpoint '{}': tensor '{}', element {} is {}", dir, name, i, got[i]),
+            kDivergedHint);
+      }
+      if (p.transpose) ToOurs(p, buf.data(), dst);
+    }
+    if (--parts[key] == 0) done(p.t, p.layer);
+  }
+  for (const TensorInfo& info : layout.tensors())
+    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l)
+      if (!started.count({static_cast<int>(info.t), l})) done(info.t, l);
 }
 
 }  // namespace
@@ -362,6 +429,11 @@ std::string CanonicalName(const std::string& name) {
 }
 
 void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, uint64_t head_seed) {
+  LoadHf(dir, layout, params, head_seed, [](Tensor, int) {});
+}
+
+void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, uint64_t head_seed,
+            TensorDone done) {
   HeadSpec spec(layout.shape().head);
   spec.labels = layout.shape().labels;
   spec.problem = layout.shape().problem;
@@ -418,25 +490,12 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
                   ", "),
         dropped.size() > 4 ? ", ..." : "");
   }
-  std::fill(params, params + layout.total(), 0.0f);  // padding rows
-  std::vector<float> buf;
   std::vector<std::string> initialized;
-  for (const Placed& p : placed) {
+  auto as_stored = [&](const Placed& p) {
     const std::string name = full_name(p);
-    if (p.head && !stored.count(name)) {
-      // A pretrained body without this task's head: a new head, as transformers makes one.
-      RandomInitTensor(layout, p.t, head_seed, params);
-      initialized.push_back(name);
-      continue;
-    }
-    Read(w, stored.count(name) ? stored[name] : name, p.shape, buf);
-    if (const std::size_t i = FirstNonFinite(buf.data(), buf.size()); i < buf.size()) {
-      throw InputError(fmt::format("checkpoint '{}': tensor '{}', element {} is {}", dir,
-                                   stored.count(name) ? stored[name] : name, i, buf[i]),
-                       kDivergedHint);
-    }
-    ToOurs(p, buf.data(), params + layout.offset(p.t, p.layer));
-  }
+    return stored.count(name) ? stored[name] : name;
+  };
+  ReadPlaced(w, dir, layout, placed, as_stored, head_seed, params, done, &initialized);
   if (!initialized.empty()) {
     log::Info(
         "{}: no {} in the weights: newly initialized (normal(0, 0.02), zero bias), to be "
@@ -446,6 +505,7 @@ void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, ui
   // A tied head saved anyway must be the embedding.
   if (s.head == Head::kLm && !layout.has(kLmHead) && w.Find(kTiedHeadName).second) {
     const std::size_t n = static_cast<std::size_t>(s.V) * s.C;
+    std::vector<float> buf;
     Read(w, kTiedHeadName, {static_cast<std::uint64_t>(s.V), static_cast<std::uint64_t>(s.C)}, buf);
     if (std::memcmp(buf.data(), params + layout.offset(kWte), n * sizeof(float)) != 0) {
       throw InputError(

@@ -40,8 +40,12 @@ Shape ReadHfShape(const std::string& dir, std::optional<HeadSpec> head = std::nu
 // layout.shape(). Padding rows are zero. An encoder's task head that the weights lack (a
 // pretrained body) is initialized from head_seed as RandomInit does, with a note; other heads'
 // tensors (family.h, hf_dropped_prefixes) are dropped with a note.
+// done (params.h): told of each tensor copy once its every part is read and checked; the tensors
+// are read layer by layer, so at most one layer's are pending at a time.
 void LoadHf(const std::string& dir, const ParamLayout& layout, float* params,
             uint64_t head_seed = 0);
+void LoadHf(const std::string& dir, const ParamLayout& layout, float* params, uint64_t head_seed,
+            TensorDone done);
 
 // Writes dir/model.safetensors (F32, metadata {"format": "pt"}) and then dir/config.json;
 // creates dir if needed.

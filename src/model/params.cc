@@ -188,14 +188,25 @@ void InitRange(const ParamLayout& layout, std::size_t row, int l, uint64_t seed,
 }  // namespace
 
 void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params) {
+  RandomInit(pool, layout, seed, params, [](Tensor, int) {});
+}
+
+void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params,
+                TensorDone done) {
+  // The tensors outside the blocks first, then the blocks' (TensorDone: a loader's order); each
+  // value a function of (seed, tensor, layer, index) only, so the order changes none.
   const std::vector<TensorInfo>& table = layout.tensors();
-  for (std::size_t row = 0; row < table.size(); ++row) {
-    const TensorInfo& info = table[row];
-    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l) {
-      float* p = params + layout.offset(info.t, l);
-      pool.ParallelFor(info.numel, [&](std::size_t b, std::size_t e, int) {
-        InitRange(layout, row, l, seed, p, b, e);
-      });
+  for (const bool blocks : {false, true}) {
+    for (std::size_t row = 0; row < table.size(); ++row) {
+      const TensorInfo& info = table[row];
+      if (info.per_layer != blocks) continue;
+      for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l) {
+        float* p = params + layout.offset(info.t, l);
+        pool.ParallelFor(info.numel, [&](std::size_t b, std::size_t e, int) {
+          InitRange(layout, row, l, seed, p, b, e);
+        });
+        done(info.t, l);
+      }
     }
   }
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/function_ref.h"
 #include "model/shape.h"
 #include "runtime/worker_pool.h"
 
@@ -162,6 +163,15 @@ std::string DescribeParam(const ParamLayout& layout, std::size_t i);
 // (seed, tensor row, layer, index), so the result does not depend on the pool size. Padding rows
 // are 0.
 void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params);
+// Told by a loader each time a tensor copy is complete in `params` (every part of a fused one:
+// q, k and v of qkvw), once per (tensor, layer), so that its caller can convert it and give its
+// pages back before the next is written (train/replica_group.cc: a bf16 frozen base). Loaders
+// write the tensors outside the blocks (embeddings, final norm, LM head) first, then the blocks'
+// layer by layer.
+using TensorDone = FunctionRef<void(Tensor t, int layer)>;
+// RandomInit, telling `done` of each tensor copy as soon as it is written.
+void RandomInit(WorkerPool& pool, const ParamLayout& layout, uint64_t seed, float* params,
+                TensorDone done);
 // Tensor t's copies only, with the values RandomInit gives them, on the calling thread (a task
 // head a checkpoint lacks).
 void RandomInitTensor(const ParamLayout& layout, Tensor t, uint64_t seed, float* params);

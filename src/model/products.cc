@@ -120,6 +120,9 @@ void ProductWorks::Impl::Allocate() {
   }
   in = std::max<std::size_t>(in, head.IC);
   outw = std::max<std::size_t>(outw, head.OC);
+  // LoraWork's adapted product writes (and its backward reads) C = block[0].IC columns of Y,
+  // wider than the cut outputs where C > kMaxWeight / C (Llama 3.1 8B: 4096 against 1024).
+  if (run.lora_r > 0) outw = std::max<std::size_t>(outw, block[0].IC);
   weight = std::max(weight, std::size_t(head.IC) * head.OC);
   const std::size_t rows = max_rows;
   X.Make(pool, rows * in);

@@ -66,17 +66,25 @@ class Planner {
 
 int NodeOf(const topo::Group& g) { return g.numa_node >= 0 ? g.numa_node : 0; }
 
-// The frozen base of a LoRA run, once per node (ReplicaGroups' NodeBase).
-void AddBases(const topo::Plan& plan, const MemoryRun& run, std::uint64_t base_floats, Planner* p) {
+// The frozen base of a LoRA run, once per node (ReplicaGroups' NodeBase). A bf16 base keeps its
+// block products in bf16 alone; loading holds one of them in fp32 at a time, on node 0.
+void AddBases(const topo::Plan& plan, const MemoryRun& run, const model::Lora& lora, Planner* p) {
+  const std::uint64_t base_floats = lora.base().total();
   std::vector<int> seen;
   for (const topo::Group& g : plan.groups) {
     const int node = NodeOf(g);
     if (std::find(seen.begin(), seen.end(), node) != seen.end()) continue;
+    if (!run.lora->base_bf16) {
+      p->Add(node, "frozen base", 4 * base_floats, "fp32, one copy per NUMA node");
+    } else {
+      p->Add(node, "frozen base", 4 * BaseFp32Floats(lora),
+             "fp32: embeddings, norms, biases (the products are bf16 only)");
+      if (seen.empty()) {
+        p->Add(node, "frozen base, loading", 4 * BaseLoadingFp32Floats(lora),
+               "fp32 of one product while it is converted, while loading");
+      }
+    }
     seen.push_back(node);
-    p->Add(node, "frozen base", 4 * base_floats,
-           run.lora->base_bf16 ? "fp32 as read; its products' pages are given back once the "
-                                 "bf16 copy holds them, after this peak"
-                               : "fp32, one copy per NUMA node");
     if (run.bf16) p->Add(node, "frozen base, bf16 copy", 2 * base_floats, "what the products read");
   }
 }
@@ -129,7 +137,7 @@ std::vector<NodeMemory> PlanMemory(const topo::Plan& plan, const MemoryRun& run)
       p.Add(node, "bf16 operands", 2 * scratch, "the products' converted inputs");
     }
   }
-  if (lora) AddBases(plan, run, model_layout.total(), &p);
+  if (lora) AddBases(plan, run, *lora, &p);
   if (run.snapshot && G > 0) {
     p.Add(NodeOf(plan.groups[0]), "checkpoint snapshot", 3 * 4 * trained,
           "parameters and moments, copied for the background save");

@@ -35,6 +35,8 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
       binder_(topo::MakeBinder(topology)),
       groups_(plan.groups.size()),
       shared_(ShareReplica(plan)) {
+  CPUTRAIN_CHECK(!(lora_ && lora_->config().base_bf16) || o.bf16,
+                 "a bf16 frozen base (base_dtype bf16) needs the bf16 products");
   const int G = size();
   const model::ParamLayout& trained = layout();
   for (int g = 0; g < G; ++g) {
@@ -66,7 +68,12 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
         NodeBase nb;
         nb.node = grp.node;
         nb.first_group = g;
-        nb.params = alloc::NodeBuffer<float>(grp.node, model_layout_.total());
+        // A bf16 base's fp32 buffer is a reservation: its bf16-only tensors' pages are never
+        // resident together (InitBase).
+        nb.params = lora_->config().base_bf16
+                        ? alloc::NodeBuffer<float>(grp.node, model_layout_.total(),
+                                                   alloc::NodeBuffer<float>::Reserved{})
+                        : alloc::NodeBuffer<float>(grp.node, model_layout_.total());
         if (o.bf16) nb.bf16 = alloc::NodeBuffer<uint16_t>(grp.node, model_layout_.total());
         bases_.push_back(std::move(nb));
         it = bases_.end() - 1;
@@ -150,58 +157,100 @@ void ReplicaGroups::OnAll(FunctionRef<void(ReplicaGroup&)> fn,
   if (first) std::rethrow_exception(first);
 }
 
-void ReplicaGroups::InitBase(FunctionRef<void(WorkerPool&, float*)> init) {
+void ReplicaGroups::InitBase(FunctionRef<void(WorkerPool&, float*, model::TensorDone)> init) {
   CPUTRAIN_CHECK(lora_ != nullptr, "InitBase without LoRA");
-  ReplicaGroup& g0 = groups_[bases_[0].first_group];
-  g0.pool->Run([&] { init(*g0.pool, bases_[0].params.data()); });
-  // Every other node copies node 0's fp32 base (all copies end before any page is released).
+  NodeBase& first = bases_[0];
+  ReplicaGroup& g0 = groups_[first.first_group];
+  // Node 0's base, tensor by tensor: a bf16-only tensor (base_dtype bf16) is converted and its
+  // fp32 pages given back as soon as the loader has written it, so the fp32 copies of the block
+  // products never exist together (the fp32 buffer is a reservation: untouched pages cost
+  // nothing).
+  first.released = 0;
+  g0.pool->Run([&] {
+    init(*g0.pool, first.params.data(), [&](model::Tensor t, int l) {
+      if (Bf16Only(t)) ConvertTensor(*g0.pool, first, t, l);
+    });
+  });
+  // Every other node copies node 0's base: the fp32 tensors it keeps, and the bf16 copies of
+  // the bf16-only ones (whose fp32 pages are gone).
   OnAll(
       [&](ReplicaGroup& grp) {
         for (NodeBase& nb : bases_) {
-          if (nb.first_group != grp.index || &nb == &bases_[0]) continue;
-          const float* src = bases_[0].params.data();
-          float* dst = nb.params.data();
-          grp.pool->ParallelFor(model_layout_.total(), [&](std::size_t lo, std::size_t hi, int) {
-            std::copy(src + lo, src + hi, dst + lo);
-          });
+          if (nb.first_group != grp.index || &nb == &first) continue;
+          nb.released = 0;
+          for (const model::TensorInfo& info : model_layout_.tensors()) {
+            for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l) {
+              const std::size_t off = model_layout_.offset(info.t, l), n = info.numel;
+              if (Bf16Only(info.t)) {
+                grp.pool->ParallelFor(n, [&](std::size_t lo, std::size_t hi, int) {
+                  std::copy(first.bf16.data() + off + lo, first.bf16.data() + off + hi,
+                            nb.bf16.data() + off + lo);
+                });
+                continue;
+              }
+              grp.pool->ParallelFor(n, [&](std::size_t lo, std::size_t hi, int) {
+                std::copy(first.params.data() + off + lo, first.params.data() + off + hi,
+                          nb.params.data() + off + lo);
+              });
+            }
+          }
         }
       },
       [](const std::string&) {});
-  // The bf16 copies, tensor by tensor; with base_dtype bf16 each block product's fp32 pages are
-  // released right after its conversion, so the process never holds both whole copies.
+  // The bf16 copies of the tensors kept in fp32 too, each node's by its first group.
   OnAll(
       [&](ReplicaGroup& grp) {
         for (NodeBase& nb : bases_) {
-          if (nb.first_group == grp.index && nb.bf16.size() > 0) ConvertBase(*grp.pool, nb);
+          if (nb.first_group != grp.index || nb.bf16.size() == 0) continue;
+          for (const model::TensorInfo& info : model_layout_.tensors())
+            for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l)
+              if (!Bf16Only(info.t)) ConvertTensor(*grp.pool, nb, info.t, l);
         }
       },
       [](const std::string&) {});
 }
 
-// train.lora.base_dtype: bf16. The block products read the bf16 copy alone (the bf16 path of
-// Net::Linear / LinearBack; a frozen weight has no gradient), so the fp32 pages of those weights
-// are given back to the kernel (MADV_DONTNEED: unmapped from the process, zero if ever read
-// again). The norms, biases and embeddings stay fp32, as do modules the adapters train fully.
-void ReplicaGroups::ConvertBase(WorkerPool& pool, NodeBase& nb) {
-  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  const bool release = lora_->config().base_bf16;
-  nb.released = 0;
-  for (const model::TensorInfo& info : model_layout_.tensors()) {
-    const bool product = info.t == model::kQkvw || info.t == model::kAttprojw ||
-                         info.t == model::kFcw || info.t == model::kFcprojw ||
-                         info.t == model::kLmHead;
-    for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l) {
-      const std::size_t off = model_layout_.offset(info.t, l);
-      float* w = nb.params.data() + off;
-      kernels::ConvertToBf16(pool, nb.bf16.data() + off, w, info.numel);
-      if (!release || !product || lora_->Saves(info.t)) continue;
-      const auto b = reinterpret_cast<std::uintptr_t>(w);
-      const std::uintptr_t e = b + info.numel * sizeof(float);
-      const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;
-      if (hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
-        nb.released += hi - lo;
-    }
+bool BaseBf16Only(const model::Lora& lora, model::Tensor t) {
+  const bool product = t == model::kQkvw || t == model::kAttprojw || t == model::kFcw ||
+                       t == model::kFcprojw || t == model::kLmHead;
+  return product && lora.config().base_bf16 && !lora.Saves(t);
+}
+
+std::size_t BaseFp32Floats(const model::Lora& lora) {
+  const model::ParamLayout& base = lora.base();
+  std::size_t n = base.total();
+  for (const model::TensorInfo& info : base.tensors())
+    if (BaseBf16Only(lora, info.t)) n -= info.numel * (info.per_layer ? base.shape().L : 1);
+  return n;
+}
+
+std::size_t BaseLoadingFp32Floats(const model::Lora& lora) {
+  // The loaders write the tensors outside the blocks first (model/params.h, TensorDone): while
+  // the largest of those is in fp32, no block's bf16 copy exists yet.
+  const int L = lora.base().shape().L;
+  std::size_t block = 0, outside = 0, block_bf16 = 0;
+  for (const model::TensorInfo& info : lora.base().tensors()) {
+    if (!BaseBf16Only(lora, info.t)) continue;
+    (info.per_layer ? block : outside) = std::max(info.per_layer ? block : outside, info.numel);
+    if (info.per_layer) block_bf16 += info.numel * L;
   }
+  // In floats: the block copies' bf16 take half a float each.
+  return std::max(block, outside > block_bf16 / 2 ? outside - block_bf16 / 2 : 0);
+}
+
+// Tensor t of layer l of nb's base into its bf16 copy; a bf16-only tensor's fp32 pages are then
+// given back to the kernel (MADV_DONTNEED: unmapped from the process, zero if ever read again).
+void ReplicaGroups::ConvertTensor(WorkerPool& pool, NodeBase& nb, model::Tensor t, int l) {
+  static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t off = model_layout_.offset(t, l), n = model_layout_.info(t).numel;
+  float* w = nb.params.data() + off;
+  kernels::ConvertToBf16(pool, nb.bf16.data() + off, w, n);
+  if (!Bf16Only(t)) return;
+  const auto b = reinterpret_cast<std::uintptr_t>(w);
+  const std::uintptr_t e = b + n * sizeof(float);
+  const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;
+  if (hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
+    nb.released += hi - lo;
 }
 
 void ReplicaGroups::InitParams(FunctionRef<void(WorkerPool&, float*)> init) {
@@ -256,7 +305,8 @@ nlohmann::json ReplicaGroups::LoraJson() const {
     copies.push_back(
         {{"numa_node", nb.node},
          {"groups", nb.groups},
-         {"fp32_bytes", nb.params.bytes() - nb.released},
+         {"fp32_bytes",
+          lora_->config().base_bf16 ? BaseFp32Floats(*lora_) * sizeof(float) : nb.params.bytes()},
          {"bf16_bytes", nb.bf16.bytes()},
          {"memory_nodes", alloc::NodesBacking(nb.params.data(), nb.params.bytes()).nodes()}});
   }

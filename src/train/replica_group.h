@@ -98,6 +98,18 @@ struct ReplicaGroup {
 // parameter replica.
 bool ShareReplica(const topo::Plan& plan);
 
+// train.lora.base_dtype: bf16. Whether a frozen base keeps tensor t in bf16 alone: the block
+// products and an untied LM head (read through the bf16 path of Net::Linear / LinearBack; a frozen
+// weight has no gradient), unless the adapters train it fully (a module to save). The norms,
+// biases and embeddings stay fp32 too.
+bool BaseBf16Only(const model::Lora& lora, model::Tensor t);
+// The floats of a base that stay fp32 (every tensor but the bf16-only ones); and what loading
+// holds in fp32 on top at its peak: one bf16-only tensor while it is converted, the largest block
+// one (or one outside the blocks, loaded before any block, where that weighs more than all the
+// blocks' bf16 copies it comes before).
+std::size_t BaseFp32Floats(const model::Lora& lora);
+std::size_t BaseLoadingFp32Floats(const model::Lora& lora);
+
 // What the groups' buffers are made for, beside their rows and positions.
 struct GroupOptions {
   // Also start the plan's comm CPUs as a pool per group (only useful when gradients are synced).
@@ -134,17 +146,23 @@ class ReplicaGroups {
     int node = 0;
     int first_group = 0;  // the group that first-touches and fills it
     std::vector<int> groups;
-    // model_layout().total(); with base_dtype bf16 the block products' fp32 pages are released
-    // once the bf16 copy holds them (InitBase): their bytes are not resident.
+    // model_layout().total(); with base_dtype bf16 a reservation whose block products' fp32
+    // pages are given back once the bf16 copy holds them (InitBase): their bytes are not
+    // resident.
     alloc::NodeBuffer<float> params;
     alloc::NodeBuffer<uint16_t> bf16;  // bf16 runs: its bf16 copy
     std::size_t released = 0;          // base_dtype bf16: fp32 bytes given back
   };
   const std::vector<NodeBase>& bases() const { return bases_; }
-  // LoRA: fills node 0's base with init(pool, base) on its first group's workers, then every
-  // other node's copies it with its own first group's workers (their first touch), and the bf16
-  // copies are converted.
-  void InitBase(FunctionRef<void(WorkerPool&, float*)> init);
+  // LoRA: fills node 0's base with init(pool, base, done) on its first group's workers, then
+  // every other node's copies it with its own first group's workers (their first touch), and the
+  // bf16 copies are converted. init tells done of each tensor copy as soon as it is written
+  // (model/params.h, TensorDone: LoadCheckpoint and RandomInit do): with base_dtype bf16, a
+  // block product is converted then and its fp32 pages given back, so the base's fp32 products
+  // never exist together (loading peaks at the kept tensors, the bf16 copy and one tensor).
+  void InitBase(FunctionRef<void(WorkerPool&, float*, model::TensorDone)> init);
+  // Whether the base keeps tensor t in bf16 alone (BaseBf16Only).
+  bool Bf16Only(model::Tensor t) const { return lora_ && BaseBf16Only(*lora_, t); }
 
   // Runs fn(g) on every group's driver at once and waits for all; if one fails, `abort` wakes
   // the others (so nobody waits forever on a dead peer) and the first error is rethrown.
@@ -170,7 +188,7 @@ class ReplicaGroups {
 
  private:
   void FirstTouch();
-  void ConvertBase(WorkerPool& pool, NodeBase& nb);
+  void ConvertTensor(WorkerPool& pool, NodeBase& nb, model::Tensor t, int l);
 
   model::ParamLayout model_layout_;
   std::unique_ptr<model::Lora> lora_;

@@ -316,11 +316,11 @@ void InitState(Run& run) {
     // The base: always model.init_from's (or the seed's), resumed or not — a LoRA checkpoint
     // holds the adapters only. Then the adapters: the checkpoint's, the adapter to continue, or
     // a fresh init (saved modules copied from the base).
-    run.groups->InitBase([&](WorkerPool& pool, float* params) {
+    run.groups->InitBase([&](WorkerPool& pool, float* params, model::TensorDone done) {
       if (init.empty()) {
-        model::RandomInit(pool, run.groups->model_layout(), m.seed, params);
+        model::RandomInit(pool, run.groups->model_layout(), m.seed, params, done);
       } else {
-        model::LoadCheckpoint(init, run.groups->model_layout(), params, m.seed);
+        model::LoadCheckpoint(init, run.groups->model_layout(), params, m.seed, done);
       }
     });
     std::string adapter = run.cfg.train.lora.adapter;

@@ -251,6 +251,9 @@ def check_training(args, model_dir, data, steps, extra, work, adapter=None):
     if "--assistant_only_loss" in extra:
         kw["assistant_only_loss"] = True
     kw["packing"] = packing
+    if "--gradient_checkpointing" in extra:  # the same numerics: both sides recompute
+        kw["gradient_checkpointing"] = True
+        kw["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
     Recording.losses = []
     trainer = Recording(model=model, args=trl_config(os.path.join(work, "trl-train"), **kw),
                         train_dataset=ds, eval_dataset=ds, processing_class=tok)
@@ -275,6 +278,8 @@ def check_training(args, model_dir, data, steps, extra, work, adapter=None):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         fail(f"sft train exited {r.returncode}:\n{r.stderr}")
+    if "--gradient_checkpointing" in extra and "(gradient checkpointing)" not in r.stderr:
+        fail(f"sft train --gradient_checkpointing: its memory plan does not say so:\n{r.stderr}")
     ours = [json.loads(line)["loss"] for line in open(os.path.join(out, "metrics.jsonl")) if '"loss"' in line
             and json.loads(line).get("step") is not None and "val_loss" not in line]
     if len(ours) != len(ref):
@@ -423,6 +428,12 @@ def main():
         check_training(args, llama, data["pc"], 6, ["--packing"], work)
         check_training(args, qwen, data["messages"], 6, ["--assistant_only_loss", "--packing"], work,
                        adapter=make_adapter(qwen, os.path.join(work, "adapter0")))
+        # A LoRA fine-tune of a Llama with gradient checkpointing, packing and assistant-only loss
+        # (issue 44's 7-8B recipe, on a small random model): the plan says it checkpoints, the
+        # losses are TRL's with its own gradient checkpointing.
+        check_training(args, llama, data["messages"], 4,
+                       ["--assistant_only_loss", "--packing", "--gradient_checkpointing"], work,
+                       adapter=make_adapter(llama, os.path.join(work, "adapter1")))
         check_placements(args, qwen, data["messages"], work)
         check_refusals(args, qwen, plain, work)
     finally:

@@ -38,15 +38,31 @@ Preset LlamaPreset(const char* name, int L, int C, int NH, int NKV, int F, int V
   return {name, s, B, T};
 }
 
-// Llama 3.2 1B: tied, theta 5e5, llama3 rope scaling 32/1/4/8192.
-Preset Llama1b() {
-  Preset p = LlamaPreset("llama-1b", 16, 2048, 32, 8, 8192, 128256, 500000.f, 1, 128);
-  RopeScaling& r = p.shape.rope_scaling;
+// Llama 3's rope scaling ("rope_type": "llama3"): factor, then 1 / 4 / 8192 in every release.
+RopeScaling Llama3Rope(float factor) {
+  RopeScaling r;
   r.kind = RopeScaling::kLlama3;
-  r.factor = 32;
+  r.factor = factor;
   r.low_freq_factor = 1;
   r.high_freq_factor = 4;
   r.original_max_position = 8192;
+  return r;
+}
+
+// Llama 3.2 1B: tied, theta 5e5, llama3 rope scaling 32/1/4/8192.
+Preset Llama1b() {
+  Preset p = LlamaPreset("llama-1b", 16, 2048, 32, 8, 8192, 128256, 500000.f, 1, 128);
+  p.shape.rope_scaling = Llama3Rope(32);
+  return p;
+}
+
+// Llama 3.1 8B (8,030,261,248 parameters, as transformers counts them): untied, theta 5e5,
+// llama3 rope scaling 8/1/4/8192; for LoRA fine-tunes (a full one needs ~130 GB), one row of 512.
+Preset Llama31_8b() {
+  Preset p = LlamaPreset("llama3-8b-lora", 32, 4096, 32, 8, 14336, 128256, 500000.f, 1, 512);
+  p.shape.tied = false;
+  p.shape.norm_eps = 1e-5f;
+  p.shape.rope_scaling = Llama3Rope(8);
   return p;
 }
 
@@ -151,7 +167,7 @@ extern const Family kLlamaFamily = {
     .hf_classify_architecture = "LlamaForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},
     .presets = {LlamaPreset("smollm2-135m", 30, 576, 9, 3, 1536, 49152, 100000.f, 4, 128),
-                Llama1b(), SmolLm2Classifier()},
+                Llama1b(), SmolLm2Classifier(), Llama31_8b()},
     .gguf = &kLlamaGguf,
 };
 

@@ -41,6 +41,20 @@ json MistralToHf(const Shape& s) {
   return cfg;
 }
 
+// Mistral 7B v0.3 (7,248,023,552 parameters, as transformers counts them): no sliding window
+// (null from v0.2 on), theta 1e6, untied; for LoRA fine-tunes, one row of 512.
+Preset Mistral7b() {
+  Shape s{512, 32768, Shape::PadVocab(32768), 32, 32, 4096};
+  s.arch = Arch::kMistral;
+  s.NKV = 8;
+  s.F = 14336;
+  s.norm_eps = 1e-5f;
+  s.rope_theta = 1000000.f;
+  s.tied = false;
+  s.attn_bias = s.mlp_bias = false;
+  return {"mistral-7b-lora", s, 1, 512};
+}
+
 }  // namespace
 
 extern const Family kMistralFamily = {
@@ -59,6 +73,7 @@ extern const Family kMistralFamily = {
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
     .hf_classify_architecture = "MistralForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for mistral
+    .presets = {Mistral7b()},
     .gguf = &kLlamaGguf,  // llama.cpp's "llama" (its attention has no sliding window)
 };
 

@@ -47,19 +47,29 @@ json Qwen2ToHf(const Shape& s) {
   return cfg;
 }
 
-// Qwen2.5-0.5B (config.json of Qwen/Qwen2.5-0.5B): 24 layers of 896, 14 heads over 2 KV heads
-// (head size 64), MLP 4864, vocabulary 151,936, tied, rope_theta 1e6, rms_norm_eps 1e-6;
-// 494,032,768 parameters (model card: 0.49B). B and T as the other decoders' presets.
-Preset Qwen25_05b() {
-  Shape s{128, 151936, Shape::PadVocab(151936), 24, 14, 896};
+// A Qwen2.5: q/k/v biases, rope_theta 1e6, rms_norm_eps 1e-6; B rows of T.
+Preset Qwen25(const char* name, int L, int C, int NH, int NKV, int F, int V, bool tied, int B,
+              int T) {
+  Shape s{T, V, Shape::PadVocab(V), L, NH, C};
   s.arch = Arch::kQwen2;
-  s.NKV = 2;
-  s.F = 4864;
+  s.NKV = NKV;
+  s.F = F;
   s.norm_eps = 1e-6f;
   s.rope_theta = 1000000.f;
-  s.tied = true;
+  s.tied = tied;
   s.attn_bias = true;
-  return {"qwen2.5-0.5b", s, 4, 128};
+  return {name, s, B, T};
+}
+
+// Qwen2.5-0.5B (config.json of Qwen/Qwen2.5-0.5B): 24 layers of 896, 14 heads over 2 KV heads
+// (head size 64), MLP 4864, vocabulary 151,936, tied; 494,032,768 parameters (model card: 0.49B).
+// B and T as the other decoders' presets.
+Preset Qwen25_05b() { return Qwen25("qwen2.5-0.5b", 24, 896, 14, 2, 4864, 151936, true, 4, 128); }
+
+// Qwen2.5-7B: 28 layers of 3584, 28 heads over 4, MLP 18944, vocabulary 152,064, untied;
+// 7,615,616,512 parameters, as transformers counts them. For LoRA fine-tunes, one row of 512.
+Preset Qwen25_7b() {
+  return Qwen25("qwen2.5-7b-lora", 28, 3584, 28, 4, 18944, 152064, false, 1, 512);
 }
 
 void Qwen2GgufMetadata(const Shape& s, GgufWriter& w) { DecoderGgufKeys("qwen2", s, w); }
@@ -89,7 +99,7 @@ extern const Family kQwen2Family = {
     .hf_ignored_suffixes = {".rotary_emb.inv_freq"},
     .hf_classify_architecture = "Qwen2ForSequenceClassification",
     .lora_default_targets = {"q_proj", "v_proj"},  // PEFT's for qwen2
-    .presets = {Qwen25_05b()},
+    .presets = {Qwen25_05b(), Qwen25_7b()},
     .gguf = &kQwen2Gguf,
 };
 
