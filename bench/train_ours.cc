@@ -371,7 +371,7 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
     row.sync_bytes_full = row.record["grad_sync_bytes_full"].get<double>();
   }
   const double peak = PeakFor(cores_used, row.bf16, row.kernel == "amx");
-  row.mfu = row.gflops / peak;
+  row.mfu = peak > 0 ? row.gflops / peak : 0;  // no peak: bf16 on a CPU without its instructions
   row.others_pct = others_pct;
   row.slowest_core_pct = slowest;
   row.peak_rss = res.value("peak_rss_bytes", 0.0);

@@ -296,7 +296,8 @@ void TrainSuite::ReadPeerResult(const ModelPreset& m, const LoraRun* lora, const
   row->bf16 = s.bf16;
   // oneDNN picks its AMX kernels where AMX runs: PyTorch's bf16 rows then count against AMX's peak.
   const bool amx = amx_peak_per_core_ > 0;
-  row->mfu = row->gflops / PeakFor(N, s.bf16, amx);
+  const double peak = PeakFor(N, s.bf16, amx);
+  row->mfu = peak > 0 ? row->gflops / peak : 0;  // no peak: bf16 without its instructions
   row->peak_rss = out.value("peak_rss_bytes", 0.0);
   nlohmann::json& rec = row->record;
   if (lora) {
