@@ -311,8 +311,11 @@ TEST(Calibrate, InferenceAndLoraHaveTheirOwnClasses) {
 
 // The LoRA class's product is C x C on the model's own width: its buffers must hold C columns
 // even where the linear classes cut theirs (kMaxWeight / C: 1024 for C = 4096, Llama 3.1 8B's);
-// it wrote 4x past its output buffer, which the sanitizer build reports.
+// it wrote 4x past its output buffer. Run on our own kernel, compiled with the project (OpenBLAS
+// is not instrumented), so that the sanitizer build reports such a write.
 TEST(Calibrate, TheLoraClassFitsItsBuffersOnAWideModel) {
+  const Fp32Kernel before = ActiveFp32Kernel(GemmClass::kLora);
+  SetFp32Kernel(GemmClass::kLora, Fp32Kernel::kOwn);
   WorkerPool pool({0, 1}, nullptr, "calibrate_test");
   model::ProductRun run;
   run.shape = model::Shape(64, 256, 256, 1, 32, 4096);
@@ -329,6 +332,7 @@ TEST(Calibrate, TheLoraClassFitsItsBuffersOnAWideModel) {
     w.run();
   }
   EXPECT_TRUE(lora);
+  SetFp32Kernel(GemmClass::kLora, before);
 }
 
 }  // namespace
