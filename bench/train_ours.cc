@@ -293,6 +293,7 @@ Row TrainSuite::RunOurs(const BenchContext& ctx, const ModelPreset& m, const Pla
               {"B", m.B},
               {"T", m.T},
               {"grad_accum_steps", cfg.train.grad_accum_steps},
+              {"gradient_checkpointing", checkpoint_},
               {"cpu", cpu_}});
   const bool base_bf16 = lora && cfg.train.lora.base_dtype == "bf16";
   const bool shared = SharedReplica(plan);

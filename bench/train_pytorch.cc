@@ -213,6 +213,7 @@ Row TrainSuite::RunPeerSetup(const ModelPreset& m, const LoraRun* lora, const Pe
                         {"cores_used", N},
                         {"B", m.B},
                         {"T", m.T},
+                        {"gradient_checkpointing", checkpoint_},
                         {"python", python_},
                         {"torch", torch_version_},
                         {"ipex", s.config == "ipex" ? ipex_version_ : ""},

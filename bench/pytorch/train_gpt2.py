@@ -456,10 +456,12 @@ def run(args, rank=0, world=1, init_file=None):
     else:
         model, info = build_hf(args, torch) if args.hf_config else (build(args, torch), {})
     if args.gradient_checkpointing:
-        # On the transformers model under PEFT's wrapper (non-reentrant: no input that requires
-        # grad is needed under a frozen base).
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # On the transformers model inside the loss wrapper (and PEFT's, which passes it on);
+        # non-reentrant: no input that requires grad is needed under a frozen base.
+        hf = next((m for m in model.modules() if hasattr(m, "gradient_checkpointing_enable")), None)
+        if hf is None:
+            sys.exit("--gradient-checkpointing: no transformers model in the module")
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         info["gradient_checkpointing"] = True
     model.train()  # dropout on where the model has it (the encoders' configs)
     if world > 1:

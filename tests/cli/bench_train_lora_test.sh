@@ -80,4 +80,16 @@ if ignored:
 s = [r for r in recs if r.get("kind") == "summary"][0]
 assert s["trainable_params"] == 7168 and s["target"] == 1.5, s  # a Llama: 1.5x, as the full rows
 PY
+# --gradient_checkpointing on both sides (ours: train.gradient_checkpointing; PyTorch:
+# gradient_checkpointing_enable inside the loss and PEFT wrappers): both rows run and say so.
+"$bin" bench train --quick "${llama[@]}" --placement 1x1 --accum 0 --steps 1 --warmup 0 \
+  --lora r=16 --gradient_checkpointing --pytorch --python "$python" --pytorch-setup eager \
+  --json "$tmp/gc.json" >"$tmp/gc.txt" 2>&1 || { cat "$tmp/gc.txt"; fail "--gradient_checkpointing"; }
+"$python" - "$tmp/gc.json" <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r.get("impl")]
+assert {r["impl"] for r in rows} == {"cputrain", "pytorch"}, rows
+for r in rows:
+    assert "skipped" not in r and r["tokens_per_s"] > 0 and r["gradient_checkpointing"], r
+PY
 echo "ok"
