@@ -243,7 +243,7 @@ void Read(Weights& w, const std::string& name, const std::vector<std::uint64_t>&
 // Reads every placed tensor of `w` into params, layer by layer: each tensor copy is zeroed first
 // (its padding rows), checked finite part by part, and told to done once its every part is in; a
 // task head the weights lack (no `as_stored` name in them) is initialized from head_seed, its
-// name added to *initialized. Tensors no placement covers are zeros, told to done at the end.
+// name added to *initialized. Tensors no placement covers are zeros, told to done first.
 void ReadPlaced(Weights& w, const std::string& dir, const ParamLayout& layout,
                 std::vector<Placed> placed,
                 const std::function<std::string(const Placed&)>& as_stored, uint64_t head_seed,
@@ -254,10 +254,13 @@ void ReadPlaced(Weights& w, const std::string& dir, const ParamLayout& layout,
                    [&](const Placed& a, const Placed& b) { return rank(a) < rank(b); });
   std::map<std::pair<int, int>, int> parts;  // (tensor, layer) -> parts not yet read
   for (const Placed& p : placed) ++parts[{static_cast<int>(p.t), p.layer}];
-  for (const TensorInfo& info : layout.tensors())
-    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l)
-      if (!parts.count({static_cast<int>(info.t), l}))
-        std::fill_n(params + layout.offset(info.t, l), info.numel, 0.0f);
+  for (const TensorInfo& info : layout.tensors()) {
+    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l) {
+      if (parts.count({static_cast<int>(info.t), l})) continue;
+      std::fill_n(params + layout.offset(info.t, l), info.numel, 0.0f);
+      done(info.t, l);
+    }
+  }
   std::vector<float> buf;
   std::set<std::pair<int, int>> started;
   for (const Placed& p : placed) {
@@ -288,9 +291,6 @@ void ReadPlaced(Weights& w, const std::string& dir, const ParamLayout& layout,
     }
     if (--parts[key] == 0) done(p.t, p.layer);
   }
-  for (const TensorInfo& info : layout.tensors())
-    for (int l = 0; l < (info.per_layer ? layout.shape().L : 1); ++l)
-      if (!started.count({static_cast<int>(info.t), l})) done(info.t, l);
 }
 
 }  // namespace

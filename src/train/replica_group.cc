@@ -165,7 +165,6 @@ void ReplicaGroups::InitBase(FunctionRef<void(WorkerPool&, float*, model::Tensor
   // fp32 pages given back as soon as the loader has written it, so the fp32 copies of the block
   // products never exist together (the fp32 buffer is a reservation: untouched pages cost
   // nothing).
-  first.released = 0;
   g0.pool->Run([&] {
     init(*g0.pool, first.params.data(), [&](model::Tensor t, int l) {
       if (Bf16Only(t)) ConvertTensor(*g0.pool, first, t, l);
@@ -177,7 +176,6 @@ void ReplicaGroups::InitBase(FunctionRef<void(WorkerPool&, float*, model::Tensor
       [&](ReplicaGroup& grp) {
         for (NodeBase& nb : bases_) {
           if (nb.first_group != grp.index || &nb == &first) continue;
-          nb.released = 0;
           for (const model::TensorInfo& info : model_layout_.tensors()) {
             for (int l = 0; l < (info.per_layer ? model_layout_.shape().L : 1); ++l) {
               const std::size_t off = model_layout_.offset(info.t, l), n = info.numel;
@@ -249,8 +247,8 @@ void ReplicaGroups::ConvertTensor(WorkerPool& pool, NodeBase& nb, model::Tensor 
   const auto b = reinterpret_cast<std::uintptr_t>(w);
   const std::uintptr_t e = b + n * sizeof(float);
   const std::uintptr_t lo = (b + page - 1) / page * page, hi = e / page * page;
-  if (hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
-    nb.released += hi - lo;
+  // A refusal only leaves the pages resident (the plan then under-counts them); nothing reads them.
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 void ReplicaGroups::InitParams(FunctionRef<void(WorkerPool&, float*)> init) {

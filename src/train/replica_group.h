@@ -151,7 +151,6 @@ class ReplicaGroups {
     // resident.
     alloc::NodeBuffer<float> params;
     alloc::NodeBuffer<uint16_t> bf16;  // bf16 runs: its bf16 copy
-    std::size_t released = 0;          // base_dtype bf16: fp32 bytes given back
   };
   const std::vector<NodeBase>& bases() const { return bases_; }
   // LoRA: fills node 0's base with init(pool, base, done) on its first group's workers, then
