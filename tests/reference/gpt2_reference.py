@@ -458,20 +458,45 @@ def val_loss(p, ms, val: np.ndarray, cfg: RunConfig, prec: Precision) -> float:
     return float(np.float32(sum(losses) / len(losses)))
 
 
-def train_loop(cfg: RunConfig, decayed: List[torch.Tensor], other: List[torch.Tensor],
-               ordered: List[torch.Tensor], micro_loss: Callable, evaluate: Optional[Callable],
-               train_tokens: np.ndarray) -> dict:
-    """The training rules the engine implements, over any model: cfg.steps AdamW steps
-    (weight decay cfg.weight_decay on `decayed`, none on `other`), the lr of lr_at, k =
-    cfg.grad_accum_steps micro-batches per step from `window` (each micro loss scaled 1/k),
-    global-norm clipping at cfg.grad_clip over `ordered` (the norm sums in that order).
-    micro_loss(x, y) is the loss of one window; evaluate() the validation loss, run after 0,
-    eval_every, 2*eval_every, ... and cfg.steps updates (None: no evaluation). Returns per-step
-    loss, lr, pre-clip grad norm, whether it clipped, and the validation losses."""
-    opt = torch.optim.AdamW(
+# ---- optimizers: how train_loop updates the weights -------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Optimizer:
+    """How train_loop updates the weights. make(cfg, decayed, other) builds the torch optimizer
+    over two groups: `decayed` with weight decay cfg.weight_decay, `other` with none. lr(cfg, step)
+    is the learning rate of 0-based `step`, which the loop records; scheduled: the loop sets it on
+    every group before the step (an lr scheduler's work, as Hugging Face's Trainer does), or, when
+    False, leaves the optimizer to compute its own step size (transformers' Adafactor with
+    relative_step, which refuses an lr; optim_parity.py)."""
+    make: Callable[[RunConfig, List[torch.Tensor], List[torch.Tensor]], torch.optim.Optimizer]
+    lr: Callable[[RunConfig, int], float] = lr_at
+    scheduled: bool = True
+
+
+def make_adamw(cfg: RunConfig, decayed: List[torch.Tensor],
+               other: List[torch.Tensor]) -> torch.optim.Optimizer:
+    """The trainer's default optimizer: torch.optim.AdamW, the single-tensor path (foreach=False),
+    betas and eps from cfg."""
+    return torch.optim.AdamW(
         [{"params": decayed, "weight_decay": cfg.weight_decay},
          {"params": other, "weight_decay": 0.0}],
         lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=False)
+
+
+ADAMW = Optimizer(make_adamw)  # every fixture's
+
+
+def train_loop(cfg: RunConfig, decayed: List[torch.Tensor], other: List[torch.Tensor],
+               ordered: List[torch.Tensor], micro_loss: Callable, evaluate: Optional[Callable],
+               train_tokens: np.ndarray, optimizer: Optimizer = ADAMW) -> dict:
+    """The training rules the engine implements, over any model: cfg.steps optimizer steps
+    (default AdamW; weight decay cfg.weight_decay on `decayed`, none on `other`), the lr of lr_at
+    (optimizer.lr), k = cfg.grad_accum_steps micro-batches per step from `window` (each micro loss
+    scaled 1/k), global-norm clipping at cfg.grad_clip over `ordered` (the norm sums in that
+    order) before the step. micro_loss(x, y) is the loss of one window; evaluate() the validation
+    loss, run after 0, eval_every, 2*eval_every, ... and cfg.steps updates (None: no evaluation).
+    Returns per-step loss, lr, pre-clip grad norm, whether it clipped, and the validation
+    losses."""
+    opt = optimizer.make(cfg, decayed, other)
     rec = {"steps": [], "lrs": [], "grad_norms": [], "clipped": [], "val": []}
 
     def maybe_eval(done: int):
@@ -482,9 +507,10 @@ def train_loop(cfg: RunConfig, decayed: List[torch.Tensor], other: List[torch.Te
 
     maybe_eval(0)
     for s in range(cfg.steps):
-        lr = lr_at(cfg, s)
-        for g in opt.param_groups:
-            g["lr"] = lr
+        lr = optimizer.lr(cfg, s)
+        if optimizer.scheduled:
+            for g in opt.param_groups:
+                g["lr"] = lr
         opt.zero_grad(set_to_none=True)
         k = cfg.grad_accum_steps
         loss_sum = 0.0

@@ -287,11 +287,12 @@ def decay_split(model) -> Tuple[List[str], List[str]]:
 
 
 def train_hf(cfg: "ref.RunConfig", model, train_tokens: np.ndarray,
-             val_tokens: Optional[np.ndarray]) -> dict:
+             val_tokens: Optional[np.ndarray], optimizer: "ref.Optimizer" = ref.ADAMW) -> dict:
     """gpt2_reference.train_loop for a transformers model: the same lr schedule, data order,
-    accumulation, clipping and AdamW groups (decay_split: weight decay on the 2-D tensors only),
-    the forward and the validation loss in cfg.precision (fp32, or bf16 = torch.autocast with
-    fp32 master weights, gradients and moments, as gpt2_reference.py runs it)."""
+    accumulation, clipping and optimizer groups (decay_split: weight decay on the 2-D tensors
+    only; the optimizer AdamW unless `optimizer` says another: optim_parity.py), the forward and
+    the validation loss in cfg.precision (fp32, or bf16 = torch.autocast with fp32 master weights,
+    gradients and optimizer state, as gpt2_reference.py runs it)."""
     model.train()  # dropout is 0: train and eval mode compute the same
     prec = ref.PRECISIONS[cfg.precision]
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
@@ -309,7 +310,7 @@ def train_hf(cfg: "ref.RunConfig", model, train_tokens: np.ndarray,
 
     return ref.train_loop(cfg, [params[n] for n in decay], [params[n] for n in other],
                           list(params.values()), micro_loss,
-                          None if val_tokens is None else evaluate, train_tokens)
+                          None if val_tokens is None else evaluate, train_tokens, optimizer)
 
 
 def engine_train(engine: Engine, cfg: "ref.RunConfig", init_from: str, tmp: str,
@@ -362,10 +363,13 @@ def compare_training(cfg: "ref.RunConfig", ours: List[dict], ours_val: List[dict
         at = (f" (worst step {s}: ours {ours[s][key]!r}, torch {want[want_key][s]!r})"
               if s >= 0 else "")
         checks.expect(d <= tol, f"per-step {key} within {tol:g} {how}: {d:.3e}{at}")
-    clipped = sum(n > cfg.grad_clip for n in want["grad_norms"])
-    margin = min(abs(n - cfg.grad_clip) / cfg.grad_clip for n in want["grad_norms"])
-    print(f"  clipping: {clipped} of {cfg.steps} steps; the closest pre-clip norm is "
-          f"{margin:.1%} from {cfg.grad_clip}")
+    if cfg.grad_clip > 0:
+        clipped = sum(n > cfg.grad_clip for n in want["grad_norms"])
+        margin = min(abs(n - cfg.grad_clip) / cfg.grad_clip for n in want["grad_norms"])
+        print(f"  clipping: {clipped} of {cfg.steps} steps; the closest pre-clip norm is "
+              f"{margin:.1%} from {cfg.grad_clip}")
+    else:
+        print("  clipping: off (optim.grad_clip 0)")
     by_step = {r["step"]: r["val_loss"] for r in ours_val}
     worst_val, at = 0.0, ""
     for v in want["val"]:
