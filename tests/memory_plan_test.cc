@@ -31,6 +31,7 @@ struct Case {
   bool bf16, lora;
   bool checkpoint = false;
   bool base_bf16 = false;
+  const char* optim = "adamw";  // optim.name (issue 42: every optimizer's state is planned)
 };
 
 // Every buffer ReplicaGroups holds, summed per node under the plan's line names.
@@ -41,7 +42,8 @@ std::map<int, std::map<std::string, std::uint64_t>> Allocated(const ReplicaGroup
     auto& n = out[grp.node];
     n["parameters"] += grp.params.bytes();
     n["gradients"] += grp.grads.bytes();
-    n["AdamW moments"] += grp.m.bytes() + grp.v.bytes();
+    for (const auto& b : grp.state) n["optimizer state"] += b.bytes();
+    n["optimizer statistics"] += grp.optim_scratch.bytes();
     n["activations"] += grp.acts.bytes();
     n["token rows"] += grp.tokens.bytes();
     n["small buffers"] += grp.scalars.bytes();
@@ -83,12 +85,15 @@ TEST_P(MemoryPlanMatches, WhatReplicaGroupsAllocates) {
   run.bf16 = c.bf16;
   run.checkpoint = c.checkpoint;
   if (c.lora) run.lora = lora;
+  run.optimizer.name = c.optim;
+  run.optimizer.momentum = 0.9;
   const std::vector<NodeMemory> planned = PlanMemory(plan, run);
   GroupOptions o;
   o.comm_pools = plan.groups.size() > 1;
   o.bf16 = c.bf16;
   o.checkpoint = c.checkpoint;
   o.lora = c.lora ? &lora : nullptr;
+  o.optimizer = run.optimizer;
   ReplicaGroups groups(topology, plan, shape, rows, T, o);
   const auto allocated = Allocated(groups);
   std::size_t nodes_with_memory = 0;
@@ -128,7 +133,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"lora_bf16_checkpointed", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
                            topo::GroupBy::kL3, true, true, true},
                       Case{"lora_bf16_base_two_nodes", "synthetic:pack:2 numa:1 core:2 pu:1",
-                           topo::GroupBy::kSocket, true, true, false, true}),
+                           topo::GroupBy::kSocket, true, true, false, true},
+                      Case{"adafactor_two_nodes", "synthetic:pack:2 numa:1 core:2 pu:1",
+                           topo::GroupBy::kSocket, false, false, false, false, "adafactor"},
+                      Case{"adafactor_lora_shared", "synthetic:pack:1 numa:1 l3:2 core:1 pu:1",
+                           topo::GroupBy::kL3, false, true, false, false, "adafactor"},
+                      Case{"sgd_two_nodes", "synthetic:pack:2 numa:1 core:2 pu:1",
+                           topo::GroupBy::kSocket, false, false, false, false, "sgd"}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
 // A bf16 frozen base (train.lora.base_dtype: bf16) over two nodes, filled as a run fills it:

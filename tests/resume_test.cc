@@ -62,17 +62,6 @@ Config OddConfig(const std::string& out_dir, std::vector<std::string> sets = {})
 // metrics.jsonl without the timing fields.
 std::vector<nlohmann::json> Rows(const std::string& out_dir) { return test::MetricsRows(out_dir); }
 
-struct Moments {
-  std::vector<float> m, v;
-};
-
-Moments ReadMoments(const std::string& out_dir) {
-  TrainStateReader r(model::ResolveCheckpointDir(out_dir) + "/" + model::kStateFile);
-  Moments mo{std::vector<float>(r.floats()), std::vector<float>(r.floats())};
-  r.ReadMoments(0, r.floats(), mo.m.data(), mo.v.data());
-  return mo;
-}
-
 std::vector<float> ReadWeights(const std::string& out_dir) {
   const std::string file = model::ResolveModelFile(out_dir);
   model::ParamLayout layout(model::ReadCheckpointShape(file));
@@ -100,8 +89,10 @@ void ExpectExactResume(const std::vector<std::string>& sets) {
   EXPECT_EQ(Rows(straight.path()), Rows(resumed.path()));
   EXPECT_EQ(Slurp(model::ResolveModelFile(straight.path())),
             Slurp(model::ResolveModelFile(resumed.path())));
-  const Moments a = ReadMoments(straight.path()), b = ReadMoments(resumed.path());
-  EXPECT_TRUE(a.m == b.m && a.v == b.v) << "AdamW moments differ";
+  const auto a = test::ReadOptimizerState(straight.path()),
+             b = test::ReadOptimizerState(resumed.path());
+  ASSERT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "the optimizer's state differs";
 }
 
 TEST(Resume, StoppedAndResumedIsBitIdenticalOneGroup) { ExpectExactResume({}); }
@@ -147,6 +138,96 @@ TEST(Resume, LlamaStoppedAndResumedIsBitIdentical) {
   ExpectExactResume(Llama({"data.shuffle=true", "train.grad_accum_steps=2", kTwoGroups,
                            "placement.threads_per_group=1"}));
   if (kernels::DetectBf16().trains()) ExpectExactResume(Llama({"train.precision=bf16"}));
+}
+
+// Issue 42: the optimizers beside AdamW resume exactly too, their state re-sharded like AdamW's:
+// Adafactor (factored moments of the matrices a shard boundary cuts, which both shards keep
+// whole; its relative step and parameter scale; then the schedule's lr, a first moment and
+// weight decay) and SGD with momentum and with Nesterov momentum.
+TEST(Resume, AdafactorStoppedAndResumedIsBitIdentical) {
+  ExpectExactResume({"optim.name=adafactor"});
+  ExpectExactResume({"optim.name=adafactor", kTwoGroups, "placement.threads_per_group=1"});
+  ExpectExactResume(
+      Llama({"optim.name=adafactor", "optim.adafactor.relative_step=false",
+             "optim.adafactor.scale_parameter=false", "optim.adafactor.beta1=0.9",
+             "optim.weight_decay=0.01", kTwoGroups, "placement.threads_per_group=1"}));
+}
+
+TEST(Resume, SgdStoppedAndResumedIsBitIdentical) {
+  ExpectExactResume({"optim.name=sgd", "optim.momentum=0.9"});
+  ExpectExactResume({"optim.name=sgd", "optim.momentum=0.9", "optim.nesterov=true", kTwoGroups,
+                     "placement.threads_per_group=1"});
+}
+
+// ZeRO-1 with Adafactor: 1, 2 and 4 groups cut the matrices in different places; the statistics
+// of a cut tensor are summed across the groups, so every group count trains the same model (to
+// the order of the sums: 1e-5 relative in the losses), and the whole-model state the groups write
+// together is the same state. A wrong cut (a shard's row sums alone) moves the losses by far more.
+TEST(Resume, AdafactorTrainsTheSameModelOnOneTwoAndFourGroups) {
+  const std::vector<std::string> ada = {"optim.name=adafactor", "optim.adafactor.beta1=0.9"};
+  std::vector<std::vector<double>> losses;
+  std::vector<std::vector<std::vector<float>>> states;
+  for (const char* topology : {"", kTwoGroups, "topology=synthetic:pack:4 numa:1 core:1 pu:1"}) {
+    test::TempDir out;
+    std::vector<std::string> sets = ada;
+    if (*topology) sets.insert(sets.end(), {topology, "placement.threads_per_group=1"});
+    TrainFor(OddConfig(out.path(), sets));
+    losses.emplace_back();
+    for (const nlohmann::json& row : Rows(out.path())) {
+      if (row.contains("loss")) losses.back().push_back(row["loss"].get<double>());
+    }
+    states.push_back(test::ReadOptimizerState(out.path()));
+  }
+  // exp_avg (slot 0) follows the parameters elementwise. GPT-2's key bias has no gradient but
+  // rounding (softmax does not see a constant added to every score of a query), and Adafactor
+  // normalizes a 1-D tensor's update elementwise (g / sqrt(mean g^2)): there it follows the
+  // rounding's sign, whatever the group count. Every other element must agree.
+  const model::ParamLayout layout(model::ReadCheckpointShape(Fixture("model.bin")));
+  const std::size_t C = static_cast<std::size_t>(layout.shape().C);
+  auto key_bias = [&](std::size_t i) {
+    for (int l = 0; l < layout.shape().L; ++l) {
+      const std::size_t k = layout.offset(model::kQkvb, l) + C;
+      if (i >= k && i < k + C) return true;
+    }
+    return false;
+  };
+  for (std::size_t k = 1; k < losses.size(); ++k) {
+    ASSERT_EQ(losses[k].size(), losses[0].size());
+    for (std::size_t s = 0; s < losses[0].size(); ++s)
+      EXPECT_NEAR(losses[k][s], losses[0][s], 1e-5 * std::abs(losses[0][s])) << k << " " << s;
+    ASSERT_EQ(states[k].size(), states[0].size());
+    for (std::size_t j = 0; j < states[0].size(); ++j) {
+      ASSERT_EQ(states[k][j].size(), states[0][j].size());
+      double worst = 0, scale = 0;
+      for (std::size_t i = 0; i < states[0][j].size(); ++i) {
+        if (j == 0 && key_bias(i)) continue;
+        worst = std::max(worst, std::abs(double(states[k][j][i]) - states[0][j][i]));
+        scale = std::max(scale, std::abs(double(states[0][j][i])));
+      }
+      EXPECT_LE(worst, 1e-4 * scale) << "slot " << j << " on " << k;
+    }
+  }
+}
+
+// A checkpoint of one optimizer resumed with another (or with other slots) is refused naming
+// both, before any step.
+TEST(Resume, AnotherOptimizerIsRefused) {
+  test::TempDir out;
+  TrainFor(OddConfig(out.path()), kSteps / 2);
+  try {
+    TrainFor(OddConfig(out.path(), {"optim.name=adafactor"}));
+    FAIL() << "resumed AdamW's state as Adafactor's";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer adamw; this run's optimizer is adafactor"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(e.hint().find("optim.name"), std::string::npos) << e.hint();
+  }
+  test::TempDir ada;
+  TrainFor(OddConfig(ada.path(), {"optim.name=adafactor"}), kSteps / 2);
+  EXPECT_THROW(
+      TrainFor(OddConfig(ada.path(), {"optim.name=adafactor", "optim.adafactor.beta1=0.9"})),
+      InputError);
 }
 
 // A 1-group checkpoint resumed on 2 groups: each group takes its shard of the full moments. The
@@ -323,11 +404,22 @@ TEST(Resume, ADamagedStateFileIsRefusedWithAHint) {
   std::ofstream(state, std::ios::binary) << "XXXXXXXX" + good.substr(8);
   err = InputErrorOf(OddConfig(out.path()));
   EXPECT_NE(err.find("bad magic (expected CPTNSTAT)"), std::string::npos) << err;
-  std::string v4 = good;
-  v4[8] = 4;
-  std::ofstream(state, std::ios::binary) << v4;
+  std::string v5 = good;
+  v5[8] = 5;
+  std::ofstream(state, std::ios::binary) << v5;
   err = InputErrorOf(OddConfig(out.path()));
-  EXPECT_NE(err.find("version 4 is not supported"), std::string::npos) << err;
+  EXPECT_NE(err.find("version 5 is not supported"), std::string::npos) << err;
+  // Version 4's slots must add up to the floats its header counts.
+  uint64_t meta_bytes = 0;
+  std::memcpy(&meta_bytes, good.data() + 16, 8);
+  nlohmann::json meta = nlohmann::json::parse(good.substr(32, meta_bytes));
+  meta["optimizer"]["slots"][1]["floats"] = 7;
+  std::string meta2 = meta.dump();
+  meta2.resize(meta_bytes, ' ');
+  std::ofstream(state, std::ios::binary)
+      << good.substr(0, 32) + meta2 + good.substr(32 + meta_bytes);
+  err = InputErrorOf(OddConfig(out.path()));
+  EXPECT_NE(err.find("its optimizer slots hold"), std::string::npos) << err;
 }
 
 // A version-1 state.bin (one train file and its bytes, no shuffle state; written before shards
@@ -338,10 +430,13 @@ TEST(Resume, AVersionOneStateResumesWithoutShuffle) {
   TrainFor(OddConfig(straight.path()));
   TrainFor(OddConfig(out.path()), kSteps / 2);
   const std::string state = model::ResolveCheckpointDir(out.path()) + "/" + model::kStateFile;
-  const std::string v3 = Slurp(state);
-  uint64_t meta_bytes = 0;
-  std::memcpy(&meta_bytes, v3.data() + 16, 8);
-  nlohmann::json meta = nlohmann::json::parse(v3.substr(32, meta_bytes));
+  const std::string v4 = Slurp(state);
+  uint64_t meta_bytes = 0, floats = 0;
+  std::memcpy(&meta_bytes, v4.data() + 16, 8);
+  std::memcpy(&floats, v4.data() + 24, 8);
+  nlohmann::json meta = nlohmann::json::parse(v4.substr(32, meta_bytes));
+  ASSERT_EQ(meta["optimizer"]["name"], "adamw");
+  meta.erase("optimizer");  // version 1 held AdamW's m and v: n floats each
   ASSERT_EQ(meta["data"]["train"].size(), 1u);
   const std::string path = meta["data"]["train"][0]["path"];
   const uint64_t tokens = meta["data"]["train"][0]["tokens"];
@@ -351,11 +446,12 @@ TEST(Resume, AVersionOneStateResumesWithoutShuffle) {
   const std::string meta1 = meta.dump();
   // Version 1: no trailer of checksums after the moments.
   std::string v1 =
-      v3.substr(0, 32) + meta1 +
-      v3.substr(32 + meta_bytes, v3.size() - 32 - meta_bytes - model::kStateTrailerBytes);
+      v4.substr(0, 32) + meta1 +
+      v4.substr(32 + meta_bytes, v4.size() - 32 - meta_bytes - model::kStateTrailerBytes);
   v1[8] = 1;
-  const uint64_t n1 = meta1.size();
+  const uint64_t n1 = meta1.size(), per_moment = floats / 2;
   std::memcpy(v1.data() + 16, &n1, 8);
+  std::memcpy(v1.data() + 24, &per_moment, 8);
   std::ofstream(state, std::ios::binary) << v1;
   const std::string err = InputErrorOf(OddConfig(out.path(), {"data.shuffle=true"}));
   EXPECT_NE(err.find("data.shuffle is true but the checkpoint"), std::string::npos) << err;

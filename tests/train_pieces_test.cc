@@ -264,7 +264,7 @@ StepRun RunSteps(int B, int rows, comm::Distributed* dist, int steps) {
         g.act->targets[i] = (s * 5 + i * 11) % 50;
       }
     };
-    const StepResult r = stepper.Step(s, load, {1e-3, 0.9, 0.95, 1e-8, 0.1, s + 1}, 1.0);
+    const StepResult r = stepper.Step(s, load, {1e-3, s + 1}, 1.0);
     run.losses.push_back(r.loss);
     run.norms.push_back(r.grad_norm);
   }
@@ -306,7 +306,7 @@ std::pair<std::vector<float>, double> OneStepGradient(int k) {
       g.act->targets[i] = (at * 11 + 5) % 50;
     }
   };
-  const StepResult r = stepper.Step(0, load, {0.0, 0.9, 0.95, 1e-8, 0.0, 1}, 0.0);
+  const StepResult r = stepper.Step(0, load, {0.0, 1}, 0.0);
   const float* g = groups[0].grads.data();
   return {std::vector<float>(g, g + groups.layout().total()), r.loss};
 }

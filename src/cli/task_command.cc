@@ -73,8 +73,16 @@ void AddOptimizerOptions(CLI::App* cmd, task::Args& a) {
       ->check(CLI::Range(1, 1 << 16));
   cmd->add_option(Flag("gradient_accumulation_steps"), a.accum, "micro-batches per update")
       ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option(Flag("learning_rate"), a.lr, "AdamW's peak learning rate")
-      ->check(FiniteRange(0, 1));
+  cmd->add_option(Flag("optim"), a.optim,
+                  "the optimizer, HF's names: adamw_torch (torch.optim.AdamW), adafactor "
+                  "(transformers' Adafactor as the Trainer makes it: the schedule's lr, no "
+                  "parameter scale) or sgd (torch.optim.SGD)")
+      ->check(CLI::IsMember({"adamw_torch", "adamw_torch_fused", "adafactor", "sgd"}));
+  cmd->add_option(Flag("optim_args"), a.optim_args,
+                  "settings of --optim, key=value,...: sgd's momentum, dampening, nesterov; "
+                  "adafactor's scale_parameter, relative_step, warmup_init, decay_rate, "
+                  "clip_threshold, beta1, eps1, eps2 (docs/config.md, optim.*)");
+  cmd->add_option(Flag("learning_rate"), a.lr, "the peak learning rate")->check(FiniteRange(0, 1));
   cmd->add_option(Flag("num_train_epochs"), a.epochs, "epochs over the training features")
       ->check(FiniteRange(0, 1e6));
   cmd->add_option(Flag("max_steps"), a.max_steps, "updates to train (replaces the epochs)");
@@ -83,7 +91,7 @@ void AddOptimizerOptions(CLI::App* cmd, task::Args& a) {
   cmd->add_option(Flag("warmup_steps"), a.warmup_steps, "warmup steps (replaces the ratio)")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_option(Flag("weight_decay"), a.weight_decay,
-                  "AdamW weight decay of the weights (not biases or LayerNorm)")
+                  "weight decay of the weights (not biases or norms)")
       ->check(FiniteRange(0, 1e3));
   cmd->add_option(Flag("adam_beta1"), a.beta1, "AdamW beta1")->check(FiniteRange(0, 0.999999));
   cmd->add_option(Flag("adam_beta2"), a.beta2, "AdamW beta2")->check(FiniteRange(0, 0.999999));

@@ -4,8 +4,11 @@
 #include "cli/task_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -159,6 +163,47 @@ int PlannedGroups(const Config& cfg) {
 
 // The config for the model, the data shape and the precision, shared by train and predict.
 // The LoRA flags go in as the train.lora keys they stand for (the config's parsing and checks).
+// --optim and --optim_args as the config's optim.* settings: HF's Trainer makes Adafactor with
+// scale_parameter and relative_step off (the schedule's lr); --optim_args may turn them on.
+std::vector<std::string> OptimSets(const Args& a) {
+  const bool ada = a.optim == "adafactor", sgd = a.optim == "sgd";
+  std::vector<std::string> sets = {fmt::format("optim.name={}", ada   ? "adafactor"
+                                                                : sgd ? "sgd"
+                                                                      : "adamw")};
+  if (ada) {
+    sets.push_back("optim.adafactor.scale_parameter=false");
+    sets.push_back("optim.adafactor.relative_step=false");
+  }
+  const std::vector<std::string> known =
+      ada   ? std::vector<std::string>{"scale_parameter",
+                                       "relative_step",
+                                       "warmup_init",
+                                       "decay_rate",
+                                       "clip_threshold",
+                                       "beta1",
+                                       "eps1",
+                                       "eps2"}
+      : sgd ? std::vector<std::string>{"momentum", "dampening", "nesterov"}
+            : std::vector<std::string>{};
+  std::stringstream in(a.optim_args);
+  for (std::string item; std::getline(in, item, ',');) {
+    item.erase(std::remove_if(item.begin(), item.end(), ::isspace), item.end());
+    if (item.empty()) continue;
+    const std::size_t eq = item.find('=');
+    const std::string key = item.substr(0, std::min(eq, item.size()));
+    if (eq == std::string::npos || std::find(known.begin(), known.end(), key) == known.end()) {
+      throw InputError(
+          fmt::format(
+              "--optim_args '{}': '{}' is not a key=value setting of --optim {}{}", a.optim_args,
+              item, a.optim,
+              known.empty() ? " (it has none)" : fmt::format(" ({})", fmt::join(known, ", "))),
+          "give --optim_args as key=value,key=value with the settings of the chosen --optim");
+    }
+    sets.push_back(fmt::format("optim.{}{}={}", ada ? "adafactor." : "", key, item.substr(eq + 1)));
+  }
+  return sets;
+}
+
 Config BaseConfig(const TaskCommand& c, const std::string& init_from, const std::string& adapter,
                   const model::HeadSpec& head) {
   const Args& a = c.args;
@@ -171,6 +216,7 @@ Config BaseConfig(const TaskCommand& c, const std::string& init_from, const std:
       common.sets.push_back("train.lora.target_modules=" + a.lora_targets);
   }
   if (!adapter.empty()) common.sets.push_back("train.lora.adapter=" + adapter);
+  for (std::string& s : OptimSets(a)) common.sets.push_back(std::move(s));
   if (a.resume_fallback) common.sets.push_back("train.resume_fallback=true");
   if (!a.report_to.empty()) common.sets.push_back("train.report_to=" + a.report_to);
   Config cfg = common.Load();
@@ -215,7 +261,7 @@ train::Names TaskNames() {
 
 // The Trainer's step count and schedule from the flags: update steps an epoch = micro-batches //
 // accumulation (at least 1), times the epochs rounded up; --max_steps replaces it; a linear
-// schedule with --warmup_steps, else ceil(steps x --warmup_ratio); AdamW with clipping.
+// schedule with --warmup_steps, else ceil(steps x --warmup_ratio); the optimizer with clipping.
 void SetSchedule(const Args& a, std::size_t rows, Config& cfg) {
   const int B = cfg.data.batch_size;
   const std::size_t windows = (rows + B - 1) / B;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -502,10 +503,59 @@ void AddOptimKeys(std::vector<Key>& v) {
   v.push_back(NumberKey("optim", "eps", "AdamW epsilon", 0, kInf,
                         [](Config& c) -> double& { return c.optim.eps; }));
   v.push_back(NumberKey("optim", "weight_decay",
-                        "decoupled weight decay, applied to 2-D tensors only", 0, kInf,
-                        [](Config& c) -> double& { return c.optim.weight_decay; }));
+                        "weight decay of the 2-D tensors only (decoupled for AdamW and Adafactor; "
+                        "SGD adds it to the gradient, as torch does)",
+                        0, kInf, [](Config& c) -> double& { return c.optim.weight_decay; }));
   v.push_back(NumberKey("optim", "grad_clip", "global gradient-norm clip; 0 = off", 0, kInf,
                         [](Config& c) -> double& { return c.optim.grad_clip; }));
+}
+
+// optim.name and the settings of the optimizers beside AdamW (optim/optimizer.h).
+void AddOptimizerKeys(std::vector<Key>& v) {
+  {
+    const std::vector<std::string> names(std::begin(kOptimizerNames), std::end(kOptimizerNames));
+    Key k{"optim",
+          "name",
+          fmt::format("one of {}", fmt::join(names, ", ")),
+          "the optimizer: torch.optim.AdamW (beta1, beta2, eps), transformers' Adafactor "
+          "(optim.adafactor.*) or torch.optim.SGD (momentum, dampening, nesterov); each takes "
+          "optim.weight_decay, the schedule and the clip",
+          nullptr,
+          nullptr};
+    k.parse = [names](const YAML::Node& n, const Origin& o, Config& c) {
+      c.optim.name = AsChoice(n, o, "optim.name", names);
+    };
+    k.dump = [](const Config& c) { return YAML::Node(c.optim.name); };
+    v.push_back(k);
+  }
+  v.push_back(NumberKey("optim", "momentum", "SGD momentum (0: plain SGD, no state)", 0, 1,
+                        [](Config& c) -> double& { return c.optim.momentum; }));
+  v.push_back(NumberKey("optim", "dampening", "SGD dampening of the momentum", 0, 1,
+                        [](Config& c) -> double& { return c.optim.dampening; }));
+  v.push_back(BoolKey("optim", "nesterov", "SGD with Nesterov momentum",
+                      [](Config& c) -> bool& { return c.optim.nesterov; }));
+  v.push_back(BoolKey("optim", "adafactor.scale_parameter",
+                      "Adafactor: lr times max(eps2, RMS of the tensor)",
+                      [](Config& c) -> bool& { return c.optim.adafactor.scale_parameter; }));
+  v.push_back(BoolKey("optim", "adafactor.relative_step",
+                      "Adafactor: lr = min(1e-2, 1/sqrt(step)) instead of the schedule's",
+                      [](Config& c) -> bool& { return c.optim.adafactor.relative_step; }));
+  v.push_back(BoolKey("optim", "adafactor.warmup_init",
+                      "Adafactor: the relative step min(1e-6 step, 1/sqrt(step))",
+                      [](Config& c) -> bool& { return c.optim.adafactor.warmup_init; }));
+  v.push_back(NumberKey("optim", "adafactor.decay_rate",
+                        "Adafactor: second-moment decay 1 - step^decay_rate", -1, 0,
+                        [](Config& c) -> double& { return c.optim.adafactor.decay_rate; }));
+  v.push_back(NumberKey("optim", "adafactor.clip_threshold",
+                        "Adafactor: the update's RMS clipped to it, per tensor", 1e-9, kInf,
+                        [](Config& c) -> double& { return c.optim.adafactor.clip_threshold; }));
+  v.push_back(NumberKey("optim", "adafactor.beta1",
+                        "Adafactor: first-moment decay; 0 = no first moment (transformers' None)",
+                        0, 0.999999, [](Config& c) -> double& { return c.optim.adafactor.beta1; }));
+  v.push_back(NumberKey("optim", "adafactor.eps1", "Adafactor: added to the squared gradient", 0, 1,
+                        [](Config& c) -> double& { return c.optim.adafactor.eps1; }));
+  v.push_back(NumberKey("optim", "adafactor.eps2", "Adafactor: the least parameter scale", 0, 1,
+                        [](Config& c) -> double& { return c.optim.adafactor.eps2; }));
 }
 
 // train.*: the run.
@@ -756,6 +806,7 @@ const std::vector<Key>& Keys() {
     AddModelKeys(v);
     AddDataKeys(v);
     AddOptimKeys(v);
+    AddOptimizerKeys(v);
     AddTrainKeys(v);
     AddKernelKeys(v);
     AddLoraKeys(v);

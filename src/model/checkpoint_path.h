@@ -42,7 +42,7 @@ bool IsAdapterDir(const std::string& dir);
 //   uint64 model.bin's length, uint32 model.bin's CRC32C (the whole file),
 //   uint32 the CRC32C of every byte of state.bin before this field.
 inline constexpr char kStateMagic[8] = {'C', 'P', 'T', 'N', 'S', 'T', 'A', 'T'};
-inline constexpr uint32_t kStateVersion = 3;
+inline constexpr uint32_t kStateVersion = 4;
 inline constexpr uint64_t kStateTrailerBytes = 16;
 
 struct StateTrailer {

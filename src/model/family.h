@@ -87,6 +87,22 @@ enum class Pooling { kLastToken, kFirstTanh, kFirstRelu };
 void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::size_t* begin,
             std::size_t* rows);
 
+// One parameter tensor as Hugging Face (or PEFT, for an adapter) holds it: `rows` rows of `cols`
+// floats from `offset` in the flat buffer, row-major; `matrix`: 2-D there (a 1-D tensor is one
+// row). What an optimizer that looks at whole tensors (Adafactor's factored moments, its RMS
+// clipping) must see, so that it runs as transformers' does on the same model: q, k and v of our
+// fused kQkvw are three tensors for Llama and one for GPT-2 (c_attn); the vocabulary's padding
+// rows are no tensor's.
+struct HfView {
+  std::size_t offset = 0, rows = 1, cols = 0;
+  bool matrix = false;
+  bool decay = false;  // the table's weight-decay setting
+};
+// Every tensor copy of `layout`, cut as its family's hf_tensors cut it (a LoRA layout's adapters
+// and saved modules: one per copy, model/lora.h), in flat-buffer order; together they cover the
+// buffer but for padding rows. A tensor no hf_tensors row names is one view per copy.
+std::vector<HfView> HfViews(const ParamLayout& layout);
+
 // llama.cpp's GGUF names of a family (model/gguf.h writes them; docs/gguf.md): its
 // general.architecture, one row per tensor as llama.cpp's llama-arch.cpp names it, and the keys
 // and extra tensors of the architecture.

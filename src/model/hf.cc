@@ -50,6 +50,39 @@ void HfRows(HfTensor::Rows part, const Shape& s, const TensorInfo& info, std::si
   }
 }
 
+std::vector<HfView> HfViews(const ParamLayout& layout) {
+  const Shape& s = layout.shape();
+  std::vector<HfView> views;
+  std::vector<bool> named(kNumTensors, false);  // tensors the family's hf_tensors cut
+  const auto add = [&](const TensorInfo& info, std::size_t begin, std::size_t rows) {
+    const bool matrix = info.shape.size() >= 2;
+    const std::size_t row = matrix ? info.numel / info.shape[0] : 1;  // floats per row
+    for (int l = 0; l < (info.per_layer ? s.L : 1); ++l) {
+      views.push_back({layout.offset(info.t, l) + begin * row, matrix ? rows : 1,
+                       matrix ? row : rows, matrix, info.decay});
+    }
+  };
+  bool lora = false;
+  for (const TensorInfo& info : layout.tensors()) lora = lora || info.t >= kLoraFirst;
+  if (!lora) {
+    std::set<std::pair<int, int>> seen;  // (tensor, part): a family may name one twice
+    for (const HfTensor& h : FamilyOf(s.arch).hf_tensors) {
+      if (!layout.has(h.t) || (h.head >= 0 && h.head != static_cast<int>(s.head))) continue;
+      if (!seen.insert({h.t, h.rows}).second) continue;
+      std::size_t begin = 0, rows = 0;
+      HfRows(h.rows, s, layout.info(h.t), &begin, &rows);
+      add(layout.info(h.t), begin, rows);
+      named[h.t] = true;
+    }
+  }
+  for (const TensorInfo& info : layout.tensors()) {
+    if (!named[info.t]) add(info, 0, info.real_rows ? info.real_rows : info.shape[0]);
+  }
+  std::sort(views.begin(), views.end(),
+            [](const HfView& a, const HfView& b) { return a.offset < b.offset; });
+  return views;
+}
+
 namespace {
 
 namespace fs = std::filesystem;

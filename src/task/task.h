@@ -57,6 +57,9 @@ struct Args {
   int train_batch = 8, eval_batch = 8;
   double lr = 5e-5, epochs = 3.0, warmup_ratio = 0, weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8, max_grad_norm = 1.0;
+  // The Trainer's optim and optim_args: adamw_torch (adamw_torch_fused), adafactor or sgd, and
+  // "key=value,..." settings of the chosen one (optim.* in the config).
+  std::string optim = "adamw_torch", optim_args;
   int max_steps = -1, warmup_steps = 0, accum = 1, save_steps = 500;
   int max_train_samples = 0, max_eval_samples = 0, max_predict_samples = 0;
   bool bf16 = false, do_train = false, do_eval = false, do_predict = false;

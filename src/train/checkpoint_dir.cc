@@ -58,7 +58,7 @@ std::string SaveCheckpointDir(const std::string& out_dir, const CheckpointConten
     } else {
       model = model::SaveCheckpoint((tmp_dir / model::kModelFile).string(), *c.layout, c.params);
     }
-    WriteTrainState((tmp_dir / model::kStateFile).string(), c.state, c.m, c.v, model);
+    WriteTrainState((tmp_dir / model::kStateFile).string(), c.state, c.optimizer, model);
   } catch (...) {
     RemoveAll(tmp_dir);  // the previous checkpoint and `latest` were never touched
     throw;

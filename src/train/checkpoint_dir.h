@@ -23,7 +23,7 @@ struct CheckpointContents {
   const model::ParamLayout* layout = nullptr;
   const float* params = nullptr;  // layout->total() floats
   TrainState state;
-  std::vector<std::span<const float>> m, v;  // the groups' shards, in order
+  OptimizerState optimizer;  // the groups' shards of its slots, in group order
   // LoRA: params are the adapters (layout = lora->layout()), written in PEFT's format in
   // model.bin's place (model/checkpoint_path.h), with base_model as base_model_name_or_path.
   const model::Lora* lora = nullptr;

@@ -50,9 +50,9 @@ void CheckpointWriter::Buffer::Unmap() {
   floats = 0;
 }
 
-double CheckpointWriter::Reserve(std::size_t params) {
+double CheckpointWriter::Reserve(std::size_t floats) {
   const auto t0 = std::chrono::steady_clock::now();
-  Grow(3 * params);
+  Grow(floats);
   return SecondsSince(t0);
 }
 
@@ -78,9 +78,7 @@ void CheckpointWriter::Grow(std::size_t floats) {
 std::string CheckpointWriter::SaveInBackground(const CheckpointContents& c) {
   Wait();
   const std::size_t n = c.layout->total();
-  std::size_t floats = n;
-  for (auto part : c.m) floats += part.size();
-  for (auto part : c.v) floats += part.size();
+  const std::size_t floats = n + c.optimizer.floats();
   Grow(floats);
   float* at = snap_.data;
   const auto copy = [&at](const float* src, std::size_t len) {
@@ -90,9 +88,14 @@ std::string CheckpointWriter::SaveInBackground(const CheckpointContents& c) {
     at += len;
     return std::span<const float>(d, len);
   };
-  snapshot_ = {c.layout, copy(c.params, n).data(), c.state, {}, {}, c.lora, c.base_model};
-  for (auto part : c.m) snapshot_.m.push_back(copy(part.data(), part.size()));
-  for (auto part : c.v) snapshot_.v.push_back(copy(part.data(), part.size()));
+  snapshot_ = {c.layout,    copy(c.params, n).data(), c.state, {c.optimizer.name, {}}, c.lora,
+               c.base_model};
+  for (const OptimizerState::Group& g : c.optimizer.groups) {
+    snapshot_.optimizer.groups.push_back({g.slots, {}});
+    for (auto part : g.data) {
+      snapshot_.optimizer.groups.back().data.push_back(copy(part.data(), part.size()));
+    }
+  }
   snap_used_ = floats;
   dir_ = out_dir_ + "/" + model::StepDirName(c.state.step);
   thread_ = std::thread([this] {

@@ -31,12 +31,12 @@ class CheckpointWriter {
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  // Allocates and faults in the snapshot for `params` parameters (3 floats each: weights, m, v),
+  // Allocates and faults in a snapshot of `floats` floats (the weights and the optimizer's state),
   // so that no save pays for it. Returns the seconds it took. Optional: SaveInBackground grows
   // the snapshot itself if needed.
-  double Reserve(std::size_t params);
-  // Waits for the previous save (rethrowing its error), copies c's weights and moments, and
-  // starts writing them. Returns the step directory it writes.
+  double Reserve(std::size_t floats);
+  // Waits for the previous save (rethrowing its error), copies c's weights and optimizer state,
+  // and starts writing them. Returns the step directory it writes.
   std::string SaveInBackground(const CheckpointContents& c);
   // Waits for the previous save, then writes c on this thread.
   std::string Save(const CheckpointContents& c);
@@ -64,7 +64,7 @@ class CheckpointWriter {
     std::size_t floats = 0;
   };
   void Grow(std::size_t floats);  // the snapshot holds at least `floats`
-  Buffer snap_;                   // the snapshot: weights, then m, then v
+  Buffer snap_;                   // the snapshot: weights, then the optimizer's slots
   std::size_t snap_used_ = 0;
   CheckpointContents snapshot_;
   // True from the moment the background thread has stored its error_ until Wait() rethrows it.

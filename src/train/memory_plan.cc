@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "model/params.h"
 #include "model/transformer.h"
+#include "optim/optimizer.h"
 #include "train/replica_group.h"
 
 namespace cputrain::train {
@@ -105,6 +106,9 @@ std::vector<NodeMemory> PlanMemory(const topo::Plan& plan, const MemoryRun& run)
   const int G = static_cast<int>(plan.groups.size());
   const bool shared = ShareReplica(plan);  // the groups' choice (train/replica_group.h)
   const std::string what = lora ? "the adapters'" : "the model's";
+  const std::unique_ptr<optim::Optimizer> optimizer =
+      optim::MakeOptimizer(run.optimizer, lora ? lora->layout() : model_layout);
+  std::uint64_t state = 0;  // the optimizer's floats, all groups
   Planner p;
   for (int g = 0; g < G; ++g) {
     const topo::Group& pg = plan.groups[g];
@@ -116,8 +120,22 @@ std::vector<NodeMemory> PlanMemory(const topo::Plan& plan, const MemoryRun& run)
             fmt::format("{} fp32{}", what, shared ? ", one replica the node's groups share" : ""));
     }
     p.Add(node, "gradients", 4 * trained, "fp32");
-    p.Add(node, "AdamW moments", 8 * comm::ShardBounds(trained, G, g).size(),
-          G > 1 ? "m and v of the group's ZeRO-1 shard" : "m and v");
+    const comm::Range shard = comm::ShardBounds(trained, G, g);
+    const std::vector<optim::Slot> slots = optimizer->Slots(shard.lo, shard.hi);
+    std::string names;
+    std::uint64_t floats = 0;
+    for (const optim::Slot& slot : slots) {
+      names += (names.empty() ? "" : ", ") + slot.name;
+      floats += slot.local;
+    }
+    state += floats;
+    p.Add(node, "optimizer state", 4 * floats,
+          fmt::format("{}: {}{}", optimizer->name(), names.empty() ? "none" : names,
+                      G > 1 ? " of the group's ZeRO-1 shard" : ""));
+    if (optimizer->ReduceFloats() > 0) {
+      p.Add(node, "optimizer statistics", 4 * optimizer->ReduceFloats(),
+            "per-tensor sums the shards add up");
+    }
     const model::Activations act(run.shape, run.rows, run.T, threads, run.checkpoint);
     p.Add(node, "activations", 4 * act.floats(),
           fmt::format("{} rows x T={} a group, {}", run.rows, run.T,
@@ -139,8 +157,8 @@ std::vector<NodeMemory> PlanMemory(const topo::Plan& plan, const MemoryRun& run)
   }
   if (lora) AddBases(plan, run, *lora, &p);
   if (run.snapshot && G > 0) {
-    p.Add(NodeOf(plan.groups[0]), "checkpoint snapshot", 3 * 4 * trained,
-          "parameters and moments, copied for the background save");
+    p.Add(NodeOf(plan.groups[0]), "checkpoint snapshot", 4 * (trained + state),
+          "parameters and optimizer state, copied for the background save");
   }
   return p.Done();
 }

@@ -23,6 +23,7 @@
 
 #include "model/lora.h"
 #include "model/shape.h"
+#include "optim/optim_config.h"
 #include "topology/placement.h"
 
 namespace cputrain::train {
@@ -50,6 +51,7 @@ struct MemoryRun {
   bool checkpoint = false;  // gradient checkpointing (model/transformer.h, Activations)
   std::optional<model::LoraConfig> lora;  // a LoRA fine-tune (r > 0), or a full one
   bool snapshot = false;                  // periodic checkpoints (train.checkpoint_every > 0)
+  OptimConfig optimizer;                  // the optimizer (its state's size)
 };
 
 // The plan of `run` over `plan`'s groups, one entry per node that holds a group (ascending).

@@ -32,6 +32,7 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
     : model_layout_(shape),
       lora_(o.lora && o.lora->on() ? std::make_unique<model::Lora>(model_layout_, *o.lora)
                                    : nullptr),
+      optimizer_(optim::MakeOptimizer(o.optimizer, layout())),
       binder_(topo::MakeBinder(topology)),
       groups_(plan.groups.size()),
       shared_(ShareReplica(plan)) {
@@ -55,8 +56,12 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
     grp.replica = shared_ ? 0 : g;
     if (grp.replica == g) grp.params = alloc::NodeBuffer<float>(grp.node, trained.total());
     grp.grads = alloc::NodeBuffer<float>(grp.node, trained.total());
-    grp.m = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
-    grp.v = alloc::NodeBuffer<float>(grp.node, grp.owned.size());
+    grp.slots = optimizer_->Slots(grp.owned.lo, grp.owned.hi);
+    for (const optim::Slot& slot : grp.slots) {
+      grp.state.emplace_back(grp.node, slot.local);
+      grp.state_ptrs.push_back(grp.state.back().data());
+    }
+    grp.optim_scratch = alloc::NodeBuffer<float>(grp.node, optimizer_->ReduceFloats());
     grp.acts = alloc::NodeBuffer<float>(grp.node, grp.act->floats());
     grp.tokens = alloc::NodeBuffer<int>(grp.node, model::Activations::TokenInts(shape, rows, T));
     grp.scalars = alloc::NodeBuffer<float>(grp.node, 16);
@@ -117,8 +122,10 @@ ReplicaGroups::ReplicaGroups(const topo::Topology& topology, const topo::Plan& p
 void ReplicaGroups::FirstTouch() {
   OnAll(
       [&](ReplicaGroup& grp) {
-        for (alloc::NodeBuffer<float>* b :
-             {&grp.params, &grp.grads, &grp.m, &grp.v, &grp.acts, &grp.scalars, &grp.lora_acts}) {
+        std::vector<alloc::NodeBuffer<float>*> buffers = {
+            &grp.params, &grp.grads, &grp.acts, &grp.scalars, &grp.lora_acts, &grp.optim_scratch};
+        for (alloc::NodeBuffer<float>& b : grp.state) buffers.push_back(&b);
+        for (alloc::NodeBuffer<float>* b : buffers) {
           // The other groups' own replicas are first touched by the copy of group 0's in
           // InitParams (the same workers, the same split); a group without one has none.
           if (b == &grp.params && grp.index != 0) continue;
@@ -274,17 +281,19 @@ nlohmann::json ReplicaGroups::PlacementJson(const topo::Plan& plan) const {
   };
   nlohmann::json groups = nlohmann::json::array();
   for (const ReplicaGroup& grp : groups_) {
-    groups.push_back({{"cpus", plan.groups[grp.index].cpus},
-                      {"comm_cpus", plan.groups[grp.index].comm_cpus},
-                      {"numa_node", grp.node},
-                      {"worker_bindings", grp.pool->BindingsReadBack()},
-                      {"worker_cpus_seen", grp.pool->CpusSeenAtStart()},
-                      {"param_replica", grp.replica},
-                      {"memory_nodes",
-                       {{"params", nodes(grp.weights, trained.total() * sizeof(float))},
-                        {"grads", nodes(grp.grads.data(), grp.grads.bytes())},
-                        {"optimizer", nodes(grp.m.data(), grp.m.bytes())},
-                        {"activations", nodes(grp.acts.data(), grp.acts.bytes())}}}});
+    groups.push_back(
+        {{"cpus", plan.groups[grp.index].cpus},
+         {"comm_cpus", plan.groups[grp.index].comm_cpus},
+         {"numa_node", grp.node},
+         {"worker_bindings", grp.pool->BindingsReadBack()},
+         {"worker_cpus_seen", grp.pool->CpusSeenAtStart()},
+         {"param_replica", grp.replica},
+         {"memory_nodes",
+          {{"params", nodes(grp.weights, trained.total() * sizeof(float))},
+           {"grads", nodes(grp.grads.data(), grp.grads.bytes())},
+           {"optimizer", grp.state.empty() ? nlohmann::json::array()
+                                           : nodes(grp.state[0].data(), grp.state[0].bytes())},
+           {"activations", nodes(grp.acts.data(), grp.acts.bytes())}}}});
     if (lora_) {
       nlohmann::json& mem = groups.back()["memory_nodes"];
       mem["base"] = nodes(grp.base, model_layout_.total() * sizeof(float));

@@ -31,6 +31,7 @@
 #include "common/function_ref.h"
 #include "model/lora.h"
 #include "model/transformer.h"
+#include "optim/optimizer.h"
 #include "runtime/worker_pool.h"
 #include "topology/binding.h"
 #include "topology/placement.h"
@@ -53,9 +54,14 @@ struct ReplicaGroup {
   float* weights = nullptr;         // = groups[replica].params.data()
   alloc::NodeBuffer<float> params;  // layout.total(), if replica == index
   alloc::NodeBuffer<float> grads;   // layout.total()
-  alloc::NodeBuffer<float> m, v;    // owned.size(): AdamW moments of its shard
-  alloc::NodeBuffer<float> acts;    // act->floats()
-  alloc::NodeBuffer<int> tokens;    // 2 * rows * T: inputs, targets
+  // The optimizer's state of its shard (optim/optimizer.h): the slots' layout and buffers (and
+  // their pointers, as Update takes them), and the scratch of its cross-shard statistics.
+  std::vector<optim::Slot> slots;
+  std::vector<alloc::NodeBuffer<float>> state;
+  std::vector<float*> state_ptrs;
+  alloc::NodeBuffer<float> optim_scratch;
+  alloc::NodeBuffer<float> acts;            // act->floats()
+  alloc::NodeBuffer<int> tokens;            // 2 * rows * T: inputs, targets
   alloc::NodeBuffer<float> scalars;         // 16 floats for small allreduces
   std::unique_ptr<model::Activations> act;  // views into acts and tokens
   // train.precision: bf16 only (empty otherwise): the bf16 copy of the replica's parameters (if
@@ -118,6 +124,7 @@ struct GroupOptions {
   bool checkpoint = false;  // gradient checkpointing's activations (model/transformer.h)
   // Train adapters over a frozen base (one copy per node) instead of every weight; null: none.
   const model::LoraConfig* lora = nullptr;
+  OptimConfig optimizer;  // the optimizer whose state each group keeps for its shard
 };
 
 class ReplicaGroups {
@@ -140,6 +147,8 @@ class ReplicaGroups {
   // The whole model's layout: what Forward and Backward run.
   const model::ParamLayout& model_layout() const { return model_layout_; }
   const model::Lora* lora() const { return lora_.get(); }
+  // The optimizer over layout() (GroupOptions::optim).
+  const optim::Optimizer& optimizer() const { return *optimizer_; }
 
   // LoRA: one frozen base per NUMA node the groups use.
   struct NodeBase {
@@ -191,6 +200,7 @@ class ReplicaGroups {
 
   model::ParamLayout model_layout_;
   std::unique_ptr<model::Lora> lora_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<topo::Binder> binder_;  // the pools bind through it
   std::vector<ReplicaGroup> groups_;
   std::vector<NodeBase> bases_;

@@ -138,7 +138,8 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   const std::string dir = background ? checkpoints_->SaveInBackground(c) : checkpoints_->Save(c);
   const auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   const auto t2 = std::chrono::steady_clock::now();
-  const double mb = 3.0 * c.layout->total() * sizeof(float) / 1e6;  // weights, m, v
+  const double mb =  // weights and the optimizer's state
+      static_cast<double>(c.layout->total() + c.optimizer.floats()) * sizeof(float) / 1e6;
   const std::string waited =
       previous.empty() ? ""
                        : fmt::format(" ({:.2f} s waiting for the previous save)", secs(t0, t1));
@@ -150,11 +151,11 @@ std::string RunOutputs::SaveCheckpoint(const CheckpointContents& c, bool backgro
   return dir;
 }
 
-void RunOutputs::ReserveSnapshot(std::size_t params) {
+void RunOutputs::ReserveSnapshot(std::size_t floats) {
   if (!writer_) return;
-  const double secs = checkpoints_->Reserve(params);
+  const double secs = checkpoints_->Reserve(floats);
   log::Info("checkpoint snapshot: {:.2f} GB reserved in {:.2f} s (periodic saves copy into it)",
-            3.0 * params * sizeof(float) / 1e9, secs);
+            static_cast<double>(floats) * sizeof(float) / 1e9, secs);
 }
 
 void RunOutputs::Message(const std::string& line) { progress_.Message(line); }

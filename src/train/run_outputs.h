@@ -72,9 +72,9 @@ class RunOutputs {
   // or, for the run's last save, right here. Throws RuntimeError if the parameters are not
   // finite (a broken model is never saved) or if the previous background save failed.
   std::string SaveCheckpoint(const CheckpointContents& c, bool background);
-  // Periodic saves ahead: allocates and faults in their snapshot for `params` parameters now
-  // (train/checkpoint_writer.h), and says so.
-  void ReserveSnapshot(std::size_t params);
+  // Periodic saves ahead: allocates and faults in their snapshot of `floats` floats (weights and
+  // optimizer state) now (train/checkpoint_writer.h), and says so.
+  void ReserveSnapshot(std::size_t floats);
   void Message(const std::string& line);
 
  private:

@@ -54,7 +54,7 @@ void Stepper::RefreshBf16Once() {
 }
 
 StepResult Stepper::Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
-                         optim::AdamWStep update, double grad_clip, bool skip_nonfinite,
+                         optim::StepArgs update, double grad_clip, bool skip_nonfinite,
                          double loss_count) {
   RefreshBf16Once();
   loss_count_ = loss_count;
@@ -107,7 +107,7 @@ void Stepper::AccumulateGradients(ReplicaGroup& grp, uint64_t step,
 }
 
 void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
-                          FunctionRef<void(ReplicaGroup&, int)> load, optim::AdamWStep update,
+                          FunctionRef<void(ReplicaGroup&, int)> load, optim::StepArgs update,
                           double grad_clip, bool skip_nonfinite) {
   const int g = grp.index;
   const model::ParamLayout& layout = groups_.layout();
@@ -129,15 +129,21 @@ void Stepper::StepOnGroup(ReplicaGroup& grp, uint64_t step,
   grp.grad_norm = std::sqrt(sumsq);
   comm_ms += MsSince(t);
 
-  // 3. AdamW on the owned shard, unless the norm is not finite and such steps are skipped
+  // 3. The optimizer on the owned shard, unless the norm is not finite and such steps are
+  // skipped (the norm is global: every group skips alike, so the cross-shard sums match up).
   t = Clock::now();
   update.grad_scale = optim::ClipCoefficient(grp.grad_norm, grad_clip);
-  // bf16: AdamW also refreshes the bf16 copy of the shard it updates (in the same pass). A shared
-  // replica's copy is shared too: each group writes its own shard of it (disjoint writes, read
-  // only from the next step on). Own replicas get the other shards with the allgather below.
+  // bf16: the update also refreshes the bf16 copy of the shard it updates (in the same pass). A
+  // shared replica's copy is shared too: each group writes its own shard of it (disjoint writes,
+  // read only from the next step on). Own replicas get the other shards with the allgather below.
   if (!skip_nonfinite || std::isfinite(grp.grad_norm)) {
-    optim::AdamWUpdate(pool, layout, grp.weights, grp.grads.data(), grp.m.data(), grp.v.data(),
-                       grp.owned.lo, grp.owned.hi, update, grp.weights_bf16);
+    auto sum = [&](float* x, std::size_t n) {
+      if (comm_) pool.ForEachThread([&](int th) { comm_->Allreduce(g, th, x, x, n); });
+    };
+    const optim::Shard shard{
+        &pool,          grp.weights,      grp.grads.data(),         grp.owned.lo, grp.owned.hi,
+        grp.state_ptrs, grp.weights_bf16, grp.optim_scratch.data(), sum};
+    groups_.optimizer().Update(shard, update);
   }
   grp.timings.optimizer_ms = MsSince(t);
 

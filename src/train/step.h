@@ -8,12 +8,14 @@
 //   2. the group owning shard g of the flat buffer (ZeRO-1) has the summed gradient of its
 //      shard; it computes the shard's sum of squares, the groups combine them in group order
 //      (global norm, clipping coefficient);
-//   3. AdamW updates the shard, with moments allocated for that shard only, on the group's node;
+//   3. the optimizer (optim/optimizer.h) updates the shard, with its state allocated for that
+//      shard only, on the group's node (statistics of a tensor two shards share are summed
+//      across the groups);
 //   4. the shards are allgathered into every group's replica before the next forward (not
 //      needed when the groups share one replica);
 //   5. with train.precision: bf16, the replicas' bf16 weight copies are refreshed from the
-//      updated fp32 weights: each group's own shard by AdamW itself (same pass), and, with a
-//      replica per group, the other shards after the allgather.
+//      updated fp32 weights: each group's own shard by the optimizer itself (same pass), and, with
+//      a replica per group, the other shards after the allgather.
 // The loss is the mean over the global batch (all k micro-batches): each group's sum over its
 // micro-batches in order, group sums added in group order, then across processes in rank order, so
 // with a fixed plan every sum has a fixed order and two runs give bit-identical results.
@@ -28,6 +30,7 @@
 #include "comm/distributed.h"
 #include "common/function_ref.h"
 #include "optim/optim.h"
+#include "optim/optimizer.h"
 #include "train/grad_sync.h"
 #include "train/replica_group.h"
 
@@ -53,16 +56,15 @@ class Stepper {
 
   // Trains one step; `step` counts this Stepper's steps from 0 (the sync protocol numbers
   // them so). `load(group, j)` fills a group's act->inputs/targets with its rows of
-  // micro-batch j in [0, k) (on its driver). `update`
-  // carries the step's learning rate and AdamW settings (its grad_scale is replaced by the
-  // clip coefficient of `grad_clip`). skip_nonfinite: a non-finite global gradient norm skips
-  // the update (no AdamW, no moment change) on every group and process alike — the norm is
-  // global, so they all decide the same.
+  // micro-batch j in [0, k) (on its driver). `update` carries the step's learning rate and
+  // update count (its grad_scale is replaced by the clip coefficient of `grad_clip`).
+  // skip_nonfinite: a non-finite global gradient norm skips the update (no parameter or
+  // optimizer state changes) on every group and process alike — the norm is global, so they all
+  // decide the same.
   // loss_count > 0: the loss is the summed position losses over loss_count instead of the mean
   // over every position (RowSource::LossCount: labels a task ignores).
-  StepResult Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
-                  optim::AdamWStep update, double grad_clip, bool skip_nonfinite = false,
-                  double loss_count = 0);
+  StepResult Step(uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load, optim::StepArgs update,
+                  double grad_clip, bool skip_nonfinite = false, double loss_count = 0);
 
   // One forward pass over this process's groups' rows, no update: adds each group's summed
   // loss to *sum, in group order (the caller sums across processes and divides by B*T).
@@ -70,7 +72,7 @@ class Stepper {
 
  private:
   void StepOnGroup(ReplicaGroup& grp, uint64_t step, FunctionRef<void(ReplicaGroup&, int)> load,
-                   optim::AdamWStep update, double grad_clip, bool skip_nonfinite);
+                   optim::StepArgs update, double grad_clip, bool skip_nonfinite);
   // Forward and backward over the k micro-batches; the last one's backward feeds the sync.
   void AccumulateGradients(ReplicaGroup& grp, uint64_t step,
                            FunctionRef<void(ReplicaGroup&, int)> load, double* comm_ms);

@@ -94,14 +94,46 @@ TrainState FromJson(const nlohmann::json& j, uint32_t version) {
 
 }  // namespace
 
-void WriteTrainState(const std::string& path, const TrainState& state,
-                     const std::vector<std::span<const float>>& m,
-                     const std::vector<std::span<const float>>& v, const FileDigest& model) {
-  const std::string meta = ToJson(state).dump();
-  uint64_t n = 0, nv = 0;
-  for (auto p : m) n += p.size();
-  for (auto p : v) nv += p.size();
-  CPUTRAIN_CHECK(n == nv, "m and v differ in length");
+std::size_t OptimizerState::floats() const {
+  std::size_t n = 0;
+  for (const Group& g : groups) {
+    for (auto d : g.data) n += d.size();
+  }
+  return n;
+}
+
+namespace {
+
+// Slot k's whole-model vector, from the groups' pieces in order: a piece (or its start) that an
+// earlier group already wrote is skipped (the same values, optim/optimizer.h).
+void WriteSlot(AtomicFileWriter& w, const OptimizerState& opt, std::size_t k) {
+  std::size_t written = 0;
+  for (const OptimizerState::Group& g : opt.groups) {
+    for (const optim::SlotPiece& p : g.slots[k].pieces) {
+      if (p.full + p.len <= written) continue;
+      CPUTRAIN_CHECK(p.full <= written, "an optimizer slot has a part no group holds");
+      const std::size_t skip = written - p.full;
+      w.Write(g.data[k].data() + p.local + skip, (p.len - skip) * sizeof(float));
+      written = p.full + p.len;
+    }
+  }
+  CPUTRAIN_CHECK(written == opt.groups[0].slots[k].full, "an optimizer slot ends early");
+}
+
+}  // namespace
+
+void WriteTrainState(const std::string& path, const TrainState& state, const OptimizerState& opt,
+                     const FileDigest& model) {
+  CPUTRAIN_CHECK(!opt.groups.empty(), "no optimizer state to write");
+  nlohmann::json meta_json = ToJson(state);
+  nlohmann::json slots = nlohmann::json::array();
+  uint64_t n = 0;
+  for (const optim::Slot& slot : opt.groups[0].slots) {
+    slots.push_back({{"name", slot.name}, {"floats", slot.full}});
+    n += slot.full;
+  }
+  meta_json["optimizer"] = {{"name", opt.name}, {"slots", slots}};
+  const std::string meta = meta_json.dump();
   unsigned char header[kHeaderBytes] = {};
   std::memcpy(header, model::kStateMagic, 8);
   const uint64_t meta_bytes = meta.size();
@@ -111,9 +143,7 @@ void WriteTrainState(const std::string& path, const TrainState& state,
   AtomicFileWriter w(path);
   w.Write(header, kHeaderBytes);
   w.Write(meta);
-  for (const auto* parts : {&m, &v}) {
-    for (auto p : *parts) w.Write(p.data(), p.size_bytes());
-  }
+  for (std::size_t k = 0; k < opt.groups[0].slots.size(); ++k) WriteSlot(w, opt, k);
   // The trailer (model/checkpoint_path.h): model.bin's digest, then this file's CRC32C so far.
   unsigned char trailer[12];
   std::memcpy(trailer, &model.bytes, 8);
@@ -151,17 +181,23 @@ TrainStateReader::TrainStateReader(std::string path) : path_(std::move(path)) {
                      "resume with the cputrain-numa version that wrote it");
   }
   // Every size checked against the file length before use (no overflow: both are bounded).
+  // Before version 4, n floats in each of m and v.
   const uint64_t trailer = version >= 3 ? model::kStateTrailerBytes : 0;
+  const uint64_t per_float = version >= 4 ? 4 : 8;
   if (meta_bytes > kMaxMetaBytes || size < kHeaderBytes + trailer ||
-      n_ > (size - kHeaderBytes - trailer) / 8 ||
-      size != kHeaderBytes + meta_bytes + 8 * n_ + trailer) {
+      n_ > (size - kHeaderBytes - trailer) / per_float ||
+      size != kHeaderBytes + meta_bytes + per_float * n_ + trailer) {
     Damaged(path_, fmt::format("{} bytes do not match its header (meta {} bytes, {} floats)", size,
                                meta_bytes, n_));
   }
   std::string meta(meta_bytes, '\0');
   if (std::fread(meta.data(), 1, meta_bytes, f_) != meta_bytes) Damaged(path_, "truncated");
   try {
-    state_ = FromJson(nlohmann::json::parse(meta), version);
+    const nlohmann::json j = nlohmann::json::parse(meta);
+    state_ = FromJson(j, version);
+    ReadSlotRecords(j, version);
+  } catch (const InputError&) {
+    throw;
   } catch (const std::exception& e) {
     Damaged(path_, fmt::format("unreadable meta: {}", e.what()));
   }
@@ -195,20 +231,82 @@ TrainStateReader::~TrainStateReader() {
   if (f_) std::fclose(f_);
 }
 
-void TrainStateReader::ReadMoments(uint64_t lo, uint64_t hi, float* m_out, float* v_out) {
-  CPUTRAIN_CHECK(lo <= hi && hi <= n_, "moment range out of bounds");
-  for (int which = 0; which < 2; ++which) {
-    float* out = which == 0 ? m_out : v_out;
-    const uint64_t at = data_offset_ + 4 * (which * n_ + lo);
-    if (fseeko(f_, static_cast<off_t>(at), SEEK_SET) != 0 ||
-        std::fread(out, sizeof(float), hi - lo, f_) != hi - lo) {
-      Damaged(path_, fmt::format("cannot read moments: {}", std::strerror(errno)));
+void TrainStateReader::ReadSlotRecords(const nlohmann::json& j, uint32_t version) {
+  if (version < 4) {  // AdamW's m and v, n floats each
+    optimizer_ = optim::kVersion3StateOptimizer;
+    slots_ = {{"m", n_}, {"v", n_}};
+    return;
+  }
+  const nlohmann::json& o = j.at("optimizer");
+  optimizer_ = o.at("name").get<std::string>();
+  uint64_t total = 0;
+  for (const nlohmann::json& r : o.at("slots")) {
+    slots_.push_back({r.at("name").get<std::string>(), r.at("floats").get<uint64_t>()});
+    if (slots_.back().floats > n_ - total) {
+      Damaged(path_,
+              fmt::format("its optimizer slots hold more than the {} floats of its header", n_));
     }
-    const uint64_t bad = model::FirstNonFinite(out, hi - lo);
-    if (bad < hi - lo) {
-      Damaged(path_, fmt::format("AdamW {} holds a non-finite value at {}", which == 0 ? "m" : "v",
-                                 lo + bad));
+    total += slots_.back().floats;
+  }
+  if (total != n_) {
+    Damaged(path_, fmt::format("its optimizer slots hold {} floats, its header {}", total, n_));
+  }
+}
+
+void TrainStateReader::CheckSlots(const std::string& name,
+                                  const std::vector<optim::Slot>& want) const {
+  const std::string fix =
+      "resume with the optimizer and settings that wrote it (optim.name, optim.adafactor.beta1; "
+      "the task commands' --optim), or start a new run from its weights (model.init_from: the "
+      "checkpoint directory)";
+  if (name != optimizer_) {
+    throw InputError(fmt::format("checkpoint state '{}' holds the state of optimizer {}; this "
+                                 "run's optimizer is {}",
+                                 path_, optimizer_, name),
+                     fix);
+  }
+  bool same = want.size() == slots_.size();
+  std::string theirs, ours;
+  for (std::size_t k = 0; k < slots_.size(); ++k) {
+    theirs += fmt::format("{}{} ({} floats)", k ? ", " : "", slots_[k].name, slots_[k].floats);
+    same = same && k < want.size() && want[k].name == slots_[k].name &&
+           want[k].full == slots_[k].floats;
+  }
+  for (std::size_t k = 0; k < want.size(); ++k)
+    ours += fmt::format("{}{} ({} floats)", k ? ", " : "", want[k].name, want[k].full);
+  if (!same) {
+    throw InputError(
+        fmt::format("checkpoint state '{}' holds {}'s slots {}; this run's model and "
+                    "settings keep {}",
+                    path_, name, theirs.empty() ? "none" : theirs, ours.empty() ? "none" : ours),
+        fix +
+            "; a model of another size: model.bin and state.bin come from "
+            "different runs");
+  }
+}
+
+void TrainStateReader::ReadSlots(const std::vector<optim::Slot>& slots,
+                                 std::span<float* const> out) {
+  CPUTRAIN_CHECK(slots.size() == slots_.size() && out.size() == slots.size(),
+                 "ReadSlots before CheckSlots");
+  uint64_t start = 0;  // of slot k's vector, in floats from the data
+  for (std::size_t k = 0; k < slots.size(); ++k) {
+    for (const optim::SlotPiece& p : slots[k].pieces) {
+      CPUTRAIN_CHECK(p.full + p.len <= slots_[k].floats, "slot piece out of bounds");
+      const uint64_t at = data_offset_ + 4 * (start + p.full);
+      float* dst = out[k] + p.local;
+      if (fseeko(f_, static_cast<off_t>(at), SEEK_SET) != 0 ||
+          std::fread(dst, sizeof(float), p.len, f_) != p.len) {
+        Damaged(path_, fmt::format("cannot read the optimizer's {}: {}", slots_[k].name,
+                                   std::strerror(errno)));
+      }
+      const uint64_t bad = model::FirstNonFinite(dst, p.len);
+      if (bad < p.len) {
+        Damaged(path_, fmt::format("the optimizer's {} holds a non-finite value at {}",
+                                   slots_[k].name, p.full + bad));
+      }
     }
+    start += slots_[k].floats;
   }
 }
 

@@ -1,16 +1,20 @@
-// train/train_state: state.bin, the half of a checkpoint that llm.c has no place for: AdamW's
-// moments (the full vectors, whatever the ZeRO-1 sharding) and where the run stands — the step,
-// the schedule and data positions, the seed, and what a resumed config must not change (model
-// shape, data, batch). docs/formats.md documents the layout:
+// train/train_state: state.bin, the half of a checkpoint that llm.c has no place for: the
+// optimizer's state (its slots as whole-model vectors, whatever the ZeRO-1 sharding: any group
+// count resumes any other's) and where the run stands — the step, the schedule and data
+// positions, the seed, and what a resumed config must not change (model shape, data, batch).
+// docs/formats.md documents the layout:
 //
 //   [0, 8)    magic "CPTNSTAT"
-//   [8, 12)   uint32 version (3; 2 and 1 are still read)   [12, 16) uint32 0
-//   [16, 24)  uint64 meta_bytes        [24, 32) uint64 n, floats in each moment vector
-//   [32, 32 + meta_bytes)              meta: a JSON object (TrainState below)
-//   then m: n fp32, then v: n fp32, in the flat layer-major parameter order (model/transformer.h)
-//   then (version 3) the 16-byte trailer of checksums (model/checkpoint_path.h)
+//   [8, 12)   uint32 version (4; 3, 2 and 1 are still read)   [12, 16) uint32 0
+//   [16, 24)  uint64 meta_bytes        [24, 32) uint64 n
+//   [32, 32 + meta_bytes)              meta: a JSON object (TrainState below; version 4 also
+//                                      "optimizer": {"name", "slots": [{"name", "floats"}...]})
+//   version 4: the slots' vectors back to back, n floats in all, in the meta's order;
+//   versions 1-3: n floats in each of AdamW's m and v (slots "m" and "v"), m then v
+//   then (version 3 on) the 16-byte trailer of checksums (model/checkpoint_path.h)
 //
-// All integers and floats little-endian; the file is exactly 32 + meta_bytes + 8n (+ 16) bytes.
+// All integers and floats little-endian; the file is exactly 32 + meta_bytes + 4 floats (+ 16)
+// bytes.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +28,7 @@
 
 #include "common/files.h"
 #include "model/transformer.h"
+#include "optim/optimizer.h"
 #include "train/rows.h"
 
 namespace cputrain::train {
@@ -32,7 +37,7 @@ namespace cputrain::train {
 
 struct TrainState {
   int step = 0;           // updates applied or skipped so far: the next step is step + 1
-  int skipped_steps = 0;  // steps skipped by train.on_nonfinite: skip_step (no AdamW update)
+  int skipped_steps = 0;  // steps skipped by train.on_nonfinite: skip_step (no update)
   // Data position: train windows read so far (all micro-batches of all steps, over epochs); the
   // next step reads from it. Version 1 stored step mod windows here (no shuffle then).
   uint64_t next_window = 0;
@@ -51,12 +56,24 @@ struct TrainState {
   nlohmann::json kernels;
 };
 
-// Writes state.bin atomically (common/files.h); m and v are each the concatenation of their
-// parts, in order (one part per replica group's shard); `model` is the digest of the model.bin
-// written beside it. Throws RuntimeError on an I/O error.
-void WriteTrainState(const std::string& path, const TrainState& state,
-                     const std::vector<std::span<const float>>& m,
-                     const std::vector<std::span<const float>>& v, const FileDigest& model);
+// The optimizer's state as the groups hold it (optim/optimizer.h): per group, in group order,
+// its slots (names, whole-model lengths, pieces) and their buffers.
+struct OptimizerState {
+  std::string name;  // optim.name
+  struct Group {
+    std::vector<optim::Slot> slots;
+    std::vector<std::span<const float>> data;  // slots[k].local floats each
+  };
+  std::vector<Group> groups;
+  std::size_t floats() const;  // held by all groups together
+};
+
+// Writes state.bin atomically (common/files.h): each slot's whole-model vector assembled from
+// the groups' pieces (a piece two groups hold, Adafactor's moments of a matrix two shards share,
+// is taken from the first); `model` is the digest of the model.bin written beside it. Throws
+// RuntimeError on an I/O error.
+void WriteTrainState(const std::string& path, const TrainState& state, const OptimizerState& opt,
+                     const FileDigest& model);
 
 // Reads and checks a state.bin: magic, version, meta, and a file length that matches them.
 // Throws InputError naming the file with a fix-it hint. VerifyChecksum() checks the rest.
@@ -68,20 +85,35 @@ class TrainStateReader {
   TrainStateReader& operator=(const TrainStateReader&) = delete;
 
   const TrainState& state() const { return state_; }
-  uint64_t floats() const { return n_; }
+  // The optimizer that wrote it and its slots' names and whole-model lengths, in file order.
+  const std::string& optimizer() const { return optimizer_; }
+  struct SlotRecord {
+    std::string name;
+    uint64_t floats = 0;
+  };
+  const std::vector<SlotRecord>& slots() const { return slots_; }
   // Reads the whole file and compares its CRC32C with the one its trailer records; throws
   // InputError naming the file on a mismatch. A file before version 3 has none: no check.
   void VerifyChecksum() const;
   // The digest of model.bin that the trailer records (nullopt before version 3).
   const std::optional<FileDigest>& model_digest() const { return model_digest_; }
-  // m[lo, hi) and v[lo, hi) into m_out and v_out (hi - lo floats each); throws InputError if
-  // any is not finite.
-  void ReadMoments(uint64_t lo, uint64_t hi, float* m_out, float* v_out);
+  // Throws InputError unless the file holds the state of `name` with exactly `want`'s slots
+  // (names and whole-model lengths): another optimizer, other settings (Adafactor's first
+  // moment) or another model are refused with the fix.
+  void CheckSlots(const std::string& name, const std::vector<optim::Slot>& want) const;
+  // A shard's slots (CheckSlots'), each piece read from its whole-model vector into out[k];
+  // throws InputError if any value is not finite.
+  void ReadSlots(const std::vector<optim::Slot>& slots, std::span<float* const> out);
 
  private:
+  // optimizer_ and slots_ from the meta (version 4) or the older versions' m and v.
+  void ReadSlotRecords(const nlohmann::json& meta, uint32_t version);
+
   std::string path_;
   std::FILE* f_ = nullptr;
   TrainState state_;
+  std::string optimizer_;
+  std::vector<SlotRecord> slots_;
   uint64_t n_ = 0, data_offset_ = 0, size_ = 0;
   std::optional<FileDigest> model_digest_;
   uint32_t state_crc32c_ = 0;

@@ -306,7 +306,7 @@ struct Run {
 };
 
 // The initial parameters (the checkpoint's when resuming, else init_from's or random) into every
-// replica, and when resuming each group's shard of the AdamW moments.
+// replica, and when resuming each group's shard of the optimizer's state.
 void InitState(Run& run) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& m = run.cfg.model;
@@ -346,19 +346,17 @@ void InitState(Run& run) {
   }
   if (!run.resume) return;
   TrainStateReader state(run.resume->dir + "/" + model::kStateFile);
-  if (state.floats() != layout.total()) {
-    throw InputError(fmt::format("checkpoint '{}': state.bin holds {} moments, the model has {} "
-                                 "parameters",
-                                 run.resume->dir, state.floats(), layout.total()),
-                     "model.bin and state.bin come from different runs: resume from another "
-                     "checkpoint");
+  const optim::Optimizer& opt = run.groups->optimizer();
+  // Each group takes its own shard of the whole vectors: any group count resumes any other's.
+  std::size_t floats = layout.total();
+  for (ReplicaGroup& grp : run.groups->all()) {
+    state.CheckSlots(opt.name(), grp.slots);
+    state.ReadSlots(grp.slots, grp.state_ptrs);
+    for (const optim::Slot& slot : grp.slots) floats += slot.local;
   }
-  // Each group takes its own shard of the full vectors: any group count resumes any other's.
-  for (ReplicaGroup& grp : run.groups->all())
-    state.ReadMoments(grp.owned.lo, grp.owned.hi, grp.m.data(), grp.v.data());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log::Info("loaded {} in {:.2f} s ({:.0f} MB/s with its moments)", run.resume->dir, secs,
-            3.0 * layout.total() * sizeof(float) / 1e6 / secs);
+  log::Info("loaded {} in {:.2f} s ({:.0f} MB/s with its optimizer state)", run.resume->dir, secs,
+            static_cast<double>(floats) * sizeof(float) / 1e6 / secs);
   run.skipped = run.resume->state.skipped_steps;
   run.first_step = run.resume->state.step;
   run.pos = {run.resume->state.next_window, run.resume->state.tokens};
@@ -495,6 +493,7 @@ void BuildGroups(Run& run) {
   o.bf16 = cfg.train.bf16;
   o.checkpoint = cfg.train.gradient_checkpointing;
   o.lora = lora ? &*lora : nullptr;
+  o.optimizer = cfg.optim;
   run.groups =
       std::make_unique<ReplicaGroups>(run.topology, run.plan, run.shape, run.B / (run.R * G),
                                       run.act_T > 0 ? std::min(run.act_T, run.T) : run.T, o);
@@ -539,7 +538,13 @@ void SetUp(Run& run, const TrainOptions& options) {
   CheckMemory(run, options.names);
   BuildGroups(run);
   ChooseKernels(run, cfg.train.steps - (run.resume ? run.resume->state.step : 0));
-  if (cfg.train.checkpoint_every > 0) run.out->ReserveSnapshot(run.groups->layout().total());
+  if (cfg.train.checkpoint_every > 0) {
+    std::size_t floats = run.groups->layout().total();
+    for (const ReplicaGroup& grp : run.groups->all()) {
+      for (const optim::Slot& slot : grp.slots) floats += slot.local;
+    }
+    run.out->ReserveSnapshot(floats);
+  }
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
   if (run.dist) {  // every process must train the same thing from the same start
     const std::string effective = ConfigToYaml(cfg);
@@ -566,14 +571,11 @@ EvalRecord Evaluate(Run& run, int after_steps) {
 StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const Config& cfg = run.cfg;
-  const double lr = optim::LearningRate(cfg.optim, s, cfg.train.steps);
-  // Bias correction counts the updates applied: a skipped step is none (as torch's GradScaler).
-  const optim::AdamWStep update{lr,
-                                cfg.optim.beta1,
-                                cfg.optim.beta2,
-                                cfg.optim.eps,
-                                cfg.optim.weight_decay,
-                                s + 1 - run.skipped};
+  // The update count (AdamW's bias correction, Adafactor's decay and relative step) counts the
+  // updates applied: a skipped step is none (as torch's GradScaler).
+  const optim::StepArgs update{optim::LearningRate(cfg.optim, s, cfg.train.steps),
+                               s + 1 - run.skipped};
+  const double lr = run.groups->optimizer().StepLr(update.lr, update.t);
   if (run.dist) run.dist->SetStep(s + 1);
   run.train->Plan(run.pos.next_window, run.k);
   if (options.step_probe) options.step_probe(true);
@@ -623,8 +625,8 @@ std::string BaseModelName(const Config& cfg) {
 }
 
 // The checkpoint after `step` steps (background: written from a snapshot while training goes on):
-// every group's shard of the moments, in order (under MPI rank 0's groups hold every shard, the
-// same on every rank). Returns the step directory.
+// every group's shard of the optimizer's state, in order (under MPI rank 0's groups hold every
+// shard, the same on every rank). Returns the step directory.
 std::string Save(Run& run, int step, double lr, bool background) {
   CheckpointContents c;
   c.layout = &run.groups->layout();
@@ -633,9 +635,11 @@ std::string Save(Run& run, int step, double lr, bool background) {
   if (c.lora) c.base_model = BaseModelName(run.cfg);
   c.state = StateAt(run.cfg, run.shape, step, run.skipped, *run.train, run.pos, lr);
   c.state.kernels = run.kernels.ToJson();
+  c.optimizer.name = run.groups->optimizer().name();
   for (const ReplicaGroup& grp : run.groups->all()) {
-    c.m.emplace_back(grp.m.data(), grp.m.size());
-    c.v.emplace_back(grp.v.data(), grp.v.size());
+    OptimizerState::Group& part = c.optimizer.groups.emplace_back();
+    part.slots = grp.slots;
+    for (const alloc::NodeBuffer<float>& b : grp.state) part.data.emplace_back(b.data(), b.size());
   }
   return run.out->SaveCheckpoint(c, background);
 }
@@ -766,6 +770,7 @@ MemoryRun MemoryRunOf(const Config& cfg, const model::Shape& shape, int rows, in
   m.checkpoint = cfg.train.gradient_checkpointing;
   m.lora = LoraOf(cfg);
   m.snapshot = cfg.train.checkpoint_every > 0 && writer;
+  m.optimizer = cfg.optim;
   return m;
 }
 

@@ -31,7 +31,7 @@ rc=$?
 set -e
 cat "$tmp/full.txt"
 grep -q "8,030,261,248 parameters" "$tmp/full.txt" || fail "not Llama-3.1-8B's parameter count"
-for line in "parameters " "gradients " "AdamW moments " "activations " "checkpoint snapshot "; do
+for line in "parameters " "gradients " "optimizer state " "activations " "checkpoint snapshot "; do
   grep -q "^    $line" "$tmp/full.txt" || fail "no '$line' line in the plan"
 done
 if [ "$total_kb" -lt $((200 * 1024 * 1024)) ]; then
