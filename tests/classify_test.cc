@@ -44,6 +44,7 @@
 #include "common/error.h"
 #include "common/subprocess.h"
 #include "kernels/bf16.h"
+#include "model/checkpoint_path.h"
 #include "model/limits.h"
 #include "task/classify/labels.h"
 #include "task/classify/metrics.h"
@@ -52,6 +53,7 @@
 #include "task_test_util.h"
 #include "test_util.h"
 #include "train/rows.h"
+#include "train/train_state.h"
 
 namespace cputrain {
 namespace {
@@ -554,6 +556,37 @@ void Train(const std::vector<std::string>& args) {
 
 std::vector<json> Rows(const std::string& out) { return test::MetricsRows(out); }
 std::vector<double> Losses(const std::string& out) { return test::MetricsLosses(out); }
+
+// Issue 42: --optim sgd / adafactor with --optim_args train with that optimizer (its checkpoint
+// holds its slots), and a rerun resumes with it; --optim adafactor is the Trainer's (the
+// schedule's lr: metrics' lr follows the linear schedule, not Adafactor's relative step).
+TEST(ClassifyCli, OptimAndOptimArgsChooseTheOptimizer) {
+  ASSERT_FALSE(Models().empty());
+  struct Case {
+    const char *optim, *args;
+    std::vector<std::string> slots;
+  };
+  for (const Case& c : {Case{"sgd", "momentum=0.9, nesterov=True", {"momentum_buffer"}},
+                        Case{"adafactor",
+                             "beta1=0.9",
+                             {"exp_avg", "exp_avg_sq_row", "exp_avg_sq_col", "exp_avg_sq"}}}) {
+    SCOPED_TRACE(c.optim);
+    test::TempDir out;
+    Train(TrainArgs(Models() + "/bert", out.path(),
+                    {{"--optim", c.optim}, {"--optim_args", c.args}, {"--max_steps", "4"}}));
+    train::TrainStateReader r(model::ResolveCheckpointDir(out.path()) + "/" + model::kStateFile);
+    EXPECT_EQ(r.optimizer(), c.optim);
+    std::vector<std::string> names;
+    for (const auto& s : r.slots()) names.push_back(s.name);
+    EXPECT_EQ(names, c.slots);
+    const std::vector<json> rows = Rows(out.path());
+    ASSERT_EQ(rows.size(), 4u);
+    EXPECT_DOUBLE_EQ(rows[1]["lr"].get<double>(), 1e-3 * 3 / 4);  // linear decay, no warmup
+    Train(TrainArgs(Models() + "/bert", out.path(),
+                    {{"--optim", c.optim}, {"--optim_args", c.args}, {"--max_steps", "6"}}));
+    EXPECT_EQ(Rows(out.path()).size(), 6u);
+  }
+}
 
 TEST(ClassifyCli, TrainEvaluatePredictWriteRunGluesFiles) {
   ASSERT_FALSE(Models().empty());

@@ -434,6 +434,20 @@ TEST(QaBadInput, ExitTwoNamingTheProblemAndTheFixWritingNothing) {
        {{"--do_eval", ""}, {"--validation_file", not_json}},
        "not.json: not JSON",
        "official SQuAD"},
+      // Issue 42: --optim and --optim_args, HF's names and form.
+      {"an optimizer we do not have", {{"--optim", "lion"}}, "--optim: lion not in", "--help"},
+      {"an optim_args key of another optimizer",
+       {{"--optim", "adafactor"}, {"--optim_args", "momentum=0.9"}},
+       "'momentum=0.9' is not a key=value setting of --optim adafactor (scale_parameter",
+       "--optim_args as key=value"},
+      {"optim_args for AdamW, which has none here",
+       {{"--optim_args", "amsgrad=True"}},
+       "of --optim adamw_torch (it has none)",
+       "--optim_args as key=value"},
+      {"an optim_args value out of range",
+       {{"--optim", "sgd"}, {"--optim_args", "momentum=2"}},
+       "optim.momentum",
+       "docs/config.md"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);

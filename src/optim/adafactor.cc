@@ -237,24 +237,41 @@ void Adafactor::ScaledUpdate(const Shard& s, const Part& p, const float* stats, 
   thread_local std::vector<double> tl_partial;
   tl_partial.assign(static_cast<std::size_t>(s.pool->size()), 0.0);
   double* partial = tl_partial.data();
-  s.pool->ParallelFor(p.b - p.a, [&](std::size_t b, std::size_t e, int tid) {
-    double sum = 0;
-    for (std::size_t i = p.a + b; i < p.a + e; ++i) {
-      const float g = s.grads[i];
-      float u;
-      if (w.v.matrix) {
-        const std::size_t k = i - w.v.offset;
-        u = (rf[k / w.v.cols] * cf[k % w.v.cols]) * g;
-      } else {
+  if (!w.v.matrix) {
+    s.pool->ParallelFor(p.b - p.a, [&](std::size_t b, std::size_t e, int tid) {
+      double sum = 0;
+      for (std::size_t i = p.a + b; i < p.a + e; ++i) {
         float& v = vec[i - p.a];
+        const float g = s.grads[i];
         v = v * keep + (g * g + eps1) * take;
-        u = (1.f / std::sqrt(v)) * g;
+        const float u = (1.f / std::sqrt(v)) * g;
+        s.grads[i] = u;
+        sum += static_cast<double>(u) * u;
       }
-      s.grads[i] = u;
-      sum += static_cast<double>(u) * u;
-    }
-    partial[tid] = sum;
-  });
+      partial[tid] = sum;
+    });
+  } else {
+    // Row by row (no division per element): rows [r0, r1) meet the part.
+    const std::size_t cols = w.v.cols, r0 = (p.a - w.v.offset) / cols,
+                      r1 = (p.b - w.v.offset + cols - 1) / cols;
+    s.pool->ParallelFor(r1 - r0, [&](std::size_t rb, std::size_t re, int tid) {
+      double sum = 0;
+      for (std::size_t r = r0 + rb; r < r0 + re; ++r) {
+        const std::size_t base = w.v.offset + r * cols;
+        const std::size_t c0 = std::max(p.a, base) - base, c1 = std::min(p.b, base + cols) - base;
+        float* g = s.grads + base;
+        const float f = rf[r];
+        float row_sum = 0;  // per row in float (vectorizable), rows added in double
+        for (std::size_t c = c0; c < c1; ++c) {
+          const float u = (f * cf[c]) * g[c];
+          g[c] = u;
+          row_sum += u * u;
+        }
+        sum += row_sum;
+      }
+      partial[tid] = sum;
+    });
+  }
   double sum = 0;
   for (double x : tl_partial) sum += x;
   *usum = static_cast<float>(sum);

@@ -4,15 +4,16 @@
 //
 // The plan is the buffers train/replica_group.cc allocates, with the same sizes (a test builds
 // ReplicaGroups and compares every buffer, tests/memory_plan_test.cc), per group on the group's
-// node: the parameter replica (one per node's groups when they share it), gradients, the AdamW
-// moments of the group's ZeRO-1 shard, activations and token rows at the run's rows and T, and in
-// bf16 the weights' bf16 copy and the operand scratch; with LoRA the frozen base once per node
-// (fp32, plus its bf16 copy in bf16; a bf16 base is read into fp32 first, so its peak is both)
-// and the adapters' activations; and the checkpoint snapshot of periodic saves (parameters and
-// moments, on group 0's node). Not in it: the program itself (libraries, thread stacks, data
-// files mapped read-only), and the kernels' small per-call scratch. `train`, the task commands'
-// train and `cputrain-numa plan` print it (docs/memory-plan.md).
-// Thread safety: plain functions of their arguments; AvailableOnNode reads /proc and /sys.
+// node: the parameter replica (one per node's groups when they share it), gradients, the
+// optimizer's state of the group's ZeRO-1 shard (and the statistics its shards add up), activations
+// and token rows at the run's rows and T, and in bf16 the weights' bf16 copy and the operand
+// scratch; with LoRA the frozen base once per node (fp32, plus its bf16 copy in bf16; a bf16 base
+// is read into fp32 first, so its peak is both) and the adapters' activations; and the checkpoint
+// snapshot of periodic saves (parameters and moments, on group 0's node). Not in it: the program
+// itself (libraries, thread stacks, data files mapped read-only), and the kernels' small per-call
+// scratch. `train`, the task commands' train and `cputrain-numa plan` print it
+// (docs/memory-plan.md). Thread safety: plain functions of their arguments; AvailableOnNode reads
+// /proc and /sys.
 #pragma once
 
 #include <cstdint>

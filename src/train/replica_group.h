@@ -1,13 +1,13 @@
 // train/replica_group: the replica groups of one process — each a pinned WorkerPool and its
-// memory (parameters, gradients, AdamW moments of its ZeRO-1 shard, activations, token rows),
-// all on the group's NUMA node and first touched by the group's own workers.
+// memory (parameters, gradients, the optimizer's state of its ZeRO-1 shard, activations, token
+// rows), all on the group's NUMA node and first touched by the group's own workers.
 //
 // Replica choice: groups on different NUMA nodes keep a parameter replica each (local reads in
 // the GEMMs; the shards are allgathered after each update). Groups that all share one NUMA node
 // gain nothing from a copy each — the copies sit in the same memory, and keeping them equal
 // costs an allgather of the whole model per step plus twice the weight traffic — so they train
-// on group 0's replica: each group's AdamW updates its shard in place. Gradients stay one buffer
-// per group (backward writes them concurrently).
+// on group 0's replica: each group's optimizer updates its shard in place. Gradients stay one
+// buffer per group (backward writes them concurrently).
 //
 // LoRA (model/lora.h): the base model is frozen, so it is read-only and needs no copy per group:
 // one copy per NUMA node (its fp32 weights and, in bf16, its bf16 copy), first touched by that

@@ -232,7 +232,7 @@ TrainStateReader::~TrainStateReader() {
 }
 
 void TrainStateReader::ReadSlotRecords(const nlohmann::json& j, uint32_t version) {
-  if (version < 4) {  // AdamW's m and v, n floats each
+  if (version < 4) {  // the m and v of optim.name's default, n floats each
     optimizer_ = optim::kVersion3StateOptimizer;
     slots_ = {{"m", n_}, {"v", n_}};
     return;
@@ -256,7 +256,7 @@ void TrainStateReader::ReadSlotRecords(const nlohmann::json& j, uint32_t version
 void TrainStateReader::CheckSlots(const std::string& name,
                                   const std::vector<optim::Slot>& want) const {
   const std::string fix =
-      "resume with the optimizer and settings that wrote it (optim.name, optim.adafactor.beta1; "
+      "resume with the optimizer and settings that wrote it (optim.name and its settings; "
       "the task commands' --optim), or start a new run from its weights (model.init_from: the "
       "checkpoint directory)";
   if (name != optimizer_) {

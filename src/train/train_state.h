@@ -10,8 +10,9 @@
 //   [32, 32 + meta_bytes)              meta: a JSON object (TrainState below; version 4 also
 //                                      "optimizer": {"name", "slots": [{"name", "floats"}...]})
 //   version 4: the slots' vectors back to back, n floats in all, in the meta's order;
-//   versions 1-3: n floats in each of AdamW's m and v (slots "m" and "v"), m then v
-//   then (version 3 on) the 16-byte trailer of checksums (model/checkpoint_path.h)
+//   versions 1-3: n floats in each of slots "m" and "v" (optim/optimizer.h:
+//   kVersion3StateOptimizer) then (version 3 on) the 16-byte trailer of checksums
+//   (model/checkpoint_path.h)
 //
 // All integers and floats little-endian; the file is exactly 32 + meta_bytes + 4 floats (+ 16)
 // bytes.
@@ -69,7 +70,7 @@ struct OptimizerState {
 };
 
 // Writes state.bin atomically (common/files.h): each slot's whole-model vector assembled from
-// the groups' pieces (a piece two groups hold, Adafactor's moments of a matrix two shards share,
+// the groups' pieces (a piece two groups hold, factored moments of a matrix two shards share,
 // is taken from the first); `model` is the digest of the model.bin written beside it. Throws
 // RuntimeError on an I/O error.
 void WriteTrainState(const std::string& path, const TrainState& state, const OptimizerState& opt,
@@ -98,8 +99,8 @@ class TrainStateReader {
   // The digest of model.bin that the trailer records (nullopt before version 3).
   const std::optional<FileDigest>& model_digest() const { return model_digest_; }
   // Throws InputError unless the file holds the state of `name` with exactly `want`'s slots
-  // (names and whole-model lengths): another optimizer, other settings (Adafactor's first
-  // moment) or another model are refused with the fix.
+  // (names and whole-model lengths): another optimizer, other settings (a first moment on or
+  // off) or another model are refused with the fix.
   void CheckSlots(const std::string& name, const std::vector<optim::Slot>& want) const;
   // A shard's slots (CheckSlots'), each piece read from its whole-model vector into out[k];
   // throws InputError if any value is not finite.

@@ -571,7 +571,7 @@ EvalRecord Evaluate(Run& run, int after_steps) {
 StepRecord TrainStep(Run& run, int s, const TrainOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   const Config& cfg = run.cfg;
-  // The update count (AdamW's bias correction, Adafactor's decay and relative step) counts the
+  // The update count (bias corrections, decay rates and relative steps of optim/) counts the
   // updates applied: a skipped step is none (as torch's GradScaler).
   const optim::StepArgs update{optim::LearningRate(cfg.optim, s, cfg.train.steps),
                                s + 1 - run.skipped};

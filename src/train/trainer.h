@@ -3,8 +3,8 @@
 //
 // The pieces, each with its own header: batches.h (which rows each group reads), replica_group.h
 // (a group's pool and NUMA-local buffers, replica sharing), step.h (one step: forward, backward
-// with gradient sync, global norm, AdamW on the owned shard, allgather), run_outputs.h (config,
-// placement, metrics, checkpoints, progress), placement_check.h (CPUs pinned twice across
+// with gradient sync, global norm, the optimizer on the owned shard, allgather), run_outputs.h
+// (config, placement, metrics, checkpoints, progress), placement_check.h (CPUs pinned twice across
 // ranks). Train() below is the main loop that calls them; docs/architecture.md draws them.
 #pragma once
 
