@@ -48,6 +48,10 @@ import tempfile
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import bf16_gate  # noqa: E402
+
+if __name__ == "__main__":
+    bf16_gate.skip_unless_bf16()  # a bf16 mode this CPU cannot run: skip before torch loads
 sys.path.insert(0, os.path.join(HERE, "..", "data"))
 import transformers_parity as tp  # noqa: E402  (torch, transformers, one thread, offline)
 from bert_parity import epoch_permutation  # noqa: E402

@@ -54,6 +54,10 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bf16_gate  # noqa: E402
+
+if __name__ == "__main__":
+    bf16_gate.skip_unless_bf16()  # a bf16 mode this CPU cannot run: skip before torch loads
 # Imports torch and transformers (exit 1 naming the fix when they are missing), sets one thread,
 # deterministic algorithms and no hub access.
 import transformers_parity as tp  # noqa: E402

@@ -56,6 +56,10 @@ import sys
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bf16_gate  # noqa: E402
+
+if __name__ == "__main__":
+    bf16_gate.skip_unless_bf16()  # a bf16 mode this CPU cannot run: skip before torch loads
 import transformers_parity as tp  # noqa: E402  (torch, transformers, one thread, offline)
 import llama_parity as lp  # noqa: E402
 import bert_parity as bp  # noqa: E402
