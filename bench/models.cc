@@ -60,7 +60,9 @@ void ModelPreset::ApplyTo(Config* config) const {
   m.rope_theta = s.rope_theta;
   m.tied_embeddings = s.tied;
   const model::RopeScaling& r = s.rope_scaling;
-  m.rope_scaling = r.kind == model::RopeScaling::kLlama3 ? "llama3" : "none";
+  m.rope_scaling = r.kind == model::RopeScaling::kLlama3   ? "llama3"
+                   : r.kind == model::RopeScaling::kLinear ? "linear"
+                                                           : "none";
   m.rope_factor = r.factor;
   m.rope_low_freq_factor = r.low_freq_factor;
   m.rope_high_freq_factor = r.high_freq_factor;

@@ -343,6 +343,30 @@ std::string ShapeError(const std::string& yaml) {
   return "";
 }
 
+// model.rope_scaling from a config (issue 42: the keys had dropped out of the key table, and
+// Gemma 3's linear kind was not among the values): llama3 with its four factors, linear with its
+// factor, on the families that take them.
+TEST(ShapeFromConfig, RopeScalingKindsFromTheConfig) {
+  auto shape = [](const std::string& arch, const std::string& keys) {
+    return ShapeFromConfig(ParseConfig("model: {arch: " + arch +
+                                           ", layers: 2, channels: 64, heads: 4, kv_heads: 2, "
+                                           "ffn_hidden: 96, vocab_size: 64, " +
+                                           keys + "}",
+                                       "x", {})
+                               .model);
+  };
+  const model::Shape g = shape("gemma3", "head_dim: 16, rope_scaling: linear, rope_factor: 8");
+  EXPECT_EQ(g.rope_scaling.kind, model::RopeScaling::kLinear);
+  EXPECT_EQ(g.rope_scaling.factor, 8.f);
+  const model::Shape l =
+      shape("llama", "rope_scaling: llama3, rope_factor: 32, rope_original_max_position: 1024");
+  EXPECT_EQ(l.rope_scaling.kind, model::RopeScaling::kLlama3);
+  EXPECT_EQ(l.rope_scaling.factor, 32.f);
+  EXPECT_EQ(l.rope_scaling.original_max_position, 1024);
+  EXPECT_NE(ShapeError("model: {rope_scaling: yarn}").find("one of none, llama3, linear"),
+            std::string::npos);
+}
+
 TEST(ShapeFromConfig, TheFamilyTableDecidesWhatTheKeysMean) {
   EXPECT_NE(ShapeError("model: {arch: mamba}")
                 .find("model.arch is 'mamba': the families are gpt2, "

@@ -343,6 +343,35 @@ void AddPlacementKeys(std::vector<Key>& v) {
 }
 
 // model.*: family, shape and initialisation.
+// model.rope_scaling and its factors (model::RopeScaling's kinds: Llama 3.1's and Gemma 3's
+// linear), for a random init; a Hugging Face directory brings its own.
+void AddRopeScalingKeys(std::vector<Key>& v) {
+  {
+    Key k{"model",
+          "rope_scaling",
+          "one of none, llama3, linear",
+          "rotary frequency scaling: none, llama3 (Llama 3.1+; the four rope_* keys below) or "
+          "linear (positions divided by rope_factor: Gemma 3)",
+          nullptr,
+          nullptr};
+    k.parse = [](const YAML::Node& n, const Origin& o, Config& c) {
+      c.model.rope_scaling = AsChoice(n, o, "model.rope_scaling", {"none", "llama3", "linear"});
+    };
+    k.dump = [](const Config& c) { return YAML::Node(c.model.rope_scaling); };
+    v.push_back(k);
+  }
+  v.push_back(NumberKey("model", "rope_factor",
+                        "llama3 scaling: the low frequencies' divisor; linear: the positions'", 1,
+                        1e6, [](Config& c) -> double& { return c.model.rope_factor; }));
+  v.push_back(NumberKey("model", "rope_low_freq_factor", "llama3 scaling: low_freq_factor", 1e-6,
+                        1e6, [](Config& c) -> double& { return c.model.rope_low_freq_factor; }));
+  v.push_back(NumberKey("model", "rope_high_freq_factor", "llama3 scaling: high_freq_factor", 1e-6,
+                        1e6, [](Config& c) -> double& { return c.model.rope_high_freq_factor; }));
+  v.push_back(IntKey(
+      "model", "rope_original_max_position", "llama3 scaling: original_max_position_embeddings", 1,
+      [](Config& c) -> int& { return c.model.rope_original_max_position; }, model::kMaxSeqLen));
+}
+
 void AddModelKeys(std::vector<Key>& v) {
   // ---- model
   v.push_back(
@@ -416,6 +445,7 @@ void AddModelKeys(std::vector<Key>& v) {
                         [](Config& c) -> double& { return c.model.norm_eps; }));
   v.push_back(NumberKey("model", "rope_theta", "base of the rotary embeddings (llama)", 1, 1e12,
                         [](Config& c) -> double& { return c.model.rope_theta; }));
+  AddRopeScalingKeys(v);
   v.push_back(BoolKey("model", "tied_embeddings",
                       "the LM head is the token embedding (llama; gpt2 is always tied)",
                       [](Config& c) -> bool& { return c.model.tied_embeddings; }));
@@ -1038,11 +1068,6 @@ void Validate(const Config& c) {
                                  "regression or multi_label_classification",
                                  p),
                      hint);
-  }
-  if (c.model.rope_scaling != "none" && c.model.rope_scaling != "llama3") {
-    throw InputError(
-        fmt::format("model.rope_scaling is '{}': it is none or llama3", c.model.rope_scaling),
-        hint);
   }
   if (c.model.rope_scaling == "llama3" &&
       !(c.model.rope_high_freq_factor > c.model.rope_low_freq_factor)) {

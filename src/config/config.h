@@ -41,7 +41,8 @@ struct ModelConfig {
   int max_seq_len = 1024;  // maxT
   double norm_eps = 1e-5;
   double rope_theta = 10000;
-  // Rotary frequency scaling (Hugging Face's rope_scaling): "none" or "llama3", with its factors.
+  // Rotary frequency scaling (Hugging Face's rope_scaling): "none", "llama3" or "linear", with
+  // its factors.
   std::string rope_scaling = "none";
   double rope_factor = 8, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
   int rope_original_max_position = 8192;

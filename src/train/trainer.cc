@@ -693,7 +693,10 @@ model::Shape ShapeFromConfig(const ModelConfig& m) {
   k.types = m.token_types;
   k.hidden_dropout = static_cast<float>(m.hidden_dropout);
   k.attn_dropout = static_cast<float>(m.attention_dropout);
-  if (m.rope_scaling == "llama3") {
+  if (m.rope_scaling == "linear") {
+    k.rope_scaling.kind = model::RopeScaling::kLinear;
+    k.rope_scaling.factor = static_cast<float>(m.rope_factor);
+  } else if (m.rope_scaling == "llama3") {
     k.rope_scaling.kind = model::RopeScaling::kLlama3;
     k.rope_scaling.factor = static_cast<float>(m.rope_factor);
     k.rope_scaling.low_freq_factor = static_cast<float>(m.rope_low_freq_factor);
