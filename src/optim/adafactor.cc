@@ -42,6 +42,15 @@ struct Part {
   // Where the shard's exp_avg_sq_row/col of the view start in their buffers, or its exp_avg_sq
   // of element a.
   std::size_t row, col, vec;
+  // A matrix's rows [RowBegin(), RowEnd()) meet [a, b); row r's columns there are
+  // [*c0, *c1) (Columns).
+  std::size_t RowBegin() const { return (a - view->v.offset) / view->v.cols; }
+  std::size_t RowEnd() const { return (b - view->v.offset + view->v.cols - 1) / view->v.cols; }
+  void Columns(std::size_t r, std::size_t* c0, std::size_t* c1) const {
+    const std::size_t base = view->v.offset + r * view->v.cols;
+    *c0 = std::max(a, base) - base;
+    *c1 = std::min(b, base + view->v.cols) - base;
+  }
 };
 
 class Adafactor final : public Optimizer {
@@ -155,13 +164,7 @@ void Adafactor::SumStatistics(const Shard& s, const Part& p, float scale) const 
   float* stat = s.scratch + w.stat_at;
   const float eps1 = static_cast<float>(k_.eps1);
   const std::size_t cols = w.v.cols;
-  // Rows [r0, r1) of the view meet [a, b); row r's columns there are [c0(r), c1(r)).
-  const std::size_t r0 = (p.a - w.v.offset) / cols, r1 = (p.b - w.v.offset + cols - 1) / cols;
-  auto span = [&](std::size_t r, std::size_t* c0, std::size_t* c1) {
-    const std::size_t base = w.v.offset + r * cols;
-    *c0 = std::max(p.a, base) - base;
-    *c1 = std::min(p.b, base + cols) - base;
-  };
+  const std::size_t r0 = p.RowBegin(), r1 = p.RowEnd();
   thread_local std::vector<double> tl_partial;
   tl_partial.assign(static_cast<std::size_t>(s.pool->size()), 0.0);
   double* partial = tl_partial.data();
@@ -169,7 +172,7 @@ void Adafactor::SumStatistics(const Shard& s, const Part& p, float scale) const 
     double psum = 0;
     for (std::size_t r = r0 + rb; r < r0 + re; ++r) {
       std::size_t c0, c1;
-      span(r, &c0, &c1);
+      p.Columns(r, &c0, &c1);
       float* g = s.grads + w.v.offset + r * cols;
       const float* x = s.params + w.v.offset + r * cols;
       double rsum = 0;
@@ -194,7 +197,7 @@ void Adafactor::SumStatistics(const Shard& s, const Part& p, float scale) const 
       double acc[kStrip] = {};
       for (std::size_t r = r0; r < r1; ++r) {
         std::size_t c0, c1;
-        span(r, &c0, &c1);
+        p.Columns(r, &c0, &c1);
         const float* g = s.grads + w.v.offset + r * cols;
         for (std::size_t j = std::max(c, c0); j < std::min(c + n, c1); ++j)
           acc[j - c] += static_cast<double>(g[j] * g[j] + eps1);
@@ -252,14 +255,13 @@ void Adafactor::ScaledUpdate(const Shard& s, const Part& p, const float* stats, 
     });
   } else {
     // Row by row (no division per element): rows [r0, r1) meet the part.
-    const std::size_t cols = w.v.cols, r0 = (p.a - w.v.offset) / cols,
-                      r1 = (p.b - w.v.offset + cols - 1) / cols;
+    const std::size_t cols = w.v.cols, r0 = p.RowBegin(), r1 = p.RowEnd();
     s.pool->ParallelFor(r1 - r0, [&](std::size_t rb, std::size_t re, int tid) {
       double sum = 0;
       for (std::size_t r = r0 + rb; r < r0 + re; ++r) {
-        const std::size_t base = w.v.offset + r * cols;
-        const std::size_t c0 = std::max(p.a, base) - base, c1 = std::min(p.b, base + cols) - base;
-        float* g = s.grads + base;
+        std::size_t c0, c1;
+        p.Columns(r, &c0, &c1);
+        float* g = s.grads + w.v.offset + r * cols;
         const float f = rf[r];
         float row_sum = 0;  // per row in float (vectorizable), rows added in double
         for (std::size_t c = c0; c < c1; ++c) {

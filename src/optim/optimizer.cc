@@ -113,10 +113,4 @@ std::unique_ptr<Optimizer> MakeOptimizer(const OptimConfig& c, const model::Para
                    "adafactor or sgd)");
 }
 
-std::size_t StateFloats(const Optimizer& o, std::size_t lo, std::size_t hi) {
-  std::size_t n = 0;
-  for (const Slot& s : o.Slots(lo, hi)) n += s.local;
-  return n;
-}
-
 }  // namespace cputrain::optim

@@ -95,7 +95,5 @@ std::unique_ptr<Optimizer> MakeOptimizer(const OptimConfig& c, const model::Para
 inline constexpr const char* kVersion3StateOptimizer = "adamw";
 // "adamw", "adafactor", "sgd".
 const std::vector<std::string>& OptimizerNames();
-// Floats of the state a shard [lo, hi) keeps (the memory plan).
-std::size_t StateFloats(const Optimizer& o, std::size_t lo, std::size_t hi);
 
 }  // namespace cputrain::optim

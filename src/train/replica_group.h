@@ -147,8 +147,16 @@ class ReplicaGroups {
   // The whole model's layout: what Forward and Backward run.
   const model::ParamLayout& model_layout() const { return model_layout_; }
   const model::Lora* lora() const { return lora_.get(); }
-  // The optimizer over layout() (GroupOptions::optim).
+  // The optimizer over layout() (GroupOptions::optimizer).
   const optim::Optimizer& optimizer() const { return *optimizer_; }
+  // The floats of the optimizer's state all groups keep together (a checkpoint's snapshot).
+  std::size_t StateFloats() const {
+    std::size_t n = 0;
+    for (const ReplicaGroup& grp : groups_) {
+      for (const alloc::NodeBuffer<float>& b : grp.state) n += b.size();
+    }
+    return n;
+  }
 
   // LoRA: one frozen base per NUMA node the groups use.
   struct NodeBase {

@@ -348,12 +348,11 @@ void InitState(Run& run) {
   TrainStateReader state(run.resume->dir + "/" + model::kStateFile);
   const optim::Optimizer& opt = run.groups->optimizer();
   // Each group takes its own shard of the whole vectors: any group count resumes any other's.
-  std::size_t floats = layout.total();
   for (ReplicaGroup& grp : run.groups->all()) {
     state.CheckSlots(opt.name(), grp.slots);
     state.ReadSlots(grp.slots, grp.state_ptrs);
-    for (const optim::Slot& slot : grp.slots) floats += slot.local;
   }
+  const std::size_t floats = layout.total() + run.groups->StateFloats();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log::Info("loaded {} in {:.2f} s ({:.0f} MB/s with its optimizer state)", run.resume->dir, secs,
             static_cast<double>(floats) * sizeof(float) / 1e6 / secs);
@@ -539,11 +538,7 @@ void SetUp(Run& run, const TrainOptions& options) {
   BuildGroups(run);
   ChooseKernels(run, cfg.train.steps - (run.resume ? run.resume->state.step : 0));
   if (cfg.train.checkpoint_every > 0) {
-    std::size_t floats = run.groups->layout().total();
-    for (const ReplicaGroup& grp : run.groups->all()) {
-      for (const optim::Slot& slot : grp.slots) floats += slot.local;
-    }
-    run.out->ReserveSnapshot(floats);
+    run.out->ReserveSnapshot(run.groups->layout().total() + run.groups->StateFloats());
   }
   run.out->WritePlacement(Placement(*run.groups, run.plan, run.topology, cfg, run.dist));
   if (run.dist) {  // every process must train the same thing from the same start
